@@ -1,0 +1,89 @@
+// The job spec as plain structs: what `ppctl train` and `ppctl plan` read from YAML. No torch here.
+// Every field: meaning, unit, default, allowed range. configs/README.md documents the same for users.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ppctl::config {
+
+/// Pipeline schedule family. The generators live in schedule/.
+enum class ScheduleKind {
+  GPipe,     ///< all forwards, then all backwards (Huang et al., GPipe, arXiv 1811.06965)
+  OneFOneB,  ///< PipeDream-Flush / Megatron 1F1B: warmup, steady 1F1B, cooldown (arXiv 2104.04473 §2.2)
+};
+
+/// Where each worker's stage lives.
+enum class Device { Cpu, Cuda };
+
+/// Communication backend; Auto = gloo on cpu, nccl on cuda.
+enum class Backend { Auto, Gloo, Nccl };
+
+/// GPT decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
+struct ModelSpec {
+  int64_t vocab_size = 256;  ///< tokens in the vocabulary; data are bytes, so >= 256. Range [256, 1e6].
+  int64_t layers = 4;        ///< transformer blocks. Range [1, 10000]; >= pipeline.stages.
+  int64_t hidden = 128;      ///< model width d. Range [1, 65536]; divisible by heads.
+  int64_t heads = 4;         ///< attention heads. Range [1, hidden].
+  int64_t seq_len = 128;     ///< tokens per training sequence. Range [1, 1e6].
+  double dropout = 0.0;      ///< dropout probability after embedding, attention and MLP. Range [0, 1).
+};
+
+/// How the model is cut and scheduled.
+struct PipelineSpec {
+  int64_t stages = 1;                              ///< pipeline-parallel size p (one rank per stage). Range [1, 1024].
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  ///< `1f1b` (default) or `gpipe`.
+  int64_t microbatches = 1;                        ///< microbatches m per step. Range [1, 1e6].
+  int64_t micro_batch_size = 1;                    ///< sequences per microbatch. Range [1, 1e6].
+};
+
+/// Training text. Files are read as raw bytes (vocabulary 256).
+struct DataSpec {
+  std::vector<std::string> paths;  ///< as written: paths or globs (relative to the spec's folder). Required.
+  std::vector<std::string> files;  ///< resolved: every matching regular file, sorted, absolute. Filled by the loader.
+};
+
+/// AdamW (Loshchilov & Hutter, arXiv 1711.05101) as in torch::optim::AdamW.
+struct OptimizerSpec {
+  double lr = 1e-3;            ///< learning rate. Range (0, 10].
+  double beta1 = 0.9;          ///< first-moment decay. Range [0, 1).
+  double beta2 = 0.95;         ///< second-moment decay. Range [0, 1).
+  double eps = 1e-8;           ///< denominator epsilon. Range (0, 1].
+  double weight_decay = 0.1;   ///< decoupled weight decay. Range [0, 10].
+};
+
+/// The step loop.
+struct TrainSpec {
+  int64_t steps = 100;        ///< optimizer steps. Range [1, 1e9].
+  uint64_t seed = 0;          ///< seeds weights, data order and dropout. Range [0, 2^63).
+  int64_t log_interval = 10;  ///< log a line every N steps (and at the first and last). Range [1, 1e9].
+};
+
+/// Processes and communication.
+struct RuntimeSpec {
+  Device device = Device::Cpu;        ///< `cpu` or `cuda` (one GPU per local rank).
+  Backend backend = Backend::Auto;    ///< `auto`, `gloo` or `nccl` (nccl needs device cuda).
+  std::string master_addr = "127.0.0.1";  ///< rendezvous (TCPStore) host. Non-empty.
+  int64_t master_port = 0;            ///< rendezvous port; 0 = any free port (local launch). Range [0, 65535].
+  double comm_timeout_s = 300.0;      ///< every blocking wait (rendezvous, send/recv) ends after this, seconds. Range (0, 86400].
+  int64_t threads_per_worker = 1;     ///< intra-op threads per worker (at::set_num_threads). Range [1, 1024].
+};
+
+/// A whole job. `source` is the spec file's path (for messages).
+struct JobSpec {
+  ModelSpec model;
+  PipelineSpec pipeline;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  TrainSpec train;
+  RuntimeSpec runtime;
+  std::string source;
+};
+
+/// Lower-case YAML spelling of each enum (`1f1b`, `gpipe`, `cpu`, ...).
+std::string to_string(ScheduleKind kind);
+std::string to_string(Device device);
+std::string to_string(Backend backend);
+
+}  // namespace ppctl::config

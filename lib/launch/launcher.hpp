@@ -1,0 +1,42 @@
+// Local launcher: spawns one worker process per rank (fork + execve, never a shell) and supervises them.
+// No torch: the rendezvous store is hosted by the caller and only its address is passed on.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ppctl::launch {
+
+/// What to start and how.
+struct LaunchOptions {
+  int world_size = 1;                ///< number of workers (ranks 0..world_size-1); >= 1
+  std::vector<std::string> argv;     ///< worker command: argv[0] is the executable path (absolute or relative, not searched in PATH)
+  std::string master_addr = "127.0.0.1";  ///< put in MASTER_ADDR
+  int master_port = 0;               ///< put in MASTER_PORT
+  std::vector<std::pair<std::string, std::string>> extra_env;  ///< added to (or overriding) the inherited environment
+  std::chrono::milliseconds grace{5000};  ///< after SIGTERM, how long workers get before SIGKILL
+};
+
+/// How the job ended.
+struct LaunchResult {
+  int exit_code = 0;               ///< 0 when every worker exited 0; otherwise non-zero (see run_workers)
+  std::optional<int> failed_rank;  ///< first rank that failed, if any
+  std::string message;             ///< one line for the user, e.g. "rank 2 exited with code 1"
+};
+
+/// Spawns `world_size` workers with the inherited environment plus RANK, WORLD_SIZE, LOCAL_RANK,
+/// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and extra_env. Each worker gets its own process group
+/// (so a terminal Ctrl-C reaches only the launcher) and PR_SET_PDEATHSIG=SIGKILL (so it never
+/// outlives the launcher). Supervises them:
+/// - all exit 0 -> exit_code 0;
+/// - one exits non-zero or is killed by a signal -> the others get SIGTERM, then SIGKILL after
+///   `grace`; exit_code = that worker's code (128 + signal when killed), failed_rank set;
+/// - the launcher gets SIGINT/SIGTERM -> the same shutdown, exit_code 130 / 143.
+/// Returns only after every worker has been reaped (no orphans, no zombies).
+/// Throws ppctl::LaunchError if a worker cannot be started (e.g. executable missing).
+LaunchResult run_workers(const LaunchOptions& options);
+
+}  // namespace ppctl::launch

@@ -1,0 +1,59 @@
+// Stage layout: which layers each stage holds, which rank runs it, its parameter count, the bubble.
+// Pure functions of the job spec; no torch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/job_spec.hpp"
+
+namespace ppctl::plan {
+
+/// Half-open range [begin, end) of global transformer-block indices.
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+/// Splits `layers` blocks into `stages` contiguous ranges whose sizes differ by at most one; the
+/// first (layers % stages) stages get the extra block. Throws ppctl::PlanError if stages < 1 or
+/// layers < stages.
+std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages);
+
+/// Parameter counts of the GPT built by model/ (must match torch's count exactly):
+/// block = 12 h^2 + 13 h (two LayerNorms, fused QKV with bias, projection with bias, 4h MLP with biases);
+/// embedding = vocab h + seq_len h (token and learned position embeddings);
+/// head = 2 h + vocab h (final LayerNorm and the bias-free LM head).
+int64_t block_parameters(const config::ModelSpec& model);
+int64_t embedding_parameters(const config::ModelSpec& model);
+int64_t head_parameters(const config::ModelSpec& model);
+
+/// One pipeline stage.
+struct StageLayout {
+  int64_t stage = 0;           ///< stage index s in [0, p)
+  int64_t rank = 0;            ///< rank that runs it (= s: one stage per rank)
+  LayerRange layers;           ///< blocks it owns
+  bool has_embedding = false;  ///< true on stage 0
+  bool has_head = false;       ///< true on stage p-1 (final norm, LM head, loss)
+  int64_t parameters = 0;      ///< parameters it owns (count, not bytes)
+};
+
+/// The whole layout for a job.
+struct Layout {
+  int64_t world_size = 0;         ///< ranks = p
+  int64_t num_stages = 0;         ///< p
+  int64_t num_microbatches = 0;   ///< m
+  std::vector<StageLayout> stages;
+  int64_t total_parameters = 0;   ///< sum over stages
+  double bubble_fraction = 0.0;   ///< (p-1)/(m+p-1), equal-cost F and B (GPipe paper §2.2; arXiv 2104.04473 §2.2)
+};
+
+/// Bubble fraction of GPipe and 1F1B with equal per-stage costs: (p-1)/(m+p-1).
+double bubble_fraction(int64_t stages, int64_t microbatches);
+
+/// Lays out the spec's model over pipeline.stages ranks with partition_uniform.
+/// Throws ppctl::PlanError when the model cannot be split (layers < stages).
+Layout make_layout(const config::JobSpec& spec);
+
+}  // namespace ppctl::plan

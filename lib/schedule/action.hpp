@@ -1,0 +1,70 @@
+// The schedule IR: one action = {kind, stage, microbatch}; a rank's program is a list of actions.
+// Text form as in torch.distributed.pipelining: `1F3`, `0B2`, `2SEND_F0`, `1RECV_B4`. No torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ppctl::schedule {
+
+/// What an action does. Compute kinds run a stage; communication kinds move one tensor.
+enum class ActionKind {
+  F,       ///< forward of (stage, microbatch)
+  B,       ///< full backward of (stage, microbatch)
+  I,       ///< input-gradient-only backward (zero-bubble; reserved)
+  W,       ///< weight-gradient-only backward (zero-bubble; reserved)
+  SEND_F,  ///< send stage's output activation for microbatch to the rank of stage+1
+  RECV_F,  ///< post the receive of stage's input activation for microbatch from the rank of stage-1
+  SEND_B,  ///< send the gradient w.r.t. stage's input for microbatch to the rank of stage-1
+  RECV_B,  ///< post the receive of the gradient w.r.t. stage's output for microbatch from stage+1
+};
+
+struct Action {
+  ActionKind kind = ActionKind::F;
+  int64_t stage = 0;       ///< stage index in [0, num_stages)
+  int64_t microbatch = 0;  ///< microbatch index in [0, num_microbatches)
+
+  bool operator==(const Action& other) const {
+    return kind == other.kind && stage == other.stage && microbatch == other.microbatch;
+  }
+  bool operator!=(const Action& other) const { return !(*this == other); }
+};
+
+/// True for F, B, I, W.
+bool is_compute(ActionKind kind);
+/// True for SEND_F, SEND_B.
+bool is_send(ActionKind kind);
+/// True for RECV_F, RECV_B.
+bool is_recv(ActionKind kind);
+
+/// `F`, `B`, `I`, `W`, `SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`.
+std::string to_string(ActionKind kind);
+/// `{stage}{kind}{microbatch}`, e.g. `1F3`, `0SEND_B2`.
+std::string to_string(const Action& action);
+/// Inverse of to_string(Action). Throws ppctl::ScheduleError naming the text and the expected form.
+Action parse_action(std::string_view text);
+
+/// One rank's ordered actions for one step.
+using RankProgram = std::vector<Action>;
+
+/// Every rank's program for one training step, plus the geometry needed to read it.
+struct Program {
+  int64_t num_stages = 0;              ///< p (total stages, counting virtual stages)
+  int64_t num_microbatches = 0;        ///< m
+  std::vector<int64_t> stage_to_rank;  ///< size num_stages: which rank runs each stage
+  std::vector<RankProgram> ranks;      ///< size = number of ranks
+  int64_t num_ranks() const { return static_cast<int64_t>(ranks.size()); }
+};
+
+/// Space-separated text of one rank's actions, e.g. `0F0 0F1 0B0 0F2 ...`. With `compute_only`,
+/// communication actions are left out and the stage prefix is dropped when the rank runs one stage
+/// (`F0 F1 B0 ...`).
+std::string format_rank(const RankProgram& program, bool compute_only);
+
+/// Message tag for the transfer an action belongs to (a SEND and its matching RECV get the same tag):
+/// unique per (receiving stage, microbatch, direction) within a step, >= 0 (Gloo requires it).
+int64_t message_tag(const Action& action, int64_t num_microbatches);
+
+}  // namespace ppctl::schedule

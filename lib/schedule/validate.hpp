@@ -1,0 +1,26 @@
+// Schedule validator: dependency checks and a simulation of blocking semantics (no deadlock).
+#pragma once
+
+#include <string>
+
+#include "schedule/action.hpp"
+
+namespace ppctl::schedule {
+
+/// Checks a program with communication:
+/// - each F(s,j) and B(s,j) appears exactly once, on the rank stage_to_rank[s];
+/// - on its rank, F(s,j) comes before B(s,j);
+/// - every SEND has exactly one matching RECV on the peer rank (same stage pairing, microbatch,
+///   direction) and vice versa;
+/// - simulating the executor's semantics (SEND and RECV never block; F(s,j), s>0 waits for
+///   SEND_F(s-1,j) to have been issued and its own RECV_F(s,j) posted; B(s,j), s<p-1 waits likewise
+///   for SEND_B(s+1,j) and RECV_B(s,j); B(p-1,j) needs F(p-1,j)), every rank reaches its end.
+/// Throws ppctl::ScheduleError with the rule broken and the rank x action grid (format_grid),
+/// marking where each rank stood, when any check fails.
+void validate(const Program& program);
+
+/// The rank x action grid, one line per rank: `rank 0: 0F0 0SEND_F0 ...`; when `positions` is
+/// non-empty, the action each rank stands at is wrapped in `[ ]` (a rank past its end gets `[end]`).
+std::string format_grid(const Program& program, const std::vector<size_t>& positions = {});
+
+}  // namespace ppctl::schedule

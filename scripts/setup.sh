@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything ppctl needs on Debian 12, idempotently: Debian packages (Catch2 v3 from
+# bookworm-backports) and a virtual env holding torch==2.11.0 (LibTorch). Fast when all is there.
+# Prints nothing but progress on stderr; the env's python path is printed on stdout.
+set -euo pipefail
+
+TORCH_VERSION=2.11.0
+VENV="${PPCTL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ppctl/venv}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev fortunes)
+BACKPORTS_PACKAGES=(catch2)
+
+missing=()
+for p in "${APT_PACKAGES[@]}" "${BACKPORTS_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Catch2 must be v3 (bookworm itself has v2).
+if dpkg-query -W -f='${Version}' catch2 2>/dev/null | grep -q '^2\.'; then missing+=(catch2); fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      | $SUDO tee /etc/apt/sources.list.d/ppctl-backports.sources >/dev/null
+  fi
+  $SUDO apt-get update -q >&2
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "${APT_PACKAGES[@]}" >&2
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    -t bookworm-backports "${BACKPORTS_PACKAGES[@]}" >&2
+fi
+
+if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION into $VENV (a few GB, once)" >&2
+  mkdir -p "$(dirname "$VENV")"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+  "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" >&2
+fi
+
+echo "$VENV/bin/python"
