@@ -1,1 +1,82 @@
-// placeholder: to be written
+// Rendezvous from the environment and the launcher-hosted TCPStore server.
+#include "comm/rendezvous.hpp"
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <optional>
+
+#include "core/error.hpp"
+
+namespace ppctl::comm {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+int env_int(const char* name, std::optional<int> fallback, int min, int max) {
+  auto text = env(name);
+  if (!text) {
+    if (fallback) return *fallback;
+    throw CommError(fmt::format(
+        "environment variable {} is not set (fix: start workers with `ppctl train`, or set RANK, "
+        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)",
+        name));
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || errno != 0 || value < min || value > max) {
+    throw CommError(fmt::format("environment variable {}='{}' must be an integer in [{}, {}]", name,
+                                *text, min, max));
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+RendezvousInfo rendezvous_from_env() {
+  RendezvousInfo info;
+  info.world_size = env_int("WORLD_SIZE", std::nullopt, 1, 1 << 20);
+  info.rank = env_int("RANK", std::nullopt, 0, info.world_size - 1);
+  info.local_rank = env_int("LOCAL_RANK", 0, 0, info.world_size - 1);
+  info.master_addr = env("MASTER_ADDR").value_or("");
+  if (info.master_addr.empty()) {
+    throw CommError("environment variable MASTER_ADDR is not set or empty (fix: set it to the host "
+                    "of rank 0's TCPStore)");
+  }
+  info.master_port = env_int("MASTER_PORT", std::nullopt, 1, 65535);
+  return info;
+}
+
+struct StoreServer::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+StoreServer::StoreServer(const std::string& host, int port, int world_size,
+                         std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = true;
+  options.numWorkers = static_cast<size_t>(world_size);
+  options.waitWorkers = false;  // workers connect after the launcher spawns them
+  options.timeout = timeout;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("cannot host the rendezvous store on {}:{}: {} (fix: choose another "
+                                "runtime.master_port, or 0 for any free port)",
+                                host, port, e.what()));
+  }
+}
+
+StoreServer::~StoreServer() = default;
+
+int StoreServer::port() const { return impl_->store->getPort(); }
+
+}  // namespace ppctl::comm

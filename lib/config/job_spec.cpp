@@ -1,1 +1,33 @@
-// placeholder: to be written
+// Lower-case YAML spelling of the job-spec enums (the inverse of what config/load.cpp accepts).
+#include "config/job_spec.hpp"
+
+#include "core/error.hpp"
+
+namespace ppctl::config {
+
+std::string to_string(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::GPipe: return "gpipe";
+    case ScheduleKind::OneFOneB: return "1f1b";
+  }
+  throw InternalError("to_string: unknown ScheduleKind");
+}
+
+std::string to_string(Device device) {
+  switch (device) {
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
+  }
+  throw InternalError("to_string: unknown Device");
+}
+
+std::string to_string(Backend backend) {
+  switch (backend) {
+    case Backend::Auto: return "auto";
+    case Backend::Gloo: return "gloo";
+    case Backend::Nccl: return "nccl";
+  }
+  throw InternalError("to_string: unknown Backend");
+}
+
+}  // namespace ppctl::config

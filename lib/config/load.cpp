@@ -1,1 +1,727 @@
-// placeholder: to be written
+// Reading and validating a job spec: YAML (yaml-cpp) -> JobSpec. Every problem is collected, each as one
+// line `FILE:LINE: YAML.PATH: value V: RULE (fix: HINT)`, and thrown once as a ppctl::ConfigError.
+#include "config/load.hpp"
+
+#include <fmt/format.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "config/suggest.hpp"
+#include "core/error.hpp"
+
+namespace ppctl::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------------------
+// Problems: the collected messages.
+
+/// One problem, kept with its line so that the final list reads from the top of the file down.
+struct Problem {
+  int line;
+  std::string text;
+};
+
+/// Collects problems for one spec and throws them together.
+class Problems {
+ public:
+  explicit Problems(std::string source) : source_(std::move(source)) {}
+
+  /// Adds `SOURCE:LINE: PATH: value VALUE: RULE (fix: HINT)`; an empty `path` or absent `value` is left out
+  /// (for problems with the whole document, or with a key rather than its value).
+  void add(int line, const std::string& path, const std::optional<std::string>& value, const std::string& rule,
+           const std::string& hint) {
+    std::string text = fmt::format("{}:{}: ", source_, line);
+    if (!path.empty()) text += path + ": ";
+    if (value) text += "value " + *value + ": ";
+    text += fmt::format("{} (fix: {})", rule, hint);
+    problems_.push_back({line, std::move(text)});
+  }
+
+  /// Throws ConfigError with every problem, ordered by line (stable), if there is any.
+  void throw_if_any() {
+    if (problems_.empty()) return;
+    std::stable_sort(problems_.begin(), problems_.end(),
+                     [](const Problem& a, const Problem& b) { return a.line < b.line; });
+    std::vector<std::string> lines;
+    for (auto& problem : problems_) lines.push_back(std::move(problem.text));
+    throw ConfigError(std::move(lines));
+  }
+
+ private:
+  std::string source_;
+  std::vector<Problem> problems_;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Scalars: how values are shown in messages and parsed. Plain (unquoted) scalars are typed by their text as
+// in YAML 1.2's core schema; a quoted scalar is always a string, so `heads: "4"` is not an integer.
+
+/// 1-based line of a node; 1 when yaml-cpp has no position for it.
+int line_of(const YAML::Mark& mark) { return mark.is_null() || mark.line < 0 ? 1 : mark.line + 1; }
+int line_of(const YAML::Node& node) { return line_of(node.Mark()); }
+
+/// True for `"x"`, `'x'` and `!!str x`: the text is a string whatever it looks like.
+bool is_string_tagged(const YAML::Node& node) {
+  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
+}
+
+bool is_integer_text(const std::string& text) {
+  static const std::regex pattern("[-+]?[0-9]+");
+  return std::regex_match(text, pattern);
+}
+
+bool is_float_text(const std::string& text) {
+  static const std::regex pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  return std::regex_match(text, pattern);
+}
+
+bool is_non_finite_text(const std::string& text) {
+  static const std::regex pattern(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
+  return std::regex_match(text, pattern);
+}
+
+/// Plain scalars YAML reads as something other than a string (numbers, booleans): shown unquoted.
+bool is_literal_text(const std::string& text) {
+  static const std::regex booleans("true|True|TRUE|false|False|FALSE");
+  return is_float_text(text) || is_non_finite_text(text) || std::regex_match(text, booleans);
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// A value as the message shows it: `5`, `2.5`, `"four"`, `null`, `[1, 2]`, `{a: 1}` (long ones cut).
+std::string describe(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "null";
+  if (node.IsScalar()) {
+    const std::string& text = node.Scalar();
+    return !is_string_tagged(node) && is_literal_text(text) ? text : quoted(text);
+  }
+  YAML::Emitter out;
+  out.SetSeqFormat(YAML::Flow);
+  out.SetMapFormat(YAML::Flow);
+  out << node;
+  std::string text = out.c_str();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  constexpr std::size_t kMaxChars = 60;
+  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
+  return text;
+}
+
+/// What a scalar field got instead of a scalar, for hints: "a list", "a mapping", "an empty value".
+std::string shape_name(const YAML::Node& node) {
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "an empty value";
+}
+
+enum class Parse { Ok, NotANumber, OutOfRange };
+
+/// Decimal integer (optional sign) -> int64.
+Parse parse_int(const std::string& text, int64_t& out) {
+  if (!is_integer_text(text)) return Parse::NotANumber;
+  const char* first = text.data() + (text[0] == '+' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), out);
+  if (ec == std::errc::result_out_of_range) return Parse::OutOfRange;
+  return ec == std::errc() && end == text.data() + text.size() ? Parse::Ok : Parse::NotANumber;
+}
+
+/// Finite YAML float or integer -> double (`.inf` and `.nan` are NotANumber; 1e999 is OutOfRange).
+Parse parse_double(const std::string& text, double& out) {
+  if (!is_float_text(text)) return Parse::NotANumber;
+  const char* first = text.data() + (text[0] == '+' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), out);
+  if (ec == std::errc::result_out_of_range) return Parse::OutOfRange;
+  return ec == std::errc() && end == text.data() + text.size() ? Parse::Ok : Parse::NotANumber;
+}
+
+/// `a` or `a or b` (used to offer one or two example values).
+std::string one_or_two(const std::optional<int64_t>& a, const std::optional<int64_t>& b) {
+  if (a && b) return fmt::format("{} or {}", *a, *b);
+  return fmt::format("{}", a ? *a : *b);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Ranges.
+
+/// Closed integer range; `why` (optional) explains the bound in the rule text.
+struct IntRange {
+  int64_t lo;
+  int64_t hi;
+  const char* why = nullptr;
+
+  bool contains(int64_t v) const { return lo <= v && v <= hi; }
+  std::string text() const { return fmt::format("[{}, {}]", lo, hi); }
+};
+
+/// Real range whose ends may be open: (0, 10], [0, 1), ...
+struct RealRange {
+  double lo;
+  bool lo_open;
+  double hi;
+  bool hi_open;
+
+  bool contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  std::string text() const { return fmt::format("{}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']'); }
+};
+
+constexpr int64_t kMillion = 1'000'000;
+constexpr int64_t kBillion = 1'000'000'000;
+
+// ---------------------------------------------------------------------------------------------------------
+// Field readers. Each reads one YAML value into a JobSpec field, or reports why it cannot and returns false.
+
+/// A value to read: its dotted YAML path (`model.heads`, `data.path[1]`), its line and the node.
+struct Entry {
+  std::string path;
+  int line;
+  YAML::Node value;
+};
+
+/// What readers share: the problem list and the folder relative data paths are resolved against.
+struct Context {
+  Problems& problems;
+  std::string base_dir;  ///< absolute
+
+  /// Reports a problem with the value of `entry`.
+  void bad(const Entry& entry, const std::string& rule, const std::string& hint) {
+    problems.add(entry.line, entry.path, describe(entry.value), rule, hint);
+  }
+};
+
+/// The text of `e` when it is one plain (unquoted) scalar; otherwise reports `rule` with a hint built from
+/// `kind` ("whole number", "number") and `example`, and returns nothing. Common start of the number readers.
+std::optional<std::string> plain_scalar(Context& c, const Entry& e, const std::string& rule, const std::string& kind,
+                                        const std::string& example) {
+  if (!e.value.IsScalar()) {
+    c.bad(e, rule, fmt::format("write one {} such as {}, not {}", kind, example, shape_name(e.value)));
+    return std::nullopt;
+  }
+  if (is_string_tagged(e.value)) {
+    c.bad(e, rule,
+          is_float_text(e.value.Scalar()) ? "remove the quotes: a quoted value is a string"
+                                          : fmt::format("write a {} such as {}", kind, example));
+    return std::nullopt;
+  }
+  return e.value.Scalar();
+}
+
+/// Reports that `e` lies outside `range_text`, adding `why` to the rule when given.
+void out_of_range(Context& c, const Entry& e, const std::string& range_text, const char* why,
+                  const std::string& example) {
+  std::string rule = "must be in " + range_text;
+  if (why != nullptr) rule += std::string("; ") + why;
+  c.bad(e, rule, fmt::format("use a value in {} such as {}", range_text, example));
+}
+
+/// Reads an integer in `range` into `out`; `example` (the field's default) appears in hints.
+bool read_int(Context& c, const Entry& e, const IntRange& range, int64_t example, int64_t& out) {
+  const std::string rule = "must be an integer";
+  const auto text = plain_scalar(c, e, rule, "whole number", std::to_string(example));
+  if (!text) return false;
+  int64_t value = 0;
+  const Parse parsed = parse_int(*text, value);
+  if (parsed == Parse::NotANumber) {
+    std::string hint = fmt::format("write a whole number such as {}", example);
+    if (double real = 0; parse_double(*text, real) == Parse::Ok) {
+      const bool whole = real == std::floor(real) && std::abs(real) < 9e15;
+      hint = whole ? fmt::format("write it in digits: {}", static_cast<int64_t>(real))
+                   : fmt::format("use a whole number such as {}",
+                                 one_or_two(static_cast<int64_t>(std::floor(real)),
+                                            static_cast<int64_t>(std::ceil(real))));
+    }
+    c.bad(e, rule, hint);
+    return false;
+  }
+  if (parsed == Parse::OutOfRange || !range.contains(value)) {
+    out_of_range(c, e, range.text(), range.why, std::to_string(example));
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+/// Reads a finite real number in `range` into `out`; integers are accepted. `example` appears in hints.
+bool read_real(Context& c, const Entry& e, const RealRange& range, double example, double& out) {
+  const std::string example_text = fmt::format("{}", example);
+  const auto text = plain_scalar(c, e, "must be a number", "number", example_text);
+  if (!text) return false;
+  if (is_non_finite_text(*text)) {
+    c.bad(e, "must be a finite number", fmt::format("use a value in {} such as {}", range.text(), example_text));
+    return false;
+  }
+  double value = 0;
+  const Parse parsed = parse_double(*text, value);
+  if (parsed == Parse::NotANumber) {
+    c.bad(e, "must be a number", fmt::format("write a number such as {}", example_text));
+    return false;
+  }
+  if (parsed == Parse::OutOfRange || !range.contains(value)) {
+    out_of_range(c, e, range.text(), nullptr, example_text);
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+/// Other names users write for an enum value; used only for the did-you-mean hint, never accepted.
+using HintAliases = std::vector<std::pair<std::string, std::string>>;
+
+/// Reads one of `values` spelled as to_string() spells it (lower case, exact).
+template <typename Enum>
+bool read_enum(Context& c, const Entry& e, const std::vector<Enum>& values, const HintAliases& aliases, Enum& out) {
+  std::vector<std::string> names;
+  for (Enum v : values) names.push_back(to_string(v));
+  if (e.value.IsScalar()) {
+    for (Enum v : values) {
+      if (e.value.Scalar() == to_string(v)) {
+        out = v;
+        return true;
+      }
+    }
+  }
+  std::optional<std::string> match;
+  if (e.value.IsScalar()) {
+    for (const auto& [alias, name] : aliases) {
+      if (edit_distance(e.value.Scalar(), alias) == 0) match = name;
+    }
+    if (!match) match = closest_match(e.value.Scalar(), names);
+  }
+  c.bad(e, "must be one of " + join_names(names),
+        match ? "did you mean '" + *match + "'?" : "write one of the listed values");
+  return false;
+}
+
+/// Reads a non-empty string (a host name here).
+bool read_host(Context& c, const Entry& e, std::string& out) {
+  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+    c.bad(e, "must be a non-empty host name or address", "write a host such as 127.0.0.1 or node01");
+    return false;
+  }
+  out = e.value.Scalar();
+  return true;
+}
+
+/// Reads `betas: [beta1, beta2]`, each in [0, 1).
+bool read_betas(Context& c, const Entry& e, double& beta1, double& beta2) {
+  if (!e.value.IsSequence() || e.value.size() != 2) {
+    c.bad(e, "must be a list of two numbers [beta1, beta2]", fmt::format("write betas: [{}, {}]", beta1, beta2));
+    return false;
+  }
+  const RealRange range{0, false, 1, true};
+  bool ok = true;
+  double* outs[] = {&beta1, &beta2};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
+    ok = read_real(c, item, range, *outs[i], *outs[i]) && ok;
+  }
+  return ok;
+}
+
+/// `pattern` with glob(3)'s special characters escaped, so a folder name like `runs[1]` matches itself.
+std::string glob_escaped(const std::string& pattern) {
+  std::string out;
+  for (char ch : pattern) {
+    if (std::strchr("*?[]\\", ch) != nullptr) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+/// Expands one data.path entry with glob(3): absolute and `~` entries as written, relative ones under
+/// `base_dir`. Returns every match that is a regular file after following symlinks, as a normalised
+/// absolute path; sets `only_dirs` when something matched but none of it was a regular file.
+std::vector<std::string> expand_data_entry(const std::string& entry, const std::string& base_dir, bool& only_dirs) {
+  const bool as_written = entry.front() == '/' || entry.front() == '~';
+  const std::string pattern = as_written ? entry : glob_escaped(base_dir) + "/" + entry;
+  glob_t matches{};
+  const int rc = ::glob(pattern.c_str(), GLOB_TILDE, nullptr, &matches);
+  std::vector<std::string> files;
+  only_dirs = false;
+  if (rc == 0) {
+    for (std::size_t i = 0; i < matches.gl_pathc; ++i) {
+      struct stat info {};
+      if (::stat(matches.gl_pathv[i], &info) != 0) continue;  // dangling symlink
+      if (S_ISREG(info.st_mode)) {
+        files.push_back(fs::path(matches.gl_pathv[i]).lexically_normal().string());
+      } else if (S_ISDIR(info.st_mode)) {
+        only_dirs = true;
+      }
+    }
+    if (!files.empty()) only_dirs = false;
+  }
+  ::globfree(&matches);
+  return files;
+}
+
+/// Reads `data.path` (one path or glob, or a list of them), resolves it and fills data.paths and data.files.
+bool read_data_paths(Context& c, const Entry& e, DataSpec& out) {
+  std::vector<Entry> entries;
+  if (e.value.IsScalar()) {
+    entries.push_back(e);
+  } else if (e.value.IsSequence() && e.value.size() > 0) {
+    for (std::size_t i = 0; i < e.value.size(); ++i) {
+      entries.push_back({fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]});
+    }
+  } else {
+    c.bad(e, "must be a path or glob, or a list of them", "write path: corpus/*.txt or path: [a.txt, b.txt]");
+    return false;
+  }
+  bool ok = true;
+  std::set<std::string> files;
+  for (const Entry& entry : entries) {
+    if (!entry.value.IsScalar() || entry.value.Scalar().empty()) {
+      c.bad(entry, "must be a non-empty path or glob", "write a path such as corpus/*.txt");
+      ok = false;
+      continue;
+    }
+    const std::string& text = entry.value.Scalar();
+    out.paths.push_back(text);
+    bool only_dirs = false;
+    const std::vector<std::string> matched = expand_data_entry(text, c.base_dir, only_dirs);
+    if (matched.empty()) {
+      const bool relative = text.front() != '/' && text.front() != '~';
+      c.bad(entry, "matches no regular file",
+            only_dirs  ? "it names only folders; name the files in them, e.g. " + text + "/*.txt"
+            : relative ? "check the path; relative paths are resolved against " + c.base_dir
+                       : std::string("check the path"));
+      ok = false;
+    }
+    files.insert(matched.begin(), matched.end());
+  }
+  out.files.assign(files.begin(), files.end());
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The schema: sections of keys, each key with its reader.
+
+using Reader = std::function<bool(Context&, const Entry&)>;
+
+struct Field {
+  std::string key;
+  Reader read;
+};
+
+struct Section {
+  std::string name;
+  std::vector<Field> fields;
+};
+
+template <typename Int>
+Field int_field(std::string key, Int& out, IntRange range) {
+  const auto example = static_cast<int64_t>(out);
+  return {std::move(key), [&out, range, example](Context& c, const Entry& e) {
+            int64_t value = 0;
+            if (!read_int(c, e, range, example, value)) return false;
+            out = static_cast<Int>(value);
+            return true;
+          }};
+}
+
+Field real_field(std::string key, double& out, RealRange range) {
+  const double example = out;
+  return {std::move(key), [&out, range, example](Context& c, const Entry& e) {
+            return read_real(c, e, range, example, out);
+          }};
+}
+
+template <typename Enum>
+Field enum_field(std::string key, Enum& out, std::vector<Enum> values, HintAliases aliases = {}) {
+  return {std::move(key), [&out, values = std::move(values), aliases = std::move(aliases)](Context& c, const Entry& e) {
+            return read_enum(c, e, values, aliases, out);
+          }};
+}
+
+/// Every section and key of a job spec, reading into `spec`. Ranges match the comments in job_spec.hpp.
+std::vector<Section> schema(JobSpec& spec) {
+  ModelSpec& m = spec.model;
+  PipelineSpec& p = spec.pipeline;
+  OptimizerSpec& o = spec.optimizer;
+  TrainSpec& t = spec.train;
+  RuntimeSpec& r = spec.runtime;
+  return {
+      {"model",
+       {int_field("vocab_size", m.vocab_size, {256, kMillion, "the data are bytes, so at least 256"}),
+        int_field("layers", m.layers, {1, 10'000}),
+        int_field("hidden", m.hidden, {1, 65'536}),
+        int_field("heads", m.heads, {1, 65'536}),
+        int_field("seq_len", m.seq_len, {1, kMillion}),
+        real_field("dropout", m.dropout, {0, false, 1, true})}},
+      {"pipeline",
+       {int_field("stages", p.stages, {1, 1024}),
+        enum_field("schedule", p.schedule, std::vector{ScheduleKind::OneFOneB, ScheduleKind::GPipe}),
+        int_field("microbatches", p.microbatches, {1, kMillion}),
+        int_field("micro_batch_size", p.micro_batch_size, {1, kMillion})}},
+      {"data",
+       {{"path", [&spec](Context& c, const Entry& e) { return read_data_paths(c, e, spec.data); }}}},
+      {"optimizer",
+       {real_field("lr", o.lr, {0, true, 10, false}),
+        {"betas", [&o](Context& c, const Entry& e) { return read_betas(c, e, o.beta1, o.beta2); }},
+        real_field("eps", o.eps, {0, true, 1, false}),
+        real_field("weight_decay", o.weight_decay, {0, false, 10, false})}},
+      {"train",
+       {int_field("steps", t.steps, {1, kBillion}),
+        int_field("seed", t.seed, {0, std::numeric_limits<int64_t>::max()}),
+        int_field("log_interval", t.log_interval, {1, kBillion})}},
+      {"runtime",
+       {enum_field("device", r.device, std::vector{Device::Cpu, Device::Cuda}, {{"gpu", "cuda"}}),
+        enum_field("backend", r.backend, std::vector{Backend::Auto, Backend::Gloo, Backend::Nccl}),
+        {"master_addr", [&r](Context& c, const Entry& e) { return read_host(c, e, r.master_addr); }},
+        int_field("master_port", r.master_port, {0, 65'535}),
+        real_field("comm_timeout_s", r.comm_timeout_s, {0, true, 86'400, false}),
+        int_field("threads_per_worker", r.threads_per_worker, {1, 1024})}},
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The loader: walks the document against the schema, then checks required keys and combinations.
+
+/// Where a key was seen (line of the key) and whether its value was accepted.
+struct Seen {
+  int line;
+  bool ok;
+};
+
+class Loader {
+ public:
+  Loader(JobSpec& spec, Context& context) : spec_(spec), c_(context), sections_(schema(spec)) {}
+
+  /// Reads the root mapping and every section, then the checks that span keys.
+  void read(const YAML::Node& root) {
+    std::vector<std::string> names;
+    for (const auto& section : sections_) names.push_back(section.name);
+    for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
+      return read_section(section_named(name), e);
+    });
+    check_required(line_of(root));
+    check_combinations();
+  }
+
+ private:
+  const Section& section_named(const std::string& name) const {
+    return *std::find_if(sections_.begin(), sections_.end(), [&](const Section& s) { return s.name == name; });
+  }
+
+  /// Walks the keys of `map`: reports non-string, duplicate and unknown keys, hands the rest to `read_key`
+  /// and records each as seen.
+  void for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
+                    const std::function<bool(const std::string&, const Entry&)>& read_key) {
+    std::map<std::string, int> first_line;
+    for (const auto& pair : map) {
+      const YAML::Node& key = pair.first;
+      const int line = line_of(key);
+      const std::string name = key.IsScalar() ? key.Scalar() : describe(key);
+      const std::string path = prefix.empty() ? name : prefix + "." + name;
+      if (const auto it = first_line.find(name); it != first_line.end()) {
+        c_.problems.add(line, path, std::nullopt, "duplicate key",
+                        fmt::format("keep one of them; the first is on line {}", it->second));
+        continue;
+      }
+      first_line[name] = line;
+      if (!key.IsScalar() || std::find(known.begin(), known.end(), name) == known.end()) {
+        c_.problems.add(line, path, std::nullopt, "unknown key", unknown_key_hint(name, prefix, known));
+        continue;
+      }
+      const bool ok = read_key(name, Entry{path, line, pair.second});
+      seen_[path] = {line, ok};
+    }
+  }
+
+  /// Where a key of another section belongs, or "did you mean 'hidden'?", or the valid keys.
+  std::string unknown_key_hint(const std::string& name, const std::string& prefix,
+                               const std::vector<std::string>& known) const {
+    for (const auto& section : sections_) {
+      if (section.name == prefix) continue;
+      for (const auto& field : section.fields) {
+        if (field.key == name) return fmt::format("move it under '{}:' ({}.{})", section.name, section.name, name);
+      }
+    }
+    if (auto match = closest_match(name, known)) return "did you mean '" + *match + "'?";
+    return (prefix.empty() ? "valid sections are " : "valid keys are ") + join_names(known);
+  }
+
+  /// Reads one section: null (no keys) is fine, anything else must be a mapping. Returns whether it was one;
+  /// each key's own result is recorded by for_each_key.
+  bool read_section(const Section& section, const Entry& e) {
+    if (e.value.IsNull()) return true;
+    if (!e.value.IsMap()) {
+      c_.bad(e, "must be a mapping of keys",
+             fmt::format("indent its keys below '{}:' (valid keys are {})", section.name, key_names(section)));
+      return false;
+    }
+    for_each_key(e.value, section.name, key_names_vector(section), [&](const std::string& key, const Entry& entry) {
+      const auto field = std::find_if(section.fields.begin(), section.fields.end(),
+                                      [&](const Field& f) { return f.key == key; });
+      return field->read(c_, entry);
+    });
+    return true;
+  }
+
+  static std::vector<std::string> key_names_vector(const Section& section) {
+    std::vector<std::string> names;
+    for (const auto& field : section.fields) names.push_back(field.key);
+    return names;
+  }
+  static std::string key_names(const Section& section) { return join_names(key_names_vector(section)); }
+
+  /// data.path is the only required key.
+  void check_required(int root_line) {
+    if (seen_.count("data.path") || !usable("data")) return;  // a broken data section is reported already
+    const auto data = seen_.find("data");
+    c_.problems.add(data != seen_.end() ? data->second.line : root_line, "data.path", std::nullopt,
+                    "required key is missing", "name the training text, e.g. data: {path: corpus/*.txt}");
+  }
+
+  /// True when `path` and its section were either absent (default applies) or read without problems,
+  /// so a combination check on it would not repeat an error already reported.
+  bool usable(const std::string& path) const {
+    const std::string section = path.substr(0, path.find('.'));
+    for (const auto& p : {section, path}) {
+      if (const auto it = seen_.find(p); it != seen_.end() && !it->second.ok) return false;
+    }
+    return true;
+  }
+
+  /// Reports a combination problem on `path` (the later key of the pair in the spec layout), at its line, or
+  /// at the line of `other` when `path` was left at its default.
+  void combination_problem(const std::string& path, const std::string& other, const std::string& value,
+                           const std::string& rule, const std::string& hint) {
+    const auto here = seen_.find(path);
+    const bool present = here != seen_.end();
+    const auto there = seen_.find(other);
+    const int line = present ? here->second.line : there != seen_.end() ? there->second.line : 1;
+    c_.problems.add(line, path, present ? value : value + " (default)", rule, hint);
+  }
+
+  /// Nearest divisors of `n` below and above `near` (e.g. 4 or 8 for n = 128, near = 5).
+  static std::string divisors_near(int64_t n, int64_t near) {
+    std::optional<int64_t> below;
+    std::optional<int64_t> above;
+    for (int64_t d = std::min(near, n); d >= 1 && !below; --d) {
+      if (n % d == 0) below = d;
+    }
+    for (int64_t d = near + 1; d <= n && !above; ++d) {
+      if (n % d == 0) above = d;
+    }
+    return one_or_two(below, above);
+  }
+
+  void check_combinations() {
+    const ModelSpec& m = spec_.model;
+    const PipelineSpec& p = spec_.pipeline;
+    const RuntimeSpec& r = spec_.runtime;
+    if (usable("model.layers") && usable("pipeline.stages") && m.layers < p.stages) {
+      combination_problem("pipeline.stages", "model.layers", std::to_string(p.stages),
+                          fmt::format("must not exceed model.layers ({})", m.layers),
+                          fmt::format("use at most {} stages, or raise model.layers to {} or more", m.layers,
+                                      p.stages));
+    }
+    if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
+      combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
+                          fmt::format("must divide model.hidden ({})", m.hidden),
+                          fmt::format("use a divisor of {} such as {}", m.hidden, divisors_near(m.hidden, m.heads)));
+    }
+    if (usable("runtime.device") && usable("runtime.backend") && r.backend == Backend::Nccl &&
+        r.device == Device::Cpu) {
+      combination_problem("runtime.backend", "runtime.device", quoted(to_string(r.backend)),
+                          fmt::format("needs runtime.device cuda (runtime.device is cpu{})",
+                                      seen_.count("runtime.device") ? "" : ", the default"),
+                          "use backend gloo or auto on cpu, or set runtime.device: cuda");
+    }
+  }
+
+  JobSpec& spec_;
+  Context& c_;
+  std::vector<Section> sections_;
+  std::map<std::string, Seen> seen_;
+};
+
+}  // namespace
+
+JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir) {
+  Problems problems(source_name);
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    const int line = line_of(e.mark);
+    problems.add(line, "", std::nullopt, "invalid YAML: " + e.msg,
+                 fmt::format("check the indentation, quoting and brackets on line {} and just above it", line));
+    problems.throw_if_any();
+  }
+
+  JobSpec spec;
+  spec.source = source_name;
+  Context context{problems, fs::absolute(base_dir.empty() ? "." : base_dir).lexically_normal().string()};
+  if (context.base_dir.size() > 1 && context.base_dir.back() == '/') context.base_dir.pop_back();
+
+  if (documents.empty() || documents[0].IsNull()) {
+    problems.add(1, "", std::nullopt, "the spec is empty",
+                 "write at least data: {path: ...}; configs/README.md has a full example");
+  } else if (!documents[0].IsMap()) {
+    problems.add(line_of(documents[0]), "", describe(documents[0]),
+                 "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, runtime)",
+                 "start each section at the left margin, e.g. 'model:' with its keys indented below");
+  } else {
+    Loader(spec, context).read(documents[0]);
+  }
+  if (documents.size() > 1) {
+    problems.add(line_of(documents[1]), "", std::nullopt,
+                 fmt::format("the file holds {} YAML documents; a spec is one", documents.size()),
+                 "remove the '---' separator and everything after it, or merge the documents");
+  }
+  problems.throw_if_any();
+  return spec;
+}
+
+JobSpec load_job_spec(const std::string& path) {
+  const auto fail = [&path](const std::string& why) {
+    throw ConfigError({fmt::format("{}: cannot read the spec: {} (fix: check the path and its permissions)", path,
+                                   why)});
+  };
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail("it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail(std::strerror(errno));
+  const fs::path parent = fs::path(path).parent_path();
+  return parse_job_spec(text.str(), path, parent.empty() ? "." : parent.string());
+}
+
+}  // namespace ppctl::config

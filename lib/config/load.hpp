@@ -15,8 +15,11 @@ namespace ppctl::config {
 /// Nothing is written and no process is started.
 JobSpec load_job_spec(const std::string& path);
 
-/// Same as load_job_spec on in-memory text; `source_name` appears in messages and relative data
-/// paths are resolved against `base_dir`.
+/// Same as load_job_spec on in-memory text; `source_name` appears in messages (and becomes JobSpec::source)
+/// and relative data paths are resolved against `base_dir` (empty = the working directory).
+/// Lines in messages are 1-based. A problem with a combination of keys is reported on the key that comes
+/// later in the spec layout (pipeline.stages for layers < stages, model.heads for hidden % heads, runtime.backend
+/// for nccl on cpu), at that key's line, or at the other key's line when the later one was left at its default.
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name,
                        const std::string& base_dir);
 

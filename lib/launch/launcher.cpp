@@ -1,1 +1,421 @@
-// placeholder: to be written
+// Local launcher: spawns the workers (fork + execve, no shell), supervises them and ends them all together.
+#include "launch/launcher.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+
+extern char** environ;
+
+namespace ppctl::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How often the supervisor looks at its workers and at the signal flag. Short enough that a
+/// failure or a Ctrl-C is acted on at once, long enough to cost nothing.
+constexpr std::chrono::milliseconds kPollInterval{20};
+
+/// Exit status of a child whose setup failed before execve (it also reports errno on the pipe).
+constexpr int kChildSetupFailed = 127;
+
+// --- Signals reaching the launcher -------------------------------------------------------------
+
+/// First SIGINT/SIGTERM caught during run_workers (0: none) and how many have been caught. Written
+/// by the handler, read by the polling supervisor: lock-free atomics are async-signal-safe.
+std::atomic<int> g_caught_signal{0};
+std::atomic<int> g_caught_count{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+/// Set while a run_workers call is in progress: the signal handlers are process-wide, so two
+/// concurrent calls would steal each other's signals.
+std::atomic<bool> g_in_progress{false};
+
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  g_caught_signal.compare_exchange_strong(none, sig);
+  g_caught_count.fetch_add(1);
+}
+
+/// Catches SIGINT and SIGTERM for its lifetime (and keeps child exit statuses available), then
+/// restores the previous dispositions.
+class StopSignalGuard {
+ public:
+  StopSignalGuard() {
+    g_caught_signal = 0;
+    g_caught_count = 0;
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // other threads (e.g. a store server) keep working undisturbed
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+    // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel reaps children itself and their exit
+    // statuses are lost: use the default disposition while the workers run.
+    sigaction(SIGCHLD, nullptr, &old_chld_);
+    if (old_chld_.sa_handler == SIG_IGN || (old_chld_.sa_flags & SA_NOCLDWAIT)) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(SIGCHLD, &dfl, nullptr);
+    }
+  }
+  ~StopSignalGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGCHLD, &old_chld_, nullptr);
+  }
+  StopSignalGuard(const StopSignalGuard&) = delete;
+  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+  struct sigaction old_chld_ {};
+};
+
+/// Rejects a second concurrent call for the lifetime of the guard.
+class InProgressGuard {
+ public:
+  InProgressGuard() {
+    if (g_in_progress.exchange(true))
+      throw InternalError("run_workers called while another call is in progress in this process");
+  }
+  ~InProgressGuard() { g_in_progress = false; }
+  InProgressGuard(const InProgressGuard&) = delete;
+  InProgressGuard& operator=(const InProgressGuard&) = delete;
+};
+
+/// "Killed", "Terminated", ... (thread-safe where glibc offers sigdescr_np).
+std::string signal_description(int sig) {
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 32)
+  const char* text = sigdescr_np(sig);
+#else
+  const char* text = strsignal(sig);
+#endif
+  return text ? text : "unknown signal";
+}
+
+/// "SIGINT" / "SIGTERM" for the interrupt message.
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return fmt::format("signal {}", sig);
+  }
+}
+
+void sleep_for(std::chrono::milliseconds duration) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count();
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);  // a caught signal cuts it short, which is what we want
+}
+
+// --- Preparing the child's argv and environment (all allocation happens before fork) ----------
+
+/// Strings plus the NULL-terminated char* array execve wants, pointing into them.
+class CStringArray {
+ public:
+  explicit CStringArray(std::vector<std::string> strings) : strings_(std::move(strings)) {
+    pointers_.reserve(strings_.size() + 1);
+    for (auto& s : strings_) pointers_.push_back(s.data());
+    pointers_.push_back(nullptr);
+  }
+  char* const* get() const { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> pointers_;
+};
+
+/// The inherited environment with `overrides` applied in order (a later entry wins); the order of
+/// inherited variables is kept, new ones are appended.
+std::vector<std::string> merged_environment(
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::vector<std::string> env;
+  std::unordered_map<std::string, size_t> index;  // variable name -> position in env
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view text(*entry);
+    index.emplace(std::string(text.substr(0, text.find('='))), env.size());
+    env.emplace_back(text);
+  }
+  for (const auto& [name, value] : overrides) {
+    if (name.empty() || name.find('=') != std::string::npos)
+      throw LaunchError(fmt::format("invalid environment variable name '{}' for the workers", name));
+    std::string entry = name + "=" + value;
+    const auto [it, inserted] = index.emplace(name, env.size());
+    if (inserted)
+      env.push_back(std::move(entry));
+    else
+      env[it->second] = std::move(entry);
+  }
+  return env;
+}
+
+/// The environment of worker `rank`: inherited + rendezvous variables + extra_env.
+std::vector<std::string> worker_environment(const LaunchOptions& options, int rank) {
+  std::vector<std::pair<std::string, std::string>> overrides = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(options.world_size)},
+      {"LOCAL_RANK", std::to_string(rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.world_size)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(options.master_port)},
+  };
+  overrides.insert(overrides.end(), options.extra_env.begin(), options.extra_env.end());
+  return merged_environment(overrides);
+}
+
+// --- Starting one worker -------------------------------------------------------------------------
+
+/// Runs in the forked child: async-signal-safe calls only (no allocation, no locks, no logging).
+/// On any failure writes errno to `error_fd` (close-on-exec, so the parent reads EOF on success).
+[[noreturn]] void exec_in_child(char* const* argv, char* const* envp, int error_fd, pid_t launcher) {
+  setpgid(0, 0);  // own process group: a terminal Ctrl-C reaches only the launcher
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    const int err = errno;
+    (void)!write(error_fd, &err, sizeof err);
+    _exit(kChildSetupFailed);
+  }
+  if (getppid() != launcher) _exit(kChildSetupFailed);  // the launcher died before prctl took hold
+
+  // Start from a clean slate: default dispositions (an ignored SIGPIPE or SIGINT would survive
+  // execve), no inherited descriptors but stdio and the error pipe, an empty signal mask.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+#ifdef SYS_close_range
+  if (error_fd > 3) syscall(SYS_close_range, 3U, static_cast<unsigned>(error_fd - 1), 0U);
+  syscall(SYS_close_range, static_cast<unsigned>(error_fd + 1), ~0U, 0U);
+#endif
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  execve(argv[0], argv, envp);
+  const int err = errno;
+  (void)!write(error_fd, &err, sizeof err);
+  _exit(kChildSetupFailed);
+}
+
+std::string start_error(int rank, const std::string& what, int err) {
+  return fmt::format("cannot start worker for rank {}: {}: {}", rank, what,
+                     std::generic_category().message(err));
+}
+
+/// Forks and execs one worker; returns its pid once execve has succeeded (so its process group
+/// exists). Throws LaunchError, with nothing left running, when fork or execve fails.
+pid_t start_worker(int rank, const CStringArray& argv, const CStringArray& envp, pid_t launcher) {
+  int error_pipe[2];
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) throw LaunchError(start_error(rank, "pipe", errno));
+
+  // Block every signal across fork so the child cannot run the launcher's handlers before it has
+  // reset them; the parent's mask is restored right after.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  const pid_t pid = fork();
+  if (pid == 0) exec_in_child(argv.get(), envp.get(), error_pipe[1], launcher);
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  close(error_pipe[1]);
+
+  if (pid < 0) {
+    close(error_pipe[0]);
+    throw LaunchError(start_error(rank, "fork", fork_errno));
+  }
+  int child_errno = 0;
+  ssize_t n;
+  do n = read(error_pipe[0], &child_errno, sizeof child_errno);
+  while (n < 0 && errno == EINTR);
+  close(error_pipe[0]);
+  if (n > 0) {  // the child reported why it could not exec, then exited
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    throw LaunchError(start_error(rank, argv.get()[0], child_errno));
+  }
+  return pid;
+}
+
+// --- Supervising the running workers -------------------------------------------------------------
+
+/// "exited with code 3" / "was killed by signal 9 (Killed)".
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  const int sig = WTERMSIG(status);
+  return fmt::format("was killed by signal {} ({})", sig, signal_description(sig));
+}
+
+/// The launcher's exit code for a worker's wait status: its code, or 128 + signal.
+int exit_code_of(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct Ended {
+  int rank;
+  int status;  ///< as from waitpid
+};
+
+/// The started workers, each leading its own process group. Its destructor SIGKILLs and reaps
+/// whatever still runs, so no path out of run_workers (a failed start, an exception) leaves orphans.
+class Workers {
+ public:
+  Workers() = default;
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+  ~Workers() {
+    if (running_ == 0) return;
+    signal_running(SIGKILL);
+    while (running_ > 0) {
+      poll();
+      sleep_for(kPollInterval);
+    }
+  }
+
+  void add(int rank, pid_t pid) {
+    workers_.push_back({rank, pid, true});
+    ++running_;
+  }
+  int running() const { return running_; }
+  int started() const { return static_cast<int>(workers_.size()); }
+
+  /// Reaps the workers that have ended, without blocking; returns the first failure among them.
+  std::optional<Ended> poll() {
+    std::optional<Ended> failure;
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      // Peek first (WNOWAIT): while the zombie holds its pid, the process-group id cannot be reused,
+      // so killing what the worker left behind in its group cannot hit an unrelated process.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        if (errno == ECHILD) {  // reaped behind our back (e.g. a waitpid(-1) elsewhere): status lost
+          spdlog::warn("rank {} (pid {}) was reaped outside the launcher: exit status unknown",
+                       w.rank, w.pid);
+          w.running = false;
+          --running_;
+        }
+        continue;
+      }
+      if (info.si_pid == 0) continue;  // still running
+      kill(-w.pid, SIGKILL);
+      int status = 0;
+      while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      w.running = false;
+      --running_;
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && !failure) failure = Ended{w.rank, status};
+    }
+    return failure;
+  }
+
+  /// Sends `sig` to the process group of every running worker.
+  void signal_running(int sig) const {
+    for (const auto& w : workers_)
+      if (w.running && kill(-w.pid, sig) != 0 && errno == ESRCH) kill(w.pid, sig);
+  }
+
+  /// SIGTERM to every running worker, SIGKILL to those still running after `grace` (at once if the
+  /// launcher gets another SIGINT/SIGTERM meanwhile); returns when all are reaped.
+  void stop(std::chrono::milliseconds grace) {
+    signal_running(SIGTERM);
+    auto deadline = Clock::now() + grace;
+    const int signals_seen = g_caught_count.load();
+    bool killed = false;
+    while (running_ > 0) {
+      poll();
+      if (running_ == 0) break;
+      if (g_caught_count.load() != signals_seen) deadline = Clock::now();
+      if (!killed && Clock::now() >= deadline) {
+        spdlog::warn("{} worker(s) still running {} ms after SIGTERM: sending SIGKILL", running_,
+                     grace.count());
+        signal_running(SIGKILL);
+        killed = true;
+      }
+      sleep_for(kPollInterval);
+    }
+  }
+
+ private:
+  struct Worker {
+    int rank;
+    pid_t pid;
+    bool running;
+  };
+  std::vector<Worker> workers_;
+  int running_ = 0;
+};
+
+}  // namespace
+
+LaunchResult run_workers(const LaunchOptions& options) {
+  if (options.world_size < 1)
+    throw LaunchError(fmt::format("world size must be at least 1, got {}", options.world_size));
+  if (options.argv.empty() || options.argv[0].empty())
+    throw LaunchError("no worker command given");
+
+  InProgressGuard in_progress;
+  const CStringArray argv(options.argv);
+  std::vector<CStringArray> envs;
+  envs.reserve(options.world_size);
+  for (int rank = 0; rank < options.world_size; ++rank)
+    envs.emplace_back(worker_environment(options, rank));
+
+  const StopSignalGuard stop_signals;
+  Workers workers;
+  const pid_t launcher = getpid();
+  for (int rank = 0; rank < options.world_size; ++rank) {
+    pid_t pid;
+    try {
+      pid = start_worker(rank, argv, envs[rank], launcher);
+    } catch (const LaunchError&) {
+      workers.stop(options.grace);
+      throw;
+    }
+    workers.add(rank, pid);
+  }
+  spdlog::info("started {} workers: {}", options.world_size, fmt::join(options.argv, " "));
+
+  LaunchResult result;
+  while (workers.running() > 0) {
+    if (const int sig = g_caught_signal.load()) {
+      const int running = workers.running();
+      spdlog::warn("interrupted ({}): stopping {} workers", signal_name(sig), running);
+      workers.stop(options.grace);
+      result.exit_code = 128 + sig;
+      result.message = fmt::format("interrupted ({}): stopped {} workers", signal_name(sig), running);
+      return result;
+    }
+    if (const auto failure = workers.poll()) {
+      result.exit_code = exit_code_of(failure->status);
+      result.failed_rank = failure->rank;
+      result.message = fmt::format("rank {} {}", failure->rank, describe_status(failure->status));
+      spdlog::error("{}: stopping the other {} workers", result.message, workers.running());
+      workers.stop(options.grace);
+      return result;
+    }
+    sleep_for(kPollInterval);
+  }
+  result.message = fmt::format("all {} workers finished", workers.started());
+  spdlog::info("{}", result.message);
+  return result;
+}
+
+}  // namespace ppctl::launch

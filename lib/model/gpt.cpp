@@ -1,1 +1,133 @@
-// placeholder: to be written
+// GPT blocks and pipeline stage modules: construction, partition-independent initialisation,
+// seeded dropout, forward and loss.
+#include "model/gpt.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace ppctl::model {
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  // splitmix64 finaliser over h ^ v: a fixed, well-mixed hash.
+  uint64_t z = h ^ (v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+constexpr double kInitStd = 0.02;
+
+/// GPT-2 initialisation: N(0, 0.02) weights, zero biases; residual output projections scaled by
+/// 1/sqrt(2 L) (GPT-2 paper §2.3). Draws in registration order from one generator.
+void init_linear(torch::nn::Linear& linear, at::Generator& gen, double std) {
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, std, gen);
+  if (linear->bias.defined()) linear->bias.zero_();
+}
+
+/// Dropout whose mask comes from a generator keyed by (context, layer, site) — not from the global
+/// RNG — so that every partition of the model draws the same masks.
+torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutContext& ctx,
+                             int64_t layer, int64_t site) {
+  if (!ctx.training || p <= 0.0) return x;
+  uint64_t key = mix(mix(mix(mix(ctx.seed, static_cast<uint64_t>(ctx.step)),
+                             static_cast<uint64_t>(ctx.microbatch)),
+                         static_cast<uint64_t>(layer + 3)),
+                     static_cast<uint64_t>(site));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(key);
+  auto keep = torch::empty(x.sizes(), torch::dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
+  return x * keep.to(x.device(), x.scalar_type()) / (1.0 - p);
+}
+
+}  // namespace
+
+uint64_t init_seed(uint64_t seed, int64_t part) { return mix(seed, static_cast<uint64_t>(part + 2)); }
+
+BlockImpl::BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed)
+    : layer_index_(layer_index), heads_(spec.heads), dropout_p_(spec.dropout) {
+  const int64_t h = spec.hidden;
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
+  qkv_ = register_module("qkv", torch::nn::Linear(h, 3 * h));
+  proj_ = register_module("proj", torch::nn::Linear(h, h));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
+  fc1_ = register_module("fc1", torch::nn::Linear(h, 4 * h));
+  fc2_ = register_module("fc2", torch::nn::Linear(4 * h, h));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(spec.layers));
+  init_linear(qkv_, gen, kInitStd);
+  init_linear(proj_, gen, residual_std);
+  init_linear(fc1_, gen, kInitStd);
+  init_linear(fc2_, gen, residual_std);
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
+  const auto batch = x.size(0), seq = x.size(1), hidden = x.size(2);
+  const auto head_dim = hidden / heads_;
+  auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
+  auto split_heads = [&](const torch::Tensor& t) {
+    return t.view({batch, seq, heads_, head_dim}).transpose(1, 2);
+  };
+  auto attn = at::scaled_dot_product_attention(split_heads(qkv[0]), split_heads(qkv[1]),
+                                               split_heads(qkv[2]), /*attn_mask=*/{},
+                                               /*dropout_p=*/0.0, /*is_causal=*/true);
+  attn = attn.transpose(1, 2).reshape({batch, seq, hidden});
+  auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
+  auto mlp = fc2_->forward(torch::gelu(fc1_->forward(ln2_->forward(h))));
+  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
+}
+
+StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout,
+                                 uint64_t seed)
+    : spec_(spec), layout_(layout) {
+  torch::NoGradGuard no_grad;
+  if (layout.has_embedding) {
+    tok_embed_ = register_module("tok_embed", torch::nn::Embedding(spec.vocab_size, spec.hidden));
+    pos_embed_ = register_module("pos_embed", torch::nn::Embedding(spec.seq_len, spec.hidden));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -1));
+    tok_embed_->weight.normal_(0.0, kInitStd, gen);
+    pos_embed_->weight.normal_(0.0, kInitStd, gen);
+  }
+  for (int64_t i = layout.layers.begin; i < layout.layers.end; ++i) {
+    blocks_.push_back(register_module(fmt::format("block{}", i), Block(spec, i, seed)));
+  }
+  if (layout.has_head) {
+    ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({spec.hidden})));
+    lm_head_ = register_module(
+        "lm_head",
+        torch::nn::Linear(torch::nn::LinearOptions(spec.hidden, spec.vocab_size).bias(false)));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -2));
+    init_linear(lm_head_, gen, kInitStd);
+  }
+}
+
+torch::Tensor StageModuleImpl::forward(const torch::Tensor& input, const DropoutContext& dropout) {
+  torch::Tensor x = input;
+  if (layout_.has_embedding) {
+    auto positions = torch::arange(input.size(1), torch::dtype(torch::kLong).device(input.device()));
+    x = tok_embed_->forward(input) + pos_embed_->forward(positions).unsqueeze(0);
+    x = seeded_dropout(x, spec_.dropout, dropout, -1, 0);
+  }
+  for (auto& block : blocks_) x = block->forward(x, dropout);
+  if (layout_.has_head) x = lm_head_->forward(ln_f_->forward(x));
+  return x;
+}
+
+torch::Tensor StageModuleImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                              targets.reshape({-1}));
+}
+
+plan::StageLayout whole_model_layout(const config::ModelSpec& spec) {
+  plan::StageLayout layout;
+  layout.layers = {0, spec.layers};
+  layout.has_embedding = true;
+  layout.has_head = true;
+  layout.parameters = plan::embedding_parameters(spec) + spec.layers * plan::block_parameters(spec) +
+                      plan::head_parameters(spec);
+  return layout;
+}
+
+}  // namespace ppctl::model

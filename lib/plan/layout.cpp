@@ -1,1 +1,97 @@
-// placeholder: to be written
+// Stage layout: uniform layer partition, parameter counts per stage, bubble estimate. No torch.
+#include "plan/layout.hpp"
+
+#include <fmt/format.h>
+
+#include "core/check.hpp"
+
+namespace ppctl::plan {
+
+/// Contiguous blocks, sizes floor(L/p) or floor(L/p)+1, the larger ones first (Megatron-LM's
+/// uniform split; arXiv 2104.04473 §2.2 assumes equal layers per stage).
+std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages) {
+  PPCTL_CHECK(
+      stages >= 1, PlanError,
+      fmt::format("cannot split {} layers into {} stages: a pipeline needs at least 1 stage",
+                  layers, stages),
+      "use 1 or more stages");
+  PPCTL_CHECK(layers >= stages, PlanError,
+              fmt::format("cannot split {} layers into {} stages: every stage needs at least one "
+                          "layer (layers >= stages)",
+                          layers, stages),
+              fmt::format("use at most {} stages, or at least {} layers", layers, stages));
+  std::vector<LayerRange> ranges;
+  ranges.reserve(static_cast<size_t>(stages));
+  const int64_t base = layers / stages;
+  const int64_t extra = layers % stages;
+  int64_t begin = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    const int64_t size = base + (s < extra ? 1 : 0);
+    ranges.push_back({begin, begin + size});
+    begin += size;
+  }
+  return ranges;
+}
+
+/// Per block: LayerNorm 2h (x2), fused QKV 3h^2 + 3h, projection h^2 + h, MLP 4h^2 + 4h and 4h^2 +
+/// h.
+int64_t block_parameters(const config::ModelSpec& model) {
+  const int64_t h = model.hidden;
+  return 12 * h * h + 13 * h;
+}
+
+/// Token embedding vocab x h plus learned position embedding seq_len x h (GPT-2 style).
+int64_t embedding_parameters(const config::ModelSpec& model) {
+  return model.vocab_size * model.hidden + model.seq_len * model.hidden;
+}
+
+/// Final LayerNorm 2h plus the bias-free LM head vocab x h (not tied to the embedding).
+int64_t head_parameters(const config::ModelSpec& model) {
+  return 2 * model.hidden + model.vocab_size * model.hidden;
+}
+
+/// The idle share of a step's time when every F and B costs the same on every stage: (p-1)/(m+p-1)
+/// (GPipe, arXiv 1811.06965 §2.3). Megatron-LM (arXiv 2104.04473 §2.2.1) states the same bubble as
+/// (p-1)/m of the ideal time, and shows 1F1B has the same bubble as GPipe.
+double bubble_fraction(int64_t stages, int64_t microbatches) {
+  PPCTL_CHECK(stages >= 1 && microbatches >= 1, PlanError,
+              fmt::format("bubble fraction of {} stages and {} microbatches: both must be >= 1",
+                          stages, microbatches),
+              "set pipeline.stages >= 1 and pipeline.microbatches >= 1");
+  return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
+}
+
+Layout make_layout(const config::JobSpec& spec) {
+  const int64_t p = spec.pipeline.stages;
+  const int64_t m = spec.pipeline.microbatches;
+  std::vector<LayerRange> ranges;
+  try {
+    ranges = partition_uniform(spec.model.layers, p);
+  } catch (const PlanError& e) {
+    throw PlanError(fmt::format("{}: model.layers = {}, pipeline.stages = {}: {}",
+                                spec.source.empty() ? "job spec" : spec.source, spec.model.layers,
+                                p, e.what()));
+  }
+  Layout layout;
+  layout.world_size = p;
+  layout.num_stages = p;
+  layout.num_microbatches = m;
+  layout.bubble_fraction = bubble_fraction(p, m);
+  const int64_t block = block_parameters(spec.model);
+  for (int64_t s = 0; s < p; ++s) {
+    StageLayout stage;
+    stage.stage = s;
+    stage.rank = s;
+    stage.layers = ranges[static_cast<size_t>(s)];
+    stage.has_embedding = s == 0;
+    stage.has_head = s == p - 1;
+    stage.parameters = stage.layers.size() * block +
+                       (stage.has_embedding ? embedding_parameters(spec.model) : 0) +
+                       (stage.has_head ? head_parameters(spec.model) : 0);
+    layout.total_parameters += stage.parameters;
+    layout.stages.push_back(stage);
+  }
+  return layout;
+}
+
+}  // namespace ppctl::plan

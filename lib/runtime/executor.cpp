@@ -1,1 +1,158 @@
-// placeholder: to be written
+// Executor: runs one rank's compute and communication actions for one training step.
+#include "runtime/executor.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/check.hpp"
+
+namespace ppctl::runtime {
+
+using schedule::Action;
+using schedule::ActionKind;
+
+Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program,
+                   int rank, comm::Communicator* comm, std::vector<int64_t> activation_shape,
+                   torch::Device device)
+    : stages_(std::move(stages)),
+      program_(program),
+      rank_(rank),
+      comm_(comm),
+      activation_shape_(std::move(activation_shape)),
+      device_(device) {}
+
+StepResult Executor::run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
+                              const model::DropoutContext& dropout, double loss_scale) {
+  StepResult result;
+  size_t position = 0;
+  try {
+    for (; position < actions.size(); ++position) {
+      execute(actions[position], data, dropout, loss_scale, result);
+    }
+    for (auto& [op, tensor] : sends_) comm_->wait(op);
+  } catch (const std::exception&) {
+    std::string row;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const auto text = schedule::to_string(actions[i]);
+      row += (i == position) ? fmt::format(" [{}]", text) : " " + text;
+    }
+    if (position == actions.size()) row += " [end: waiting for sends]";
+    spdlog::error("step {} failed at action {} of {}; this rank's actions:{}", dropout.step,
+                  position, actions.size(), row);
+    sends_.clear();
+    recvs_.clear();
+    inputs_.clear();
+    outputs_.clear();
+    input_grads_.clear();
+    throw;
+  }
+  sends_.clear();
+  PPCTL_ASSERT(recvs_.empty(), "receives posted but never consumed in this step");
+  PPCTL_ASSERT(outputs_.empty() && inputs_.empty() && input_grads_.empty(),
+               "activations or gradients left over at the end of the step");
+  return result;
+}
+
+torch::Tensor Executor::take_received(const Action& consumer, ActionKind recv_kind) {
+  auto it = recvs_.find({static_cast<int>(recv_kind), consumer.stage, consumer.microbatch});
+  PPCTL_ASSERT(it != recvs_.end(),
+               fmt::format("{} needs a posted receive", schedule::to_string(consumer)));
+  comm_->wait(it->second.op);
+  auto tensor = std::move(it->second.buffer);
+  recvs_.erase(it);
+  return tensor;
+}
+
+void Executor::execute(const Action& action, const MicrobatchSource& data,
+                       const model::DropoutContext& dropout, double loss_scale, StepResult& result) {
+  const auto key = std::make_pair(action.stage, action.microbatch);
+  const int64_t last_stage = program_.num_stages - 1;
+  const auto rank_of = [&](int64_t stage) {
+    return static_cast<int>(program_.stage_to_rank.at(static_cast<size_t>(stage)));
+  };
+  const auto tag = [&] { return schedule::message_tag(action, program_.num_microbatches); };
+  const auto text = schedule::to_string(action);
+
+  switch (action.kind) {
+    case ActionKind::RECV_F:
+    case ActionKind::RECV_B: {
+      const bool forward = action.kind == ActionKind::RECV_F;
+      const int peer = rank_of(action.stage + (forward ? -1 : 1));
+      auto buffer = torch::empty(activation_shape_, torch::dtype(torch::kFloat).device(device_));
+      auto op = comm_->irecv(buffer, peer, tag(),
+                             fmt::format("receive of {} {}", text, forward ? "activation" : "gradient"));
+      recvs_[{static_cast<int>(action.kind), action.stage, action.microbatch}] = {std::move(op),
+                                                                                  std::move(buffer)};
+      return;
+    }
+    case ActionKind::SEND_F:
+    case ActionKind::SEND_B: {
+      const bool forward = action.kind == ActionKind::SEND_F;
+      auto& store = forward ? outputs_ : input_grads_;
+      auto it = store.find(key);
+      PPCTL_ASSERT(it != store.end(), fmt::format("{} has nothing to send", text));
+      auto tensor = forward ? it->second.detach().contiguous() : it->second.contiguous();
+      if (!forward) input_grads_.erase(it);
+      const int peer = rank_of(action.stage + (forward ? 1 : -1));
+      auto op = comm_->isend(tensor, peer, tag(),
+                             fmt::format("send of {} {}", text, forward ? "activation" : "gradient"));
+      sends_.emplace_back(std::move(op), std::move(tensor));
+      return;
+    }
+    case ActionKind::F: {
+      auto& stage = stages_.at(action.stage);
+      torch::Tensor input;
+      if (action.stage == 0) {
+        input = data(action.microbatch).tokens.to(device_);
+      } else if (rank_of(action.stage - 1) == rank_) {
+        auto prev = outputs_.find({action.stage - 1, action.microbatch});
+        PPCTL_ASSERT(prev != outputs_.end(), fmt::format("{} before its previous stage", text));
+        input = prev->second.detach().requires_grad_(true);
+      } else {
+        input = take_received(action, ActionKind::RECV_F).requires_grad_(true);
+      }
+      model::DropoutContext ctx = dropout;
+      ctx.microbatch = action.microbatch;
+      auto output = stage->forward(input, ctx);
+      if (action.stage == last_stage) {
+        auto targets = data(action.microbatch).targets.to(device_);
+        auto loss = stage->loss(output, targets);
+        result.loss_sum += loss.item<double>();
+        result.loss_count += 1;
+        output = loss * loss_scale;
+      }
+      inputs_[key] = input;
+      outputs_[key] = output;
+      return;
+    }
+    case ActionKind::B: {
+      auto out = outputs_.find(key);
+      auto in = inputs_.find(key);
+      PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
+                   fmt::format("{} before its forward", text));
+      if (action.stage == last_stage) {
+        out->second.backward();
+      } else {
+        torch::Tensor grad;
+        if (rank_of(action.stage + 1) == rank_) {
+          auto next = input_grads_.find({action.stage + 1, action.microbatch});
+          PPCTL_ASSERT(next != input_grads_.end(), fmt::format("{} before the next stage's B", text));
+          grad = next->second;
+          input_grads_.erase(next);
+        } else {
+          grad = take_received(action, ActionKind::RECV_B);
+        }
+        torch::autograd::backward({out->second}, {grad});
+      }
+      if (action.stage > 0) input_grads_[key] = in->second.grad();
+      outputs_.erase(out);
+      inputs_.erase(in);
+      return;
+    }
+    case ActionKind::I:
+    case ActionKind::W:
+      PPCTL_ASSERT(false, fmt::format("{}: split backward is not supported by this executor yet", text));
+  }
+}
+
+}  // namespace ppctl::runtime

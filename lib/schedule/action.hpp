@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,10 @@ std::string to_string(const Action& action);
 /// Inverse of to_string(Action). Throws ppctl::ScheduleError naming the text and the expected form.
 Action parse_action(std::string_view text);
 
+/// The other end of a transfer: SEND_F(s,j) <-> RECV_F(s+1,j), SEND_B(s,j) <-> RECV_B(s-1,j).
+/// Throws ppctl::ScheduleError for a compute action or an end with no neighbouring stage (stage < 0).
+Action matching_transfer(const Action& comm);
+
 /// One rank's ordered actions for one step.
 using RankProgram = std::vector<Action>;
 
@@ -57,6 +62,24 @@ struct Program {
   std::vector<RankProgram> ranks;      ///< size = number of ranks
   int64_t num_ranks() const { return static_cast<int64_t>(ranks.size()); }
 };
+
+/// Parses space-separated action text (the inverse of format_rank(program, false)), e.g.
+/// `0F0 0SEND_F0 0F1`. Empty or all-blank text gives an empty program. Throws like parse_action.
+RankProgram parse_rank(std::string_view text);
+
+/// The compute action of a neighbouring stage whose output `compute` consumes:
+/// F(s,j) <- F(s-1,j) for s > 0 (activation); B(s,j) <- B(s+1,j) for s < p-1 (gradient); none otherwise.
+/// Within one stage B(s,j) also needs F(s,j); that is not a neighbour and not returned here.
+/// Throws ppctl::ScheduleError for a communication action or for I/W (reserved, not yet scheduled).
+std::optional<Action> upstream_compute(const Action& compute, int64_t num_stages);
+
+/// The RECV that `compute` waits for: RECV_F(s,j) / RECV_B(s,j) when upstream_compute runs on another
+/// rank (program.stage_to_rank); none when there is no upstream stage or it runs on the same rank.
+std::optional<Action> input_transfer(const Action& compute, const Program& program);
+
+/// The SEND that follows `compute`: SEND_F(s,j) for F when stage s+1 runs on another rank, SEND_B(s,j)
+/// for B when stage s-1 runs on another rank; none otherwise.
+std::optional<Action> output_transfer(const Action& compute, const Program& program);
 
 /// Space-separated text of one rank's actions, e.g. `0F0 0F1 0B0 0F2 ...`. With `compute_only`,
 /// communication actions are left out and the stage prefix is dropped when the rank runs one stage

@@ -1,7 +1,9 @@
 // Schedule validator: dependency checks and a simulation of blocking semantics (no deadlock).
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "schedule/action.hpp"
 
@@ -18,6 +20,10 @@ namespace ppctl::schedule {
 /// Throws ppctl::ScheduleError with the rule broken and the rank x action grid (format_grid),
 /// marking where each rank stood, when any check fails.
 void validate(const Program& program);
+
+/// A `positions` entry that leaves its rank unmarked in format_grid (used when an error concerns
+/// one action rather than where every rank stood). Ranks beyond positions.size() are unmarked too.
+inline constexpr size_t kUnmarked = static_cast<size_t>(-1);
 
 /// The rank x action grid, one line per rank: `rank 0: 0F0 0SEND_F0 ...`; when `positions` is
 /// non-empty, the action each rank stands at is wrapped in `[ ]` (a rank past its end gets `[end]`).

@@ -1,1 +1,869 @@
-// placeholder: to be written
+// Tests for config/: YAML job specs -> JobSpec, every validation rule and its one-line message, and did-you-mean.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "config/load.hpp"
+#include "config/suggest.hpp"
+#include "core/error.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
+using namespace ppctl::config;
+
+namespace {
+
+/// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "ppctl_config_test_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const fs::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+  /// Writes `content` to `relative` (creating folders) and returns the absolute path.
+  fs::path write(const std::string& relative, const std::string& content = "hello\n") const {
+    const fs::path file = path_ / relative;
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << content;
+    return file;
+  }
+
+ private:
+  fs::path path_;
+};
+
+/// A folder holding `corpus.txt`, shared by tests that need a valid data.path but test something else.
+const TempDir& corpus_dir() {
+  static const TempDir dir;
+  static const bool written = (dir.write("corpus.txt"), true);
+  (void)written;
+  return dir;
+}
+
+/// `yaml` followed by a valid data section (appended, so the lines of `yaml` keep their numbers).
+std::string with_data(const std::string& yaml) { return yaml + "data: {path: corpus.txt}\n"; }
+
+/// The problems parse_job_spec reports for `yaml` (source name `job.yaml`); fails the test if it accepts it.
+std::vector<std::string> problems_of(const std::string& yaml, const std::string& base_dir = corpus_dir().str()) {
+  try {
+    parse_job_spec(yaml, "job.yaml", base_dir);
+  } catch (const ppctl::ConfigError& e) {
+    REQUIRE_FALSE(e.problems().empty());
+    return e.problems();
+  }
+  FAIL("expected a ConfigError for:\n" << yaml);
+  return {};
+}
+
+/// One problem line split into its fields: `FILE:LINE: PATH: value VALUE: RULE (fix: HINT)`.
+struct Message {
+  std::string file;
+  int line = 0;
+  std::string path;
+  std::optional<std::string> value;
+  std::string rule;
+  std::string hint;
+};
+
+/// Splits a problem line that has a YAML path (values in these tests hold no ": ").
+Message split(const std::string& text) {
+  INFO("message: " << text);
+  Message m;
+  const auto file_end = text.find(':');
+  const auto line_end = text.find(": ", file_end + 1);
+  REQUIRE(file_end != std::string::npos);
+  REQUIRE(line_end != std::string::npos);
+  m.file = text.substr(0, file_end);
+  m.line = std::stoi(text.substr(file_end + 1, line_end - file_end - 1));
+  std::string rest = text.substr(line_end + 2);
+  const auto path_end = rest.find(": ");
+  REQUIRE(path_end != std::string::npos);
+  m.path = rest.substr(0, path_end);
+  rest = rest.substr(path_end + 2);
+  if (rest.rfind("value ", 0) == 0) {
+    const auto value_end = rest.find(": ");
+    REQUIRE(value_end != std::string::npos);
+    m.value = rest.substr(6, value_end - 6);
+    rest = rest.substr(value_end + 2);
+  }
+  const auto fix = rest.rfind(" (fix: ");
+  REQUIRE(fix != std::string::npos);
+  REQUIRE(rest.back() == ')');
+  m.rule = rest.substr(0, fix);
+  m.hint = rest.substr(fix + 7, rest.size() - fix - 8);
+  return m;
+}
+
+/// The single problem reported for `yaml`, split into fields.
+Message only_problem(const std::string& yaml, const std::string& base_dir = corpus_dir().str()) {
+  const auto problems = problems_of(yaml, base_dir);
+  INFO("yaml:\n" << yaml);
+  REQUIRE(problems.size() == 1);
+  return split(problems[0]);
+}
+
+/// Checks every field except the hint.
+void check(const Message& m, int line, const std::string& path, const std::optional<std::string>& value,
+           const std::string& rule) {
+  CHECK(m.file == "job.yaml");
+  CHECK(m.line == line);
+  CHECK(m.path == path);
+  CHECK(m.value.value_or("<no value>") == value.value_or("<no value>"));
+  CHECK(m.rule == rule);
+}
+
+/// `section:\n  key: value\n` for a dotted `section.key`: the key sits on line 2.
+std::string one_key(const std::string& dotted, const std::string& value) {
+  const auto dot = dotted.find('.');
+  return dotted.substr(0, dot) + ":\n  " + dotted.substr(dot + 1) + ": " + value + "\n";
+}
+
+JobSpec parse_ok(const std::string& yaml, const std::string& base_dir = corpus_dir().str()) {
+  INFO("yaml:\n" << yaml);
+  try {
+    return parse_job_spec(yaml, "job.yaml", base_dir);
+  } catch (const ppctl::ConfigError& e) {
+    FAIL("unexpected ConfigError:\n" << e.what());
+  }
+  return {};
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------------------
+// Valid specs.
+
+TEST_CASE("a full valid spec round-trips every field", "[config]") {
+  const TempDir dir;
+  const fs::path a = dir.write("text/a.txt");
+  const fs::path b = dir.write("text/b.txt");
+  const fs::path extra = dir.write("extra.bin");
+  const std::string yaml = R"(# a full spec
+model:
+  vocab_size: 512
+  layers: 12
+  hidden: 96
+  heads: 6
+  seq_len: 64
+  dropout: 0.25
+pipeline:
+  stages: 3
+  schedule: gpipe
+  microbatches: 8
+  micro_batch_size: 2
+data:
+  path:
+    - text/*.txt
+    - )" + extra.string() + R"(
+optimizer:
+  lr: 3.0e-4
+  betas: [0.8, 0.99]
+  eps: 1e-6
+  weight_decay: 0
+train:
+  steps: 250
+  seed: 9223372036854775807
+  log_interval: 5
+runtime:
+  device: cuda
+  backend: nccl
+  master_addr: node01
+  master_port: 29500
+  comm_timeout_s: 12.5
+  threads_per_worker: 2
+)";
+  const JobSpec spec = parse_ok(yaml, dir.str());
+  CHECK(spec.source == "job.yaml");
+  CHECK(spec.model.vocab_size == 512);
+  CHECK(spec.model.layers == 12);
+  CHECK(spec.model.hidden == 96);
+  CHECK(spec.model.heads == 6);
+  CHECK(spec.model.seq_len == 64);
+  CHECK(spec.model.dropout == 0.25);
+  CHECK(spec.pipeline.stages == 3);
+  CHECK(spec.pipeline.schedule == ScheduleKind::GPipe);
+  CHECK(spec.pipeline.microbatches == 8);
+  CHECK(spec.pipeline.micro_batch_size == 2);
+  CHECK(spec.data.paths == std::vector<std::string>{"text/*.txt", extra.string()});
+  CHECK(spec.data.files == std::vector<std::string>{extra.string(), a.string(), b.string()});
+  CHECK(spec.optimizer.lr == 3.0e-4);
+  CHECK(spec.optimizer.beta1 == 0.8);
+  CHECK(spec.optimizer.beta2 == 0.99);
+  CHECK(spec.optimizer.eps == 1e-6);
+  CHECK(spec.optimizer.weight_decay == 0.0);
+  CHECK(spec.train.steps == 250);
+  CHECK(spec.train.seed == 9223372036854775807ULL);
+  CHECK(spec.train.log_interval == 5);
+  CHECK(spec.runtime.device == Device::Cuda);
+  CHECK(spec.runtime.backend == Backend::Nccl);
+  CHECK(spec.runtime.master_addr == "node01");
+  CHECK(spec.runtime.master_port == 29500);
+  CHECK(spec.runtime.comm_timeout_s == 12.5);
+  CHECK(spec.runtime.threads_per_worker == 2);
+}
+
+TEST_CASE("omitted keys take the documented defaults", "[config]") {
+  const JobSpec spec = parse_ok("data:\n  path: corpus.txt\n");
+  CHECK(spec.model.vocab_size == 256);
+  CHECK(spec.model.layers == 4);
+  CHECK(spec.model.hidden == 128);
+  CHECK(spec.model.heads == 4);
+  CHECK(spec.model.seq_len == 128);
+  CHECK(spec.model.dropout == 0.0);
+  CHECK(spec.pipeline.stages == 1);
+  CHECK(spec.pipeline.schedule == ScheduleKind::OneFOneB);
+  CHECK(spec.pipeline.microbatches == 1);
+  CHECK(spec.pipeline.micro_batch_size == 1);
+  CHECK(spec.data.paths == std::vector<std::string>{"corpus.txt"});
+  CHECK(spec.data.files == std::vector<std::string>{(corpus_dir().path() / "corpus.txt").string()});
+  CHECK(spec.optimizer.lr == 1e-3);
+  CHECK(spec.optimizer.beta1 == 0.9);
+  CHECK(spec.optimizer.beta2 == 0.95);
+  CHECK(spec.optimizer.eps == 1e-8);
+  CHECK(spec.optimizer.weight_decay == 0.1);
+  CHECK(spec.train.steps == 100);
+  CHECK(spec.train.seed == 0);
+  CHECK(spec.train.log_interval == 10);
+  CHECK(spec.runtime.device == Device::Cpu);
+  CHECK(spec.runtime.backend == Backend::Auto);
+  CHECK(spec.runtime.master_addr == "127.0.0.1");
+  CHECK(spec.runtime.master_port == 0);
+  CHECK(spec.runtime.comm_timeout_s == 300.0);
+  CHECK(spec.runtime.threads_per_worker == 1);
+}
+
+TEST_CASE("empty sections and a partly filled section keep the other defaults", "[config]") {
+  const JobSpec spec = parse_ok(with_data("model:\npipeline: {}\ntrain:\n  steps: 7\n"));
+  CHECK(spec.model.layers == 4);
+  CHECK(spec.pipeline.stages == 1);
+  CHECK(spec.train.steps == 7);
+  CHECK(spec.train.log_interval == 10);
+}
+
+TEST_CASE("the ends of every range are accepted where the range is closed", "[config][range]") {
+  const JobSpec high = parse_ok(with_data(R"(model: {vocab_size: 1000000, layers: 10000, hidden: 65536, heads: 65536,
+        seq_len: 1000000, dropout: 0.999}
+pipeline: {stages: 1024, microbatches: 1000000, micro_batch_size: 1000000}
+optimizer: {lr: 10, betas: [0.999, 0.999], eps: 1, weight_decay: 10}
+train: {steps: 1000000000, seed: 9223372036854775807, log_interval: 1000000000}
+runtime: {master_port: 65535, comm_timeout_s: 86400, threads_per_worker: 1024}
+)"));
+  CHECK(high.model.vocab_size == 1000000);
+  CHECK(high.model.layers == 10000);
+  CHECK(high.model.heads == 65536);
+  CHECK(high.pipeline.stages == 1024);
+  CHECK(high.optimizer.lr == 10.0);
+  CHECK(high.train.steps == 1000000000);
+  CHECK(high.runtime.master_port == 65535);
+  CHECK(high.runtime.comm_timeout_s == 86400.0);
+  CHECK(high.runtime.threads_per_worker == 1024);
+
+  const JobSpec low = parse_ok(with_data(R"(model: {vocab_size: 256, layers: 1, hidden: 1, heads: 1, seq_len: 1, dropout: 0}
+pipeline: {stages: 1, microbatches: 1, micro_batch_size: 1}
+optimizer: {lr: 1e-12, betas: [0, 0], eps: 1e-30, weight_decay: 0}
+train: {steps: 1, seed: 0, log_interval: 1}
+runtime: {master_port: 0, comm_timeout_s: 0.001, threads_per_worker: 1}
+)"));
+  CHECK(low.model.vocab_size == 256);
+  CHECK(low.model.hidden == 1);
+  CHECK(low.optimizer.beta1 == 0.0);
+  CHECK(low.optimizer.lr == 1e-12);
+  CHECK(low.runtime.comm_timeout_s == 0.001);
+}
+
+TEST_CASE("enum values parse and print with the same spelling", "[config][enum]") {
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+    CHECK(parse_ok(with_data("pipeline: {schedule: " + to_string(kind) + "}\n")).pipeline.schedule == kind);
+  }
+  for (Device device : {Device::Cpu, Device::Cuda}) {
+    CHECK(parse_ok(with_data("runtime: {device: " + to_string(device) + "}\n")).runtime.device == device);
+  }
+  for (Backend backend : {Backend::Auto, Backend::Gloo}) {
+    CHECK(parse_ok(with_data("runtime: {backend: " + to_string(backend) + "}\n")).runtime.backend == backend);
+  }
+  CHECK(to_string(ScheduleKind::OneFOneB) == "1f1b");
+  CHECK(to_string(ScheduleKind::GPipe) == "gpipe");
+  CHECK(to_string(Device::Cpu) == "cpu");
+  CHECK(to_string(Device::Cuda) == "cuda");
+  CHECK(to_string(Backend::Auto) == "auto");
+  CHECK(to_string(Backend::Gloo) == "gloo");
+  CHECK(to_string(Backend::Nccl) == "nccl");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Unknown and duplicate keys.
+
+TEST_CASE("an unknown key in a section gets a did-you-mean", "[config][keys]") {
+  const auto problems = problems_of(with_data("model:\n  layers: 4\n  hiden: 128\n"));
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "job.yaml:3: model.hiden: unknown key (fix: did you mean 'hidden'?)");
+}
+
+TEST_CASE("an unknown key with nothing close lists the valid keys", "[config][keys]") {
+  const Message m = only_problem(with_data("model:\n  colour: red\n"));
+  check(m, 2, "model.colour", std::nullopt, "unknown key");
+  CHECK(m.hint == "valid keys are vocab_size, layers, hidden, heads, seq_len, dropout");
+}
+
+TEST_CASE("unknown keys are caught in every section", "[config][keys]") {
+  const std::string section = GENERATE("model", "pipeline", "data", "optimizer", "train", "runtime");
+  // The data section needs its path; the others get it from with_data.
+  const Message m = only_problem(section == "data" ? "data:\n  zzz_unknown: 1\n  path: corpus.txt\n"
+                                                   : with_data(section + ":\n  zzz_unknown: 1\n"));
+  check(m, 2, section + ".zzz_unknown", std::nullopt, "unknown key");
+  CHECK_THAT(m.hint, StartsWith("valid keys are "));
+}
+
+TEST_CASE("an unknown top-level section gets a did-you-mean or the list of sections", "[config][keys]") {
+  const Message close = only_problem(with_data("modle:\n  layers: 2\n"));
+  check(close, 1, "modle", std::nullopt, "unknown key");
+  CHECK(close.hint == "did you mean 'model'?");
+
+  const Message far = only_problem(with_data("scheduler: {x: 1}\n"));
+  check(far, 1, "scheduler", std::nullopt, "unknown key");
+  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, runtime");
+}
+
+TEST_CASE("a key of another section says where it belongs", "[config][keys]") {
+  const Message in_section = only_problem(with_data("pipeline:\n  stages: 2\n  layers: 8\n"));
+  check(in_section, 3, "pipeline.layers", std::nullopt, "unknown key");
+  CHECK(in_section.hint == "move it under 'model:' (model.layers)");
+
+  const Message at_top = only_problem(with_data("steps: 10\n"));
+  check(at_top, 1, "steps", std::nullopt, "unknown key");
+  CHECK(at_top.hint == "move it under 'train:' (train.steps)");
+}
+
+TEST_CASE("a duplicate key names the first occurrence", "[config][keys]") {
+  const Message key = only_problem(with_data("model:\n  layers: 2\n  layers: 3\n"));
+  check(key, 3, "model.layers", std::nullopt, "duplicate key");
+  CHECK(key.hint == "keep one of them; the first is on line 2");
+
+  const Message section = only_problem(with_data("train: {steps: 1}\ntrain: {steps: 2}\n"));
+  check(section, 2, "train", std::nullopt, "duplicate key");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Types.
+
+TEST_CASE("integer fields reject non-integers", "[config][types]") {
+  const std::string path = GENERATE("model.vocab_size", "model.layers", "model.hidden", "model.heads",
+                                    "model.seq_len", "pipeline.stages", "pipeline.microbatches",
+                                    "pipeline.micro_batch_size", "train.steps", "train.seed", "train.log_interval",
+                                    "runtime.master_port", "runtime.threads_per_worker");
+  struct Case {
+    std::string yaml;      // as written after the key
+    std::string shown;     // as the message shows it
+    std::string hint_has;  // part of the hint
+  };
+  const Case bad = GENERATE(Case{"four", "\"four\"", "write a whole number such as"},
+                            Case{"2.5", "2.5", "use a whole number such as 2 or 3"},
+                            Case{"1e3", "1e3", "write it in digits: 1000"},
+                            Case{"\"5\"", "\"5\"", "remove the quotes"},
+                            Case{"[1, 2]", "[1, 2]", "not a list"},
+                            Case{"{}", "{}", "not a mapping"},
+                            Case{"", "null", "not an empty value"},
+                            Case{"true", "true", "write a whole number such as"},
+                            Case{"0x10", "\"0x10\"", "write a whole number such as"});
+  const Message m = only_problem(with_data(one_key(path, bad.yaml)));
+  check(m, 2, path, bad.shown, "must be an integer");
+  CHECK_THAT(m.hint, ContainsSubstring(bad.hint_has));
+}
+
+TEST_CASE("a mapping where a number belongs is shown in flow style", "[config][types]") {
+  const auto problems = problems_of(with_data("pipeline:\n  stages:\n    n: 2\n"));
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "job.yaml:2: pipeline.stages: value {n: 2}: must be an integer "
+                       "(fix: write one whole number such as 1, not a mapping)");
+}
+
+TEST_CASE("the microbatches example: a word where an integer belongs", "[config][types]") {
+  const auto problems = problems_of(with_data("model:\n  layers: 4\npipeline:\n  microbatches: four\n"));
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "job.yaml:4: pipeline.microbatches: value \"four\": must be an integer "
+                       "(fix: write a whole number such as 1)");
+}
+
+TEST_CASE("real-number fields reject non-numbers and non-finite values", "[config][types]") {
+  const std::string path = GENERATE("model.dropout", "optimizer.lr", "optimizer.eps", "optimizer.weight_decay",
+                                    "runtime.comm_timeout_s");
+  struct Case {
+    std::string yaml;
+    std::string shown;
+    std::string rule;
+  };
+  const Case bad = GENERATE(Case{"small", "\"small\"", "must be a number"},
+                            Case{"\"0.5\"", "\"0.5\"", "must be a number"},
+                            Case{"[0.5]", "[0.5]", "must be a number"},
+                            Case{"", "null", "must be a number"},
+                            Case{".nan", ".nan", "must be a finite number"},
+                            Case{".inf", ".inf", "must be a finite number"});
+  const Message m = only_problem(with_data(one_key(path, bad.yaml)));
+  check(m, 2, path, bad.shown, bad.rule);
+}
+
+TEST_CASE("betas must be a list of two numbers", "[config][types]") {
+  const std::string value = GENERATE("0.9", "[0.9]", "[0.9, 0.95, 0.99]", "[]");
+  const Message m = only_problem(with_data("optimizer:\n  betas: " + value + "\n"));
+  CHECK(m.line == 2);
+  CHECK(m.path == "optimizer.betas");
+  CHECK(m.rule == "must be a list of two numbers [beta1, beta2]");
+  CHECK(m.hint == "write betas: [0.9, 0.95]");
+
+  const Message element = only_problem(with_data("optimizer:\n  betas:\n    - 0.9\n    - high\n"));
+  check(element, 4, "optimizer.betas[1]", "\"high\"", "must be a number");
+}
+
+TEST_CASE("master_addr must be a non-empty string", "[config][types]") {
+  const std::string value = GENERATE("\"\"", "[a, b]");
+  const Message m = only_problem(with_data("runtime:\n  master_addr: " + value + "\n"));
+  CHECK(m.line == 2);
+  CHECK(m.path == "runtime.master_addr");
+  CHECK(m.rule == "must be a non-empty host name or address");
+}
+
+TEST_CASE("a section that is not a mapping", "[config][types]") {
+  const Message m = only_problem(with_data("model: 5\n"));
+  check(m, 1, "model", "5", "must be a mapping of keys");
+  CHECK_THAT(m.hint, ContainsSubstring("valid keys are vocab_size"));
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Ranges.
+
+TEST_CASE("every bounded field rejects values just outside its range", "[config][range]") {
+  struct Case {
+    std::string path;
+    std::string value;
+    std::string rule;
+  };
+  const Case bad = GENERATE(
+      Case{"model.vocab_size", "1000001", "must be in [256, 1000000]; the data are bytes, so at least 256"},
+      Case{"model.layers", "0", "must be in [1, 10000]"}, Case{"model.layers", "10001", "must be in [1, 10000]"},
+      Case{"model.hidden", "0", "must be in [1, 65536]"}, Case{"model.hidden", "65537", "must be in [1, 65536]"},
+      Case{"model.heads", "0", "must be in [1, 65536]"}, Case{"model.heads", "65537", "must be in [1, 65536]"},
+      Case{"model.seq_len", "0", "must be in [1, 1000000]"},
+      Case{"model.seq_len", "1000001", "must be in [1, 1000000]"},
+      Case{"model.dropout", "-0.1", "must be in [0, 1)"}, Case{"model.dropout", "1", "must be in [0, 1)"},
+      Case{"pipeline.stages", "0", "must be in [1, 1024]"}, Case{"pipeline.stages", "1025", "must be in [1, 1024]"},
+      Case{"pipeline.microbatches", "0", "must be in [1, 1000000]"},
+      Case{"pipeline.microbatches", "1000001", "must be in [1, 1000000]"},
+      Case{"pipeline.micro_batch_size", "-3", "must be in [1, 1000000]"},
+      Case{"pipeline.micro_batch_size", "1000001", "must be in [1, 1000000]"},
+      Case{"optimizer.lr", "0", "must be in (0, 10]"}, Case{"optimizer.lr", "10.5", "must be in (0, 10]"},
+      Case{"optimizer.eps", "0", "must be in (0, 1]"}, Case{"optimizer.eps", "1.5", "must be in (0, 1]"},
+      Case{"optimizer.weight_decay", "-1", "must be in [0, 10]"},
+      Case{"optimizer.weight_decay", "1e999", "must be in [0, 10]"},
+      Case{"train.steps", "0", "must be in [1, 1000000000]"},
+      Case{"train.steps", "1000000001", "must be in [1, 1000000000]"},
+      Case{"train.seed", "-1", "must be in [0, 9223372036854775807]"},
+      Case{"train.seed", "9223372036854775808", "must be in [0, 9223372036854775807]"},
+      Case{"train.log_interval", "0", "must be in [1, 1000000000]"},
+      Case{"train.log_interval", "1000000001", "must be in [1, 1000000000]"},
+      Case{"runtime.master_port", "-1", "must be in [0, 65535]"},
+      Case{"runtime.master_port", "65536", "must be in [0, 65535]"},
+      Case{"runtime.comm_timeout_s", "0", "must be in (0, 86400]"},
+      Case{"runtime.comm_timeout_s", "86400.5", "must be in (0, 86400]"},
+      Case{"runtime.threads_per_worker", "0", "must be in [1, 1024]"},
+      Case{"runtime.threads_per_worker", "1025", "must be in [1, 1024]"});
+  const Message m = only_problem(with_data(one_key(bad.path, bad.value)));
+  check(m, 2, bad.path, bad.value, bad.rule);
+  CHECK_THAT(m.hint, StartsWith("use a value in "));
+}
+
+TEST_CASE("betas elements must be at least 0 and below 1", "[config][range]") {
+  const Message m = only_problem(with_data("optimizer:\n  betas: [0.9, 1.0]\n"));
+  check(m, 2, "optimizer.betas[1]", "1.0", "must be in [0, 1)");
+  CHECK(m.hint == "use a value in [0, 1) such as 0.95");
+}
+
+TEST_CASE("vocab_size below 256 is rejected because the data are bytes", "[config][range]") {
+  const Message m = only_problem(with_data("model:\n  vocab_size: 100\n"));
+  check(m, 2, "model.vocab_size", "100", "must be in [256, 1000000]; the data are bytes, so at least 256");
+  CHECK(m.hint == "use a value in [256, 1000000] such as 256");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Enums.
+
+TEST_CASE("enum values outside the allowed set list the allowed values", "[config][enum]") {
+  struct Case {
+    std::string path;
+    std::string yaml;
+    std::string shown;
+    std::string rule;
+    std::string hint;
+  };
+  const Case bad = GENERATE(
+      Case{"pipeline.schedule", "pipedream", "\"pipedream\"", "must be one of 1f1b, gpipe",
+           "write one of the listed values"},
+      Case{"pipeline.schedule", "GPipe", "\"GPipe\"", "must be one of 1f1b, gpipe", "did you mean 'gpipe'?"},
+      Case{"pipeline.schedule", "[gpipe]", "[gpipe]", "must be one of 1f1b, gpipe", "write one of the listed values"},
+      Case{"runtime.device", "tpu", "\"tpu\"", "must be one of cpu, cuda", "did you mean 'cpu'?"},
+      Case{"runtime.device", "gpu", "\"gpu\"", "must be one of cpu, cuda", "did you mean 'cuda'?"},
+      Case{"runtime.backend", "mpi", "\"mpi\"", "must be one of auto, gloo, nccl", "write one of the listed values"},
+      Case{"runtime.backend", "NCCL", "\"NCCL\"", "must be one of auto, gloo, nccl", "did you mean 'nccl'?"});
+  const Message m = only_problem(with_data(one_key(bad.path, bad.yaml)));
+  check(m, 2, bad.path, bad.shown, bad.rule);
+  CHECK(m.hint == bad.hint);
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Combinations.
+
+TEST_CASE("more stages than layers points at pipeline.stages", "[config][combination]") {
+  const Message m = only_problem(with_data("model:\n  layers: 2\npipeline:\n  stages: 4\n"));
+  check(m, 4, "pipeline.stages", "4", "must not exceed model.layers (2)");
+  CHECK(m.hint == "use at most 2 stages, or raise model.layers to 4 or more");
+
+  const Message defaulted = only_problem(with_data("pipeline:\n  stages: 8\n"));
+  check(defaulted, 2, "pipeline.stages", "8", "must not exceed model.layers (4)");
+
+  CHECK(parse_ok(with_data("model: {layers: 4}\npipeline: {stages: 4}\n")).pipeline.stages == 4);
+}
+
+TEST_CASE("heads must divide hidden", "[config][combination]") {
+  const auto problems = problems_of(with_data(R"(# line 1
+model:
+  vocab_size: 256
+  layers: 4
+  hidden: 128
+  seq_len: 32
+  heads: 5
+)"));
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] ==
+        "job.yaml:7: model.heads: value 5: must divide model.hidden (128) (fix: use a divisor of 128 such as 4 or 8)");
+
+  const Message more_heads_than_width = only_problem(with_data("model: {hidden: 128, heads: 256}\n"));
+  check(more_heads_than_width, 1, "model.heads", "256", "must divide model.hidden (128)");
+  CHECK(more_heads_than_width.hint == "use a divisor of 128 such as 128");
+}
+
+TEST_CASE("a defaulted heads that does not divide hidden points at hidden's line", "[config][combination]") {
+  const Message m = only_problem(with_data("model:\n  layers: 2\n  hidden: 130\n"));
+  check(m, 3, "model.heads", "4 (default)", "must divide model.hidden (130)");
+  CHECK(m.hint == "use a divisor of 130 such as 2 or 5");
+}
+
+TEST_CASE("backend nccl needs device cuda", "[config][combination]") {
+  const Message m = only_problem(with_data("runtime:\n  device: cpu\n  backend: nccl\n"));
+  check(m, 3, "runtime.backend", "\"nccl\"", "needs runtime.device cuda (runtime.device is cpu)");
+  CHECK(m.hint == "use backend gloo or auto on cpu, or set runtime.device: cuda");
+
+  const Message defaulted = only_problem(with_data("runtime:\n  backend: nccl\n"));
+  check(defaulted, 2, "runtime.backend", "\"nccl\"", "needs runtime.device cuda (runtime.device is cpu, the default)");
+
+  CHECK(parse_ok(with_data("runtime: {device: cuda, backend: nccl}\n")).runtime.backend == Backend::Nccl);
+  CHECK(parse_ok(with_data("runtime: {device: cpu, backend: gloo}\n")).runtime.backend == Backend::Gloo);
+}
+
+TEST_CASE("a combination is not checked when one of its keys is already wrong", "[config][combination]") {
+  check(only_problem(with_data("model: {layers: x}\npipeline: {stages: 8}\n")), 1, "model.layers", "\"x\"",
+        "must be an integer");
+  check(only_problem(with_data("model: {hidden: 0, heads: 3}\n")), 1, "model.hidden", "0", "must be in [1, 65536]");
+  check(only_problem(with_data("model: 7\npipeline: {stages: 8}\n")), 1, "model", "7", "must be a mapping of keys");
+  check(only_problem(with_data("runtime: {device: gpu, backend: nccl}\n")), 1, "runtime.device", "\"gpu\"",
+        "must be one of cpu, cuda");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Data paths.
+
+TEST_CASE("data.path is required", "[config][data]") {
+  const Message no_section = only_problem("# comment\nmodel:\n  layers: 2\n");
+  check(no_section, 2, "data.path", std::nullopt, "required key is missing");
+  CHECK(no_section.hint == "name the training text, e.g. data: {path: corpus/*.txt}");
+
+  const auto problems = problems_of("model: {layers: 2}\ndata:\n  paths: corpus.txt\n");
+  REQUIRE(problems.size() == 2);
+  check(split(problems[0]), 2, "data.path", std::nullopt, "required key is missing");
+  check(split(problems[1]), 3, "data.paths", std::nullopt, "unknown key");
+  CHECK(split(problems[1]).hint == "did you mean 'path'?");
+}
+
+TEST_CASE("data.path must be a path or a non-empty list of paths", "[config][data]") {
+  const std::string value = GENERATE("[]", "", "{}");
+  const Message m = only_problem("data:\n  path: " + value + "\n");
+  CHECK(m.line == 2);
+  CHECK(m.path == "data.path");
+  CHECK(m.rule == "must be a path or glob, or a list of them");
+
+  const Message element = only_problem("data:\n  path:\n    - corpus.txt\n    - [x]\n");
+  check(element, 4, "data.path[1]", "[x]", "must be a non-empty path or glob");
+}
+
+TEST_CASE("a data entry that matches nothing is named", "[config][data]") {
+  const TempDir dir;
+  dir.write("a.txt");
+  const auto problems = problems_of("data:\n  path:\n    - a.txt\n    - missing/*.txt\n    - nope.txt\n", dir.str());
+  REQUIRE(problems.size() == 2);
+  const Message first = split(problems[0]);
+  check(first, 4, "data.path[1]", "\"missing/*.txt\"", "matches no regular file");
+  CHECK(first.hint == "check the path; relative paths are resolved against " + dir.str());
+  check(split(problems[1]), 5, "data.path[2]", "\"nope.txt\"", "matches no regular file");
+
+  check(only_problem("data: {path: '*.csv'}\n", dir.str()), 1, "data.path", "\"*.csv\"", "matches no regular file");
+
+  const std::string absolute = (dir.path() / "absent" / "*.txt").string();
+  const Message absolute_entry = only_problem("data: {path: '" + absolute + "'}\n", dir.str());
+  check(absolute_entry, 1, "data.path", "\"" + absolute + "\"", "matches no regular file");
+  CHECK(absolute_entry.hint == "check the path");
+}
+
+TEST_CASE("data globs skip directories and follow symlinks", "[config][data]") {
+  const TempDir dir;
+  const fs::path real = dir.write("real.txt");
+  fs::create_directories(dir.path() / "folder.txt");
+  fs::create_symlink(real, dir.path() / "link.txt");
+  fs::create_symlink(dir.path() / "gone", dir.path() / "dangling.txt");
+  fs::create_symlink(dir.path() / "folder.txt", dir.path() / "dirlink.txt");
+
+  const JobSpec spec = parse_ok("data: {path: '*.txt'}\n", dir.str());
+  CHECK(spec.data.files == std::vector<std::string>{(dir.path() / "link.txt").string(), real.string()});
+
+  const Message only_dirs = only_problem("data: {path: folder.txt}\n", dir.str());
+  check(only_dirs, 1, "data.path", "\"folder.txt\"", "matches no regular file");
+  CHECK(only_dirs.hint == "it names only folders; name the files in them, e.g. folder.txt/*.txt");
+
+  check(only_problem("data: {path: dangling.txt}\n", dir.str()), 1, "data.path", "\"dangling.txt\"",
+        "matches no regular file");
+}
+
+TEST_CASE("data files are absolute, sorted and unique", "[config][data]") {
+  const TempDir dir;
+  const fs::path a = dir.write("a.txt");
+  const fs::path b = dir.write("b.txt");
+  const fs::path c = dir.write("sub/c.txt");
+  const JobSpec spec =
+      parse_ok("data:\n  path: [sub/c.txt, '*.txt', ./a.txt, sub/../b.txt, " + a.string() + "]\n", dir.str());
+  CHECK(spec.data.files == std::vector<std::string>{a.string(), b.string(), c.string()});
+  CHECK(spec.data.paths.size() == 5);
+  CHECK(spec.data.paths[1] == "*.txt");
+}
+
+TEST_CASE("relative data paths are resolved against base_dir, not the working directory", "[config][data]") {
+  const TempDir dir;
+  const fs::path file = dir.write("specs/corpus/x.txt");
+  const JobSpec spec = parse_ok("data: {path: 'corpus/*.txt'}\n", (dir.path() / "specs").string());
+  CHECK(spec.data.files == std::vector<std::string>{file.string()});
+
+  // The same spec from another folder finds nothing: the working directory plays no part.
+  check(only_problem("data: {path: 'corpus/*.txt'}\n", dir.str()), 1, "data.path", "\"corpus/*.txt\"",
+        "matches no regular file");
+}
+
+TEST_CASE("glob characters in base_dir match only themselves", "[config][data]") {
+  const TempDir dir;
+  const fs::path file = dir.write("run[1]/x.txt");
+  dir.write("run1/y.txt");  // what `run[1]` would match as a pattern
+  const JobSpec spec = parse_ok("data: {path: '*.txt'}\n", (dir.path() / "run[1]").string());
+  CHECK(spec.data.files == std::vector<std::string>{file.string()});
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Whole documents.
+
+TEST_CASE("an empty spec is one problem", "[config][document]") {
+  const std::string text = GENERATE("", "# only a comment\n\n", "~\n");
+  const auto problems = problems_of(text);
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], StartsWith("job.yaml:1: the spec is empty (fix: "));
+}
+
+TEST_CASE("a spec that is not a mapping", "[config][document]") {
+  const auto list = problems_of("- model\n- data\n");
+  REQUIRE(list.size() == 1);
+  CHECK_THAT(list[0], StartsWith("job.yaml:1: value [model, data]: the spec must be a mapping of sections "
+                                 "(model, pipeline, data, optimizer, train, runtime) (fix: "));
+  const auto scalar = problems_of("just words\n");
+  REQUIRE(scalar.size() == 1);
+  CHECK_THAT(scalar[0], StartsWith("job.yaml:1: value \"just words\": the spec must be a mapping"));
+}
+
+TEST_CASE("a YAML syntax error reports yaml-cpp's line", "[config][document]") {
+  const auto indent = problems_of("model:\n  layers: 4\n  hidden: 8\n bad: 1\n");
+  REQUIRE(indent.size() == 1);
+  CHECK(indent[0] == "job.yaml:4: invalid YAML: end of map not found "
+                     "(fix: check the indentation, quoting and brackets on line 4 and just above it)");
+
+  const auto tab = problems_of("model:\n  layers: 4\n\tbad: 1\n");
+  REQUIRE(tab.size() == 1);
+  CHECK_THAT(tab[0], StartsWith("job.yaml:3: invalid YAML: illegal tab when looking for indentation (fix: "));
+}
+
+TEST_CASE("a file with several YAML documents", "[config][document]") {
+  const auto problems = problems_of(with_data("model: {layers: 2}\n") + "---\nmodel: {layers: 3}\n");
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], StartsWith("job.yaml:4: the file holds 2 YAML documents; a spec is one (fix: "));
+}
+
+TEST_CASE("every problem is reported at once, in line order", "[config][document]") {
+  const auto problems = problems_of(R"(model:
+  layers: 2
+  hiden: 64
+  heads: 3
+pipeline:
+  stages: 4
+  schedule: zigzag
+optimizer:
+  lr: -1
+train:
+  steps: 2.5
+runtime:
+  backend: nccl
+extra: 1
+)");
+  const std::vector<std::string> expected = {
+      "job.yaml:1: data.path: required key is missing (fix: name the training text, e.g. data: {path: corpus/*.txt})",
+      "job.yaml:3: model.hiden: unknown key (fix: did you mean 'hidden'?)",
+      "job.yaml:4: model.heads: value 3: must divide model.hidden (128) (fix: use a divisor of 128 such as 2 or 4)",
+      "job.yaml:6: pipeline.stages: value 4: must not exceed model.layers (2) "
+      "(fix: use at most 2 stages, or raise model.layers to 4 or more)",
+      "job.yaml:7: pipeline.schedule: value \"zigzag\": must be one of 1f1b, gpipe (fix: write one of the listed values)",
+      "job.yaml:9: optimizer.lr: value -1: must be in (0, 10] (fix: use a value in (0, 10] such as 0.001)",
+      "job.yaml:11: train.steps: value 2.5: must be an integer (fix: use a whole number such as 2 or 3)",
+      "job.yaml:13: runtime.backend: value \"nccl\": needs runtime.device cuda (runtime.device is cpu, the default) "
+      "(fix: use backend gloo or auto on cpu, or set runtime.device: cuda)",
+      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, runtime)",
+  };
+  CHECK(problems == expected);
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Files.
+
+TEST_CASE("load_job_spec reads a file and resolves data against its folder", "[config][file]") {
+  const TempDir dir;
+  const fs::path text = dir.write("corpus/a.txt");
+  const fs::path spec_file = dir.write("specs/job.yaml", "data:\n  path: ../corpus/*.txt\nmodel: {layers: 8}\n");
+  const JobSpec spec = load_job_spec(spec_file.string());
+  CHECK(spec.source == spec_file.string());
+  CHECK(spec.model.layers == 8);
+  CHECK(spec.data.files == std::vector<std::string>{text.string()});
+}
+
+TEST_CASE("load_job_spec names the file as given in every message", "[config][file]") {
+  const TempDir dir;
+  dir.write("job.yaml", "model:\n  layrs: 2\n");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir.path());
+  std::vector<std::string> problems;
+  try {
+    load_job_spec("./job.yaml");
+  } catch (const ppctl::ConfigError& e) {
+    problems = e.problems();
+  }
+  fs::current_path(cwd);
+  REQUIRE(problems.size() == 2);
+  CHECK_THAT(problems[0], StartsWith("./job.yaml:1: data.path: required key is missing"));
+  CHECK(problems[1] == "./job.yaml:2: model.layrs: unknown key (fix: did you mean 'layers'?)");
+}
+
+/// The one problem load_job_spec reports for `path`.
+std::string only_load_problem(const std::string& path) {
+  try {
+    load_job_spec(path);
+  } catch (const ppctl::ConfigError& e) {
+    REQUIRE(e.problems().size() == 1);
+    return e.problems()[0];
+  }
+  FAIL("expected a ConfigError for " << path);
+  return {};
+}
+
+TEST_CASE("a spec file that cannot be read is one problem naming the path", "[config][file]") {
+  const TempDir dir;
+  const std::string missing = (dir.path() / "missing.yaml").string();
+  CHECK(only_load_problem(missing) ==
+        missing + ": cannot read the spec: No such file or directory (fix: check the path and its permissions)");
+  CHECK(only_load_problem(dir.str()) ==
+        dir.str() + ": cannot read the spec: it is a directory (fix: check the path and its permissions)");
+}
+
+TEST_CASE("a spec file without read permission is one problem naming the path", "[config][file]") {
+  if (::geteuid() == 0) SKIP("root reads any file");
+  const TempDir dir;
+  const fs::path file = dir.write("locked.yaml", "data: {path: x}\n");
+  fs::permissions(file, fs::perms::none);
+  CHECK(only_load_problem(file.string()) ==
+        file.string() + ": cannot read the spec: Permission denied (fix: check the path and its permissions)");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// The shipped documentation and example.
+
+TEST_CASE("the example in configs/README.md is a valid spec", "[config][docs]") {
+  std::ifstream readme(std::string(PPCTL_SOURCE_DIR) + "/configs/README.md");
+  REQUIRE(readme.good());
+  std::string line;
+  std::string yaml;
+  bool inside = false;
+  while (std::getline(readme, line)) {
+    if (!inside && line == "```yaml") {
+      inside = true;
+    } else if (inside && line == "```") {
+      break;
+    } else if (inside) {
+      yaml += line + "\n";
+    }
+  }
+  REQUIRE_FALSE(yaml.empty());
+  const TempDir dir;
+  const fs::path text = dir.write("corpus/a.txt");
+  const JobSpec spec = parse_ok(yaml, dir.str());
+  CHECK(spec.model.layers == 8);
+  CHECK(spec.pipeline.stages == 4);
+  CHECK(spec.data.files == std::vector<std::string>{text.string()});
+}
+
+TEST_CASE("configs/example.yaml loads", "[config][docs]") {
+  // Its data are the text of Debian's `fortunes` package, which scripts/setup.sh installs.
+  const JobSpec spec = load_job_spec(std::string(PPCTL_SOURCE_DIR) + "/configs/example.yaml");
+  CHECK(spec.pipeline.stages >= 1);
+  CHECK_FALSE(spec.data.files.empty());
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Did-you-mean.
+
+TEST_CASE("edit distance counts edits and adjacent swaps, ignoring case", "[config][suggest]") {
+  CHECK(edit_distance("kitten", "sitting") == 3);
+  CHECK(edit_distance("hidden", "hiden") == 1);
+  CHECK(edit_distance("heads", "haeds") == 1);
+  CHECK(edit_distance("GPipe", "gpipe") == 0);
+  CHECK(edit_distance("", "abc") == 3);
+}
+
+TEST_CASE("closest_match accepts near misses and prefixes only", "[config][suggest]") {
+  const std::vector<std::string> keys{"vocab_size", "layers", "hidden", "heads", "seq_len", "dropout"};
+  CHECK(closest_match("hiden", keys).value_or("") == "hidden");
+  CHECK(closest_match("seqlen", keys).value_or("") == "seq_len");
+  CHECK(closest_match("vocab", keys).value_or("") == "vocab_size");
+  CHECK_FALSE(closest_match("colour", keys).has_value());
+  CHECK_FALSE(closest_match("xy", std::vector<std::string>{"lr"}).has_value());
+  CHECK(did_you_mean("colour", keys) == "use one of vocab_size, layers, hidden, heads, seq_len, dropout");
+  CHECK(did_you_mean("layer", keys) == "did you mean 'layers'?");
+}

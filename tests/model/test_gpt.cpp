@@ -1,1 +1,131 @@
-// placeholder: to be written
+// Tests for model/: parameter counts match plan/, weights and dropout masks do not depend on the
+// partition, and stages composed in order compute what the whole model computes.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "model/gpt.hpp"
+#include "plan/layout.hpp"
+
+using namespace ppctl;
+
+namespace {
+
+config::JobSpec tiny_spec(int64_t layers, int64_t stages, double dropout) {
+  config::JobSpec spec;
+  spec.model.layers = layers;
+  spec.model.hidden = 32;
+  spec.model.heads = 4;
+  spec.model.seq_len = 16;
+  spec.model.dropout = dropout;
+  spec.pipeline.stages = stages;
+  return spec;
+}
+
+std::vector<model::StageModule> build_stages(const config::JobSpec& spec, uint64_t seed) {
+  std::vector<model::StageModule> stages;
+  for (const auto& s : plan::make_layout(spec).stages) stages.emplace_back(spec.model, s, seed);
+  return stages;
+}
+
+std::map<std::string, torch::Tensor> params_of(const std::vector<model::StageModule>& stages) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& stage : stages) {
+    for (const auto& item : stage->named_parameters()) {
+      REQUIRE(out.count(item.key()) == 0);  // names are global: no two stages share one
+      out[item.key()] = item.value();
+    }
+  }
+  return out;
+}
+
+int64_t numel(const std::vector<model::StageModule>& stages) {
+  int64_t n = 0;
+  for (const auto& stage : stages)
+    for (const auto& p : stage->parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("parameter counts equal plan/'s formulas, per stage and in total") {
+  for (int64_t stages : {1, 2, 3}) {
+    const auto spec = tiny_spec(5, stages, 0.0);
+    const auto layout = plan::make_layout(spec);
+    const auto built = build_stages(spec, 1);
+    for (size_t s = 0; s < built.size(); ++s) {
+      int64_t n = 0;
+      for (const auto& p : built[s]->parameters()) n += p.numel();
+      CHECK(n == layout.stages[s].parameters);
+    }
+    CHECK(numel(built) == layout.total_parameters);
+  }
+}
+
+TEST_CASE("initial weights depend on the seed and the global layer only, not the partition") {
+  const auto whole = params_of(build_stages(tiny_spec(4, 1, 0.0), 5));
+  for (int64_t stages : {2, 4}) {
+    const auto split = params_of(build_stages(tiny_spec(4, stages, 0.0), 5));
+    REQUIRE(split.size() == whole.size());
+    for (const auto& [name, tensor] : whole) {
+      INFO(name << " with " << stages << " stages");
+      CHECK(torch::equal(split.at(name), tensor));
+    }
+  }
+  const auto reseeded = params_of(build_stages(tiny_spec(4, 1, 0.0), 6));
+  CHECK_FALSE(torch::equal(reseeded.at("block0.qkv.weight"), whole.at("block0.qkv.weight")));
+  CHECK_FALSE(torch::equal(whole.at("block0.qkv.weight").slice(0, 0, 32),
+                           whole.at("block1.qkv.weight").slice(0, 0, 32)));
+}
+
+TEST_CASE("stages run in order equal the whole model, with and without dropout") {
+  at::set_num_threads(1);
+  for (double dropout : {0.0, 0.2}) {
+    const auto spec4 = tiny_spec(4, 4, dropout);
+    auto whole = build_stages(tiny_spec(4, 1, dropout), 3);
+    auto parts = build_stages(spec4, 3);
+    auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+    model::DropoutContext ctx{true, 9, 2, 1};
+    auto expected = whole[0]->forward(tokens, ctx);
+    torch::Tensor x = tokens;
+    for (auto& part : parts) x = part->forward(x, ctx);
+    INFO("dropout " << dropout);
+    REQUIRE(x.sizes() == expected.sizes());
+    CHECK(torch::allclose(x, expected, 1e-6, 1e-6));
+    if (dropout > 0) {  // a different microbatch draws different masks
+      model::DropoutContext other = ctx;
+      other.microbatch = 2;
+      CHECK_FALSE(torch::allclose(whole[0]->forward(tokens, other), expected, 1e-6, 1e-6));
+    }
+  }
+}
+
+TEST_CASE("shapes, and the loss at initialisation is close to ln(vocab)") {
+  const auto spec = tiny_spec(2, 2, 0.0);
+  auto parts = build_stages(spec, 0);
+  auto tokens = torch::randint(0, 256, {3, 16}, torch::kLong);
+  model::DropoutContext ctx;
+  auto hidden = parts[0]->forward(tokens, ctx);
+  CHECK(hidden.sizes() == torch::IntArrayRef({3, 16, 32}));
+  auto logits = parts[1]->forward(hidden, ctx);
+  CHECK(logits.sizes() == torch::IntArrayRef({3, 16, 256}));
+  const double loss = parts[1]->loss(logits, torch::randint(0, 256, {3, 16}, torch::kLong)).item<double>();
+  CHECK_THAT(loss, Catch::Matchers::WithinAbs(std::log(256.0), 0.1));
+}
+
+TEST_CASE("the standard library's std::filesystem is used in torch-linked binaries") {
+  // libtorch.so exports its own std::filesystem symbols; one of them (remove_all) crashed when the
+  // dynamic linker picked it. The build puts libstdc++ first; this fails if that order is lost.
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / "ppctl_fs_link_test";
+  fs::create_directories(dir / "a" / "b");
+  std::ofstream(dir / "a" / "b" / "file.txt") << "x";
+  CHECK(fs::remove_all(dir) == 4);
+  CHECK_FALSE(fs::exists(dir));
+}

@@ -1,0 +1,56 @@
+// One communicator interface for the pipeline: non-blocking point-to-point sends and receives with
+// timed waits, plus barrier. Implemented over LibTorch's c10d ProcessGroupGloo (CPU) and
+// ProcessGroupNCCL (CUDA). The c10d headers stay in the .cpp files.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/rendezvous.hpp"
+
+namespace ppctl::comm {
+
+/// Which c10d backend to build.
+enum class BackendKind { Gloo, Nccl };
+
+/// A posted send or receive. Finish it with Communicator::wait.
+struct PendingOp {
+  std::shared_ptr<void> work;  ///< the c10d Work (type-erased to keep c10d out of this header)
+  std::string what;            ///< for messages, e.g. "receive of 1F3 activation from rank 0"
+  int peer = -1;
+};
+
+/// Point-to-point communication between the ranks of one job.
+/// Sends and receives only post the operation; wait() blocks until it completes or the timeout
+/// passes. Gloo completes a send only once the peer has posted the matching receive (DESIGN.md), so
+/// callers post all operations first and wait later. Both sides must agree on each tensor's shape
+/// and dtype (Gloo checks only byte counts); ppctl derives them from the job spec.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  /// Connects rank `info.rank` of `info.world_size` through the TCPStore at
+  /// info.master_addr:info.master_port and builds the backend's process group.
+  /// `timeout` bounds the rendezvous and every later wait.
+  /// Throws ppctl::CommError / CommTimeout naming the address when the store cannot be reached.
+  static std::unique_ptr<Communicator> create(const RendezvousInfo& info, BackendKind backend,
+                                              std::chrono::milliseconds timeout);
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  /// Posts sending `tensor` (contiguous; kept alive until waited) to `peer` with tag `tag` (>= 0).
+  virtual PendingOp isend(const at::Tensor& tensor, int peer, int64_t tag, std::string what) = 0;
+  /// Posts receiving into `tensor` (contiguous, preallocated with the agreed shape) from `peer`.
+  virtual PendingOp irecv(at::Tensor& tensor, int peer, int64_t tag, std::string what) = 0;
+  /// Blocks until `op` completes. Throws ppctl::CommTimeout ("timed out after S s waiting for
+  /// WHAT (peer rank P)") or ppctl::CommError when the peer failed or disconnected.
+  virtual void wait(const PendingOp& op) = 0;
+  /// All ranks meet; bounded by the timeout.
+  virtual void barrier() = 0;
+};
+
+}  // namespace ppctl::comm

@@ -1,0 +1,80 @@
+// GPT decoder pieces built by global layer index: a pipeline stage owns a contiguous range of blocks,
+// plus the embedding (first stage) and the final norm, LM head and loss (last stage).
+// Architecture as GPT-2 (Radford et al. 2019): pre-norm blocks, learned positions, GELU MLP of 4h.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "plan/layout.hpp"
+
+namespace ppctl::model {
+
+/// Identifies one forward pass for dropout: masks depend only on (seed, step, microbatch, layer,
+/// site), so a pipelined run and an unpipelined one draw identical masks.
+struct DropoutContext {
+  bool training = true;
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t microbatch = 0;
+};
+
+/// Seed of the generator that initialises one part of the model. `part` is -1 for the embedding,
+/// -2 for the final norm and LM head, or the global block index: weights never depend on the
+/// partition into stages.
+uint64_t init_seed(uint64_t seed, int64_t part);
+
+/// One transformer block: x + attn(ln1(x)), then + mlp(ln2(x)); causal self-attention via
+/// at::scaled_dot_product_attention. Input and output [batch, seq_len, hidden], float.
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
+  torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout);
+
+ private:
+  int64_t layer_index_;
+  int64_t heads_;
+  double dropout_p_;
+  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
+  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+};
+TORCH_MODULE(Block);
+
+/// The part of the GPT one pipeline stage runs. Parameter names carry global indices
+/// (`block3.qkv.weight`, `tok_embed.weight`, `lm_head.weight`), the same in every partition.
+class StageModuleImpl : public torch::nn::Module {
+ public:
+  /// Builds (and initialises from `seed`) exactly the layers of `layout` on the CPU.
+  StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout, uint64_t seed);
+
+  /// First stage: token ids [batch, seq_len] int64 -> hidden [batch, seq_len, hidden].
+  /// Middle stages: hidden -> hidden. Last stage: -> logits [batch, seq_len, vocab_size].
+  torch::Tensor forward(const torch::Tensor& input, const DropoutContext& dropout);
+
+  /// Mean cross-entropy (nats per token) of logits [batch, seq_len, vocab] against targets
+  /// [batch, seq_len] int64. Only meaningful on the last stage.
+  torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
+
+  bool has_embedding() const { return layout_.has_embedding; }
+  bool has_head() const { return layout_.has_head; }
+  const plan::StageLayout& layout() const { return layout_; }
+
+ private:
+  config::ModelSpec spec_;
+  plan::StageLayout layout_;
+  torch::nn::Embedding tok_embed_{nullptr}, pos_embed_{nullptr};
+  std::vector<Block> blocks_;
+  torch::nn::LayerNorm ln_f_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};
+};
+TORCH_MODULE(StageModule);
+
+/// The layout of an unpipelined model: one stage with every block, the embedding and the head.
+plan::StageLayout whole_model_layout(const config::ModelSpec& spec);
+
+}  // namespace ppctl::model

@@ -1,0 +1,74 @@
+// The executor: walks one rank's action list for one step, keeping activations and gradients per
+// (stage, microbatch). It has no schedule-specific branches: every schedule is just a Program.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "model/gpt.hpp"
+#include "schedule/action.hpp"
+
+namespace ppctl::runtime {
+
+/// The data one microbatch needs: token ids [micro_batch_size, seq_len] int64 for the first stage,
+/// next-token targets of the same shape for the last stage (either may be undefined elsewhere).
+struct MicrobatchData {
+  torch::Tensor tokens;
+  torch::Tensor targets;
+};
+
+/// Returns the data of microbatch j of the current step.
+using MicrobatchSource = std::function<MicrobatchData(int64_t microbatch)>;
+
+/// What one step produced on this rank.
+struct StepResult {
+  double loss_sum = 0.0;   ///< sum over this rank's last-stage microbatches of the mean token loss (nats)
+  int64_t loss_count = 0;  ///< how many microbatches contributed (0 unless this rank holds the last stage)
+};
+
+/// Runs Programs made by schedule::generate on the stages this rank holds.
+class Executor {
+ public:
+  /// `stages`: the modules of this rank, keyed by stage index (one, or several for virtual stages).
+  /// `program`: the whole job's program (for stage_to_rank and geometry).
+  /// `activation_shape`: [micro_batch_size, seq_len, hidden] of every tensor crossing stages (float32).
+  /// `comm` may be null when every stage is on this rank.
+  Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program, int rank,
+           comm::Communicator* comm, std::vector<int64_t> activation_shape, torch::Device device);
+
+  /// Executes `actions` (this rank's list) for one step; gradients accumulate into the modules'
+  /// .grad, each microbatch's loss multiplied by `loss_scale` (1/m for the mean over the batch).
+  /// Every receive is waited with the communicator's timeout; all sends are complete on return.
+  /// On failure logs this rank's action list with the failing action marked, then rethrows.
+  StepResult run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
+                      const model::DropoutContext& dropout, double loss_scale);
+
+ private:
+  struct Slot;  // per (stage, microbatch) tensors
+  void execute(const schedule::Action& action, const MicrobatchSource& data,
+               const model::DropoutContext& dropout, double loss_scale, StepResult& result);
+  torch::Tensor take_received(const schedule::Action& consumer, schedule::ActionKind recv_kind);
+
+  std::map<int64_t, model::StageModule> stages_;
+  const schedule::Program& program_;
+  int rank_;
+  comm::Communicator* comm_;
+  std::vector<int64_t> activation_shape_;
+  torch::Device device_;
+
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> inputs_;       // stage input (leaf with grad)
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> outputs_;      // stage output or scaled loss
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> input_grads_;  // d loss / d input, to send
+  struct PendingRecv {
+    comm::PendingOp op;
+    torch::Tensor buffer;
+  };
+  std::map<std::tuple<int, int64_t, int64_t>, PendingRecv> recvs_;  // (kind, stage, mb)
+  std::vector<std::pair<comm::PendingOp, torch::Tensor>> sends_;
+};
+
+}  // namespace ppctl::runtime

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# End-to-end tests of the ppctl command line, as a user runs it. Usage: cli_test.sh CASE PPCTL_BINARY
+# Cases: plan_example, bad_spec, train_tiny, worker_failure, interrupt. Exits non-zero on failure.
+set -uo pipefail
+CASE="$1"
+PPCTL="$2"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_cli_${CASE}_XXXXXX")"
+trap 'pkill -KILL -f "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL [$CASE]: $*" >&2; [ -f "$WORK/out" ] && sed 's/^/  | /' "$WORK/out" >&2; exit 1; }
+
+# A tiny job on generated text; $1 = stages, $2 = steps, $3 = extra YAML lines.
+tiny_job() {
+  for i in $(seq 1 300); do echo "line $i: pack my box with five dozen liquor jugs"; done > "$WORK/corpus.txt"
+  cat > "$WORK/job.yaml" <<YAML
+model: {layers: 4, hidden: 32, heads: 4, seq_len: 32, dropout: 0.0}
+pipeline: {stages: $1, schedule: 1f1b, microbatches: 4, micro_batch_size: 4}
+data: {path: corpus.txt}
+optimizer: {lr: 0.003}
+train: {steps: $2, seed: 1, log_interval: 5}
+runtime: {comm_timeout_s: 30}
+$3
+YAML
+}
+
+# No process of this test may be left (workers carry the job path in their command line).
+no_leftovers() {
+  sleep 0.2
+  if pgrep -f "$WORK/job.yaml" >/dev/null; then
+    pgrep -af "$WORK/job.yaml" >&2
+    fail "processes left behind"
+  fi
+}
+
+pid_of_rank() {  # $1 = rank: the worker process whose environment has RANK=$1
+  for pid in $(pgrep -f "worker $WORK/job.yaml"); do
+    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$1"; then echo "$pid"; return; fi
+  done
+}
+
+wait_for_line() {  # $1 = pattern in $WORK/out, $2 = seconds
+  for _ in $(seq 1 $(($2 * 10))); do grep -q "$1" "$WORK/out" && return 0; sleep 0.1; done
+  fail "no line matching '$1' within $2 s"
+}
+
+case "$CASE" in
+  plan_example)
+    "$PPCTL" plan "$ROOT/configs/example.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
+    grep -q "bubble" "$WORK/out" || fail "no bubble line"
+    for r in 0 1 2 3; do grep -q "^rank $r: F0" "$WORK/out" || fail "no action list for rank $r"; done
+    grep -q "^rank 0: F0 F1 F2 F3 B0 F4 B1" "$WORK/out" || fail "rank 0 is not 1F1B (3 warmup forwards, then F and B alternate)"
+    ;;
+  bad_spec)
+    tiny_job 2 5 ""
+    sed -i 's/hidden: 32/hiden: 32/; s/microbatches: 4/microbatches: four/' "$WORK/job.yaml"
+    "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "exit code $rc, expected 2"
+    grep -q "job.yaml:1: model.hiden: unknown key.*did you mean 'hidden'" "$WORK/out" || fail "no did-you-mean line"
+    grep -q "job.yaml:2: pipeline.microbatches: value \"\?four\"\?:.*integer" "$WORK/out" || fail "no type error line"
+    grep -q "starting" "$WORK/out" && fail "workers were started"
+    no_leftovers
+    ;;
+  train_tiny)
+    tiny_job 2 30 ""
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train exited $?"
+    first=$(grep -o "step 1/30 | loss [0-9.]*" "$WORK/out" | awk '{print $NF}')
+    last=$(grep -o "step 30/30 | loss [0-9.]*" "$WORK/out" | awk '{print $NF}')
+    [ -n "$first" ] && [ -n "$last" ] || fail "no loss lines for steps 1 and 30"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5.0 && b < a - 1.0) }' \
+      || fail "loss did not fall enough: $first -> $last"
+    [ "$(grep -c "| loss " "$WORK/out")" -eq 7 ] || fail "expected 7 loss lines (steps 1,5,...,30), one per interval"
+    no_leftovers
+    ;;
+  worker_failure)
+    tiny_job 3 100000 ""
+    "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+    launcher=$!
+    wait_for_line "step 1/" 120
+    victim=$(pid_of_rank 1)
+    [ -n "$victim" ] || fail "no worker with RANK=1"
+    kill -KILL "$victim"
+    start=$(date +%s)
+    wait "$launcher"
+    rc=$?
+    elapsed=$(( $(date +%s) - start ))
+    [ "$rc" -ne 0 ] || fail "launcher exited 0 after a worker was killed"
+    [ "$elapsed" -le 15 ] || fail "launcher took ${elapsed} s to notice"
+    grep -q "rank 1 was killed by signal 9" "$WORK/out" || fail "the failed rank is not named"
+    no_leftovers
+    ;;
+  interrupt)
+    tiny_job 2 100000 ""
+    "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+    launcher=$!
+    wait_for_line "step 1/" 120
+    kill -INT "$launcher"
+    wait "$launcher"
+    rc=$?
+    [ "$rc" -eq 130 ] || fail "exit code $rc after SIGINT, expected 130"
+    no_leftovers
+    ;;
+  *) fail "unknown case" ;;
+esac
+echo "PASS [$CASE]"
