@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the ppctl command line, as a user runs it. Usage: cli_test.sh CASE PPCTL_BINARY
-# Cases: plan_example, bad_spec, train_tiny, worker_failure, interrupt. Exits non-zero on failure.
+# Cases: plan_example, bad_spec, train_tiny, worker_failure, interrupt, no_driver_dependency. Exits non-zero on failure.
 set -uo pipefail
 CASE="$1"
 PPCTL="$2"
@@ -39,6 +39,13 @@ pid_of_rank() {  # $1 = rank: the worker process whose environment has RANK=$1
   done
 }
 
+# Starts a long training of $WORK/job.yaml in the background ($launcher) and waits for its first step.
+start_long_training() {
+  "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+  launcher=$!
+  wait_for_line "step 1/" 120
+}
+
 wait_for_line() {  # $1 = pattern in $WORK/out, $2 = seconds
   for _ in $(seq 1 $(($2 * 10))); do grep -q "$1" "$WORK/out" && return 0; sleep 0.1; done
   fail "no line matching '$1' within $2 s"
@@ -75,9 +82,7 @@ case "$CASE" in
     ;;
   worker_failure)
     tiny_job 3 100000 ""
-    "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
-    launcher=$!
-    wait_for_line "step 1/" 120
+    start_long_training
     victim=$(pid_of_rank 1)
     [ -n "$victim" ] || fail "no worker with RANK=1"
     kill -KILL "$victim"
@@ -92,14 +97,20 @@ case "$CASE" in
     ;;
   interrupt)
     tiny_job 2 100000 ""
-    "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
-    launcher=$!
-    wait_for_line "step 1/" 120
+    start_long_training
     kill -INT "$launcher"
     wait "$launcher"
     rc=$?
     [ "$rc" -eq 130 ] || fail "exit code $rc after SIGINT, expected 130"
     no_leftovers
+    ;;
+  no_driver_dependency)
+    # The binary must start where no GPU driver is installed: libcuda must not be a load-time need.
+    ldd "$PPCTL" > "$WORK/out" 2>&1 || fail "ldd failed"
+    grep -q "libtorch_cuda.so" "$WORK/out" || fail "the CUDA/NCCL path is not linked"
+    grep -q "libcuda.so" "$WORK/out" && fail "libcuda.so is a load-time dependency"
+    grep -q "not found" "$WORK/out" && fail "a shared library is not found"
+    "$PPCTL" --version > "$WORK/out" 2>&1 || fail "ppctl --version failed"
     ;;
   *) fail "unknown case" ;;
 esac
