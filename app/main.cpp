@@ -1,26 +1,30 @@
-// ppctl command line: `plan`, `train` and the internal `worker`. Parses arguments, calls lib/,
-// maps exceptions to exit codes (0 ok, 1 runtime failure, 2 bad input, worker's code otherwise).
+// ppctl command line: `plan`, `train`, `verify` and the internal `worker`. Parses arguments, calls
+// lib/, maps exceptions to exit codes (0 ok, 1 runtime failure, 2 bad input, 3 verify mismatch,
+// a failed worker's code otherwise).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <climits>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
-#include "comm/rendezvous.hpp"
+#include "comm/error_text.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "launch/launcher.hpp"
 #include "plan/layout.hpp"
-#include "schedule/generate.hpp"
+#include "schedule/csv.hpp"
+#include "schedule/job_program.hpp"
 #include "schedule/report.hpp"
-#include "schedule/validate.hpp"
+#include "schedule/simulate.hpp"
+#include "train/local_job.hpp"
+#include "train/verify.hpp"
 #include "train/worker.hpp"
 
 namespace {
@@ -35,58 +39,105 @@ std::string self_executable() {
   return std::string(buffer, static_cast<size_t>(n));
 }
 
+/// Everything `plan` shows and `train` runs, validated before any process starts.
+/// The spec text is read once: workers get this exact text (and the program's hash), not the file.
 struct Planned {
   ppctl::config::JobSpec spec;
-  ppctl::plan::Layout layout;
   ppctl::schedule::Program program;
+  ppctl::plan::Layout layout;
+  std::vector<std::pair<std::string, std::string>> worker_env;
 };
 
-/// Everything `plan` shows and `train` runs, validated before any process starts.
-Planned make_plan(const std::string& spec_path) {
-  Planned planned{ppctl::config::load_job_spec(spec_path), {}, {}};
-  planned.layout = ppctl::plan::make_layout(planned.spec);
-  planned.program = ppctl::schedule::generate(planned.spec.pipeline.schedule,
-                                              planned.spec.pipeline.stages,
-                                              planned.spec.pipeline.microbatches);
-  ppctl::schedule::validate(planned.program);
-  return planned;
+/// The spec file's text. A path that cannot be read (missing, a folder, no permission) gets the
+/// loader's own ConfigError naming it.
+std::string read_spec_text(const std::string& spec_path) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(spec_path, ignored)) ppctl::config::load_job_spec(spec_path);
+  std::ifstream in(spec_path, std::ios::binary);
+  if (!in) ppctl::config::load_job_spec(spec_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
-int cmd_plan(const std::string& spec_path, bool with_communication) {
+Planned make_plan(const std::string& spec_path) {
+  const std::string text = read_spec_text(spec_path);
+  auto spec = ppctl::config::parse_job_spec(
+      text, spec_path, std::filesystem::absolute(spec_path).parent_path().string());
+  auto program = ppctl::schedule::job_program(spec);
+  auto layout = ppctl::plan::make_layout(spec, &program.stage_to_rank);
+  ppctl::train::check_device_available(spec);
+  std::vector<std::pair<std::string, std::string>> env{
+      {ppctl::train::kSpecTextVariable, text},
+      {ppctl::train::kProgramHashVariable,
+       fmt::format("{:016x}", ppctl::schedule::program_hash(program))}};
+  return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
+}
+
+struct PlanOptions {
+  bool with_communication = false;
+  bool timeline = false;
+  std::string trace_path;
+  std::vector<double> costs;  // F, B, I, W in ms
+  double p2p_latency = 0.0;
+};
+
+ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
+  ppctl::schedule::CostModel costs;
+  if (!options.costs.empty()) {
+    costs.stages = {{options.costs[0], options.costs[1], options.costs[2], options.costs[3]}};
+  }
+  costs.p2p_latency = options.p2p_latency;
+  return costs;
+}
+
+int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
   const auto planned = make_plan(spec_path);
-  std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program,
-                                            with_communication);
+  const auto costs = cost_model(options);
+  const auto simulation = ppctl::schedule::simulate(planned.program, costs);
+  std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
+                                            costs, options.with_communication);
+  if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
+  if (!options.trace_path.empty()) {
+    const std::string tmp = options.trace_path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << ppctl::schedule::to_chrome_trace(simulation);
+      if (!out) throw ppctl::Error(fmt::format("cannot write the trace file {}", tmp));
+    }
+    std::filesystem::rename(tmp, options.trace_path);
+    std::cout << "trace written to " << options.trace_path << " (open it in https://ui.perfetto.dev)\n";
+  }
   return 0;
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps) {
   const auto planned = make_plan(spec_path);
-  const auto& spec = planned.spec;
-  std::cerr << ppctl::schedule::format_plan(spec, planned.layout, planned.program, false) << '\n';
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  const int world_size = static_cast<int>(planned.layout.world_size);
-  ppctl::comm::StoreServer store(spec.runtime.master_addr, static_cast<int>(spec.runtime.master_port),
-                                 world_size, timeout);
-
-  ppctl::launch::LaunchOptions options;
-  options.world_size = world_size;
-  options.argv = {self_executable(), "worker", std::filesystem::absolute(spec_path).string()};
-  if (steps) {
-    options.argv.push_back("--steps");
-    options.argv.push_back(std::to_string(*steps));
-  }
-  options.master_addr = spec.runtime.master_addr;
-  options.master_port = store.port();
-  spdlog::info("rendezvous store on {}:{}; starting {} workers", options.master_addr,
-               options.master_port, world_size);
-  const auto result = ppctl::launch::run_workers(options);
+  const ppctl::schedule::CostModel costs;
+  std::cerr << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program,
+                                            ppctl::schedule::simulate(planned.program, costs), costs,
+                                            false)
+            << '\n';
+  std::vector<std::string> extra;
+  if (steps) extra = {"--steps", std::to_string(*steps)};
+  const auto result =
+      ppctl::train::run_local_job(planned.spec, static_cast<int>(planned.layout.world_size),
+                                  self_executable(), spec_path, extra, planned.worker_env);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else {
     spdlog::error("training failed: {}", result.message);
   }
   return result.exit_code;
+}
+
+int cmd_verify(const std::string& spec_path, double tolerance) {
+  const auto planned = make_plan(spec_path);
+  const auto report = ppctl::train::verify_job(planned.spec, static_cast<int>(planned.layout.world_size),
+                                               self_executable(), spec_path, tolerance,
+                                               planned.worker_env);
+  std::cout << report.text;
+  return report.exit_code;
 }
 
 /// A worker logs every failure itself (rank-prefixed); the launcher then names the rank and stops
@@ -97,7 +148,7 @@ int cmd_worker(const ppctl::train::WorkerOptions& options) {
   try {
     return ppctl::train::run_worker(options);
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", ppctl::comm::error_text(e));
     return kExitFailure;
   }
 }
@@ -111,15 +162,32 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ppctl 0.1.0");
 
   std::string spec_path;
-  bool with_communication = false;
-  auto* plan = app.add_subcommand("plan", "Print the stage layout, bubble and schedule; start nothing");
+  PlanOptions plan_options;
+  auto* plan = app.add_subcommand("plan", "Print the stage layout, simulated step and schedule; start nothing");
   plan->add_option("spec", spec_path, "Job spec (YAML)")->required();
-  plan->add_flag("--comm", with_communication, "Show communication actions too");
+  plan->add_flag("--comm", plan_options.with_communication, "Show communication actions too");
+  plan->add_flag("--timeline", plan_options.timeline, "Print the simulated timeline per rank");
+  plan->add_option("--trace", plan_options.trace_path,
+                   "Write the simulated timeline as Chrome-trace/Perfetto JSON to this file");
+  plan->add_option("--costs", plan_options.costs, "Per-stage costs F,B,I,W in ms (default 1,2,1,1)")
+      ->delimiter(',')
+      ->expected(4)
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
+      ->check(CLI::NonNegativeNumber);
 
   std::optional<int64_t> steps;
-  auto* train = app.add_subcommand("train", "Train: spawn one worker per stage and supervise them");
+  auto* train = app.add_subcommand("train", "Train: spawn one worker per rank and supervise them");
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
-  train->add_option("--steps", steps, "Override train.steps")->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  train->add_option("--steps", steps, "Override train.steps")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+
+  double tolerance = 1e-5;
+  auto* verify = app.add_subcommand(
+      "verify", "Run one pipelined step and one unpipelined; compare every gradient and the loss");
+  verify->add_option("spec", spec_path, "Job spec (YAML)")->required();
+  verify->add_option("--tolerance", tolerance, "Largest accepted relative difference (default 1e-5)")
+      ->check(CLI::PositiveNumber);
 
   ppctl::train::WorkerOptions worker_options;
   auto* worker = app.add_subcommand("worker", "Internal: run one rank (started by `ppctl train`)");
@@ -137,8 +205,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*plan) return cmd_plan(spec_path, with_communication);
+    if (*plan) return cmd_plan(spec_path, plan_options);
     if (*train) return cmd_train(spec_path, steps);
+    if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
   } catch (const ppctl::ConfigError& e) {
     for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';
@@ -151,7 +220,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\nnothing was started\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", ppctl::comm::error_text(e));
     return kExitFailure;
   }
   return kExitFailure;

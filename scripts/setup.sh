@@ -10,7 +10,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv
-  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev fortunes)
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev fortunes)
 BACKPORTS_PACKAGES=(catch2)
 
 missing=()
@@ -22,7 +22,7 @@ if dpkg-query -W -f='${Version}' catch2 2>/dev/null | grep -q '^2\.'; then missi
 
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}" >&2
-  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
     printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
       | $SUDO tee /etc/apt/sources.list.d/ppctl-backports.sources >/dev/null
   fi
@@ -33,7 +33,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
     -t bookworm-backports "${BACKPORTS_PACKAGES[@]}" >&2
 fi
 
-if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+# The PyPI wheel is LibTorch built for CUDA 13; its CMake config needs the CUDA toolkit to configure
+# (nothing CUDA has to run). NCCL comes with the wheel.
+if [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+  echo "setup: the CUDA toolkit (nvcc) is not at ${CUDA_HOME:-/usr/local/cuda}: LibTorch's CMake config" \
+       "needs it to build ppctl, even on machines without a GPU (fix: install NVIDIA's CUDA 13 toolkit" \
+       "for Debian 12, or set CUDA_HOME)" >&2
+  exit 1
+fi
+
+# Checking the installed version by its metadata folder is instant; importing torch takes ~2 s.
+if ! compgen -G "$VENV/lib/python3*/site-packages/torch-$TORCH_VERSION*.dist-info" >/dev/null; then
   echo "setup: installing torch==$TORCH_VERSION into $VENV (a few GB, once)" >&2
   mkdir -p "$(dirname "$VENV")"
   python3 -m venv "$VENV"

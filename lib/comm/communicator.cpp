@@ -7,8 +7,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <ATen/ATen.h>
+
 #include <string>
 
+#include "comm/error_text.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::comm {
@@ -19,8 +22,12 @@ using Work = c10d::Work;
 class ProcessGroupCommunicator final : public Communicator {
  public:
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> backend, int rank, int world_size,
-                           std::chrono::milliseconds timeout)
-      : backend_(std::move(backend)), rank_(rank), world_size_(world_size), timeout_(timeout) {}
+                           std::chrono::milliseconds timeout, at::Device device)
+      : backend_(std::move(backend)),
+        rank_(rank),
+        world_size_(world_size),
+        timeout_(timeout),
+        device_(device) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -43,21 +50,24 @@ class ProcessGroupCommunicator final : public Communicator {
     try {
       completed = (*work)->wait(timeout_);
     } catch (const std::exception& e) {
-      throw_failure(op, e.what());
+      throw_failure(op, error_text(e));
     }
     if (!completed) throw_failure(op, "did not complete");
   }
 
   void barrier() override {
-    PendingOp op;
-    op.what = "barrier";
-    try {
-      auto work = backend_->barrier();
-      op.work = std::make_shared<c10::intrusive_ptr<Work>>(std::move(work));
-    } catch (const std::exception& e) {
-      throw CommError(fmt::format("rank {}: barrier failed: {}", rank_, e.what()));
-    }
-    wait(op);
+    wait(post([&] { return backend_->barrier(); }, -1, "barrier"));
+  }
+
+  std::vector<int64_t> all_gather(int64_t value) override {
+    const auto options = at::TensorOptions().dtype(at::kLong).device(device_);
+    std::vector<at::Tensor> input{at::full({1}, value, options)};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty({1}, options));
+    wait(post([&] { return backend_->allgather(output, input); }, -1, "all-gather"));
+    std::vector<int64_t> values;
+    for (const auto& t : output[0]) values.push_back(t.cpu().item<int64_t>());
+    return values;
   }
 
  private:
@@ -69,10 +79,14 @@ class ProcessGroupCommunicator final : public Communicator {
     try {
       op.work = std::make_shared<c10::intrusive_ptr<Work>>(post_op());
     } catch (const std::exception& e) {
-      throw CommError(fmt::format("rank {}: cannot post {} (peer rank {}): {}", rank_, op.what, peer,
-                                  e.what()));
+      throw CommError(fmt::format("rank {}: cannot post {}: {}", rank_, describe(op), error_text(e)));
     }
     return op;
+  }
+
+  /// "WHAT (peer rank P)" for point-to-point operations, "WHAT" for collectives.
+  static std::string describe(const PendingOp& op) {
+    return op.peer >= 0 ? fmt::format("{} (peer rank {})", op.what, op.peer) : op.what;
   }
 
   [[noreturn]] void throw_failure(const PendingOp& op, const std::string& detail) const {
@@ -81,20 +95,20 @@ class ProcessGroupCommunicator final : public Communicator {
       for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       return s;
     }();
-    const std::string message = fmt::format(
-        "rank {}: {} (peer rank {}) failed after at most {:.0f} s: {}", rank_, op.what, op.peer,
-        std::chrono::duration<double>(timeout_).count(), detail);
     if (lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos) {
-      throw CommTimeout(message + " (fix: check that the peer rank is alive; raise "
-                                  "runtime.comm_timeout_s for slow steps)");
+      throw CommTimeout(fmt::format(
+          "rank {}: {} timed out after {:.0f} s: {} (fix: check that the peer rank is alive; raise "
+          "runtime.comm_timeout_s for slow steps)",
+          rank_, describe(op), std::chrono::duration<double>(timeout_).count(), detail));
     }
-    throw CommError(message);
+    throw CommError(fmt::format("rank {}: {} failed: {}", rank_, describe(op), detail));
   }
 
   c10::intrusive_ptr<c10d::Backend> backend_;
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
+  at::Device device_;
 };
 
 c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
@@ -109,14 +123,15 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
     return c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
   } catch (const std::exception& e) {
     throw CommError(fmt::format("rank {}: cannot reach the rendezvous store at {}:{}: {}", info.rank,
-                                info.master_addr, info.master_port, e.what()));
+                                info.master_addr, info.master_port, error_text(e)));
   }
 }
 
 }  // namespace
 
 std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, BackendKind backend,
-                                                   std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout,
+                                                   at::Device device) {
   auto store = c10::make_intrusive<c10d::PrefixStore>("ppctl/pp", connect_store(info, timeout));
   c10::intrusive_ptr<c10d::Backend> pg;
   try {
@@ -139,10 +154,10 @@ std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, B
   } catch (const std::exception& e) {
     throw CommError(fmt::format("rank {}: cannot build the {} process group ({} ranks): {}",
                                 info.rank, backend == BackendKind::Gloo ? "gloo" : "nccl",
-                                info.world_size, e.what()));
+                                info.world_size, error_text(e)));
   }
   return std::make_unique<ProcessGroupCommunicator>(std::move(pg), info.rank, info.world_size,
-                                                    timeout);
+                                                    timeout, device);
 }
 
 }  // namespace ppctl::comm

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/rendezvous.hpp"
 
@@ -36,8 +37,9 @@ class Communicator {
   /// info.master_addr:info.master_port and builds the backend's process group.
   /// `timeout` bounds the rendezvous and every later wait.
   /// Throws ppctl::CommError / CommTimeout naming the address when the store cannot be reached.
+  /// Collectives (all_gather) use tensors on `device` (a CUDA device for NCCL).
   static std::unique_ptr<Communicator> create(const RendezvousInfo& info, BackendKind backend,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout, at::Device device);
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
@@ -51,6 +53,8 @@ class Communicator {
   virtual void wait(const PendingOp& op) = 0;
   /// All ranks meet; bounded by the timeout.
   virtual void barrier() = 0;
+  /// Every rank contributes `value`; returns all of them, indexed by rank. Bounded by the timeout.
+  virtual std::vector<int64_t> all_gather(int64_t value) = 0;
 };
 
 }  // namespace ppctl::comm

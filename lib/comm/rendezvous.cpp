@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
 #include <optional>
 
+#include "comm/error_text.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::comm {
@@ -66,12 +70,24 @@ StoreServer::StoreServer(const std::string& host, int port, int world_size,
   options.numWorkers = static_cast<size_t>(world_size);
   options.waitWorkers = false;  // workers connect after the launcher spawns them
   options.timeout = timeout;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    throw CommError(fmt::format("runtime.master_addr '{}' does not resolve: {} (fix: use 127.0.0.1 "
+                                "to run on this machine, or a name or address of this machine)",
+                                host, ::gai_strerror(rc)));
+  }
+  ::freeaddrinfo(found);
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("cannot host the rendezvous store on {}:{}: {} (fix: choose another "
-                                "runtime.master_port, or 0 for any free port)",
-                                host, port, e.what()));
+    throw CommError(fmt::format(
+        "cannot host the rendezvous store on {}:{}: {} (fix: runtime.master_addr must be an address "
+        "of this machine, 127.0.0.1 for a local job; runtime.master_port must be free, or 0 for any "
+        "free port)",
+        host, port, error_text(e)));
   }
 }
 

@@ -9,6 +9,10 @@ std::string to_string(ScheduleKind kind) {
   switch (kind) {
     case ScheduleKind::GPipe: return "gpipe";
     case ScheduleKind::OneFOneB: return "1f1b";
+    case ScheduleKind::Interleaved1F1B: return "interleaved-1f1b";
+    case ScheduleKind::ZBH1: return "zb-h1";
+    case ScheduleKind::ZBV: return "zbv";
+    case ScheduleKind::Custom: return "custom";
   }
   throw InternalError("to_string: unknown ScheduleKind");
 }

@@ -10,8 +10,12 @@ namespace ppctl::config {
 
 /// Pipeline schedule family. The generators live in schedule/.
 enum class ScheduleKind {
-  GPipe,     ///< all forwards, then all backwards (Huang et al., GPipe, arXiv 1811.06965)
-  OneFOneB,  ///< PipeDream-Flush / Megatron 1F1B: warmup, steady 1F1B, cooldown (arXiv 2104.04473 §2.2)
+  GPipe,            ///< `gpipe`: all forwards, then all backwards (Huang et al., GPipe, arXiv 1811.06965)
+  OneFOneB,         ///< `1f1b`: PipeDream-Flush / Megatron 1F1B: warmup, steady 1F1B, cooldown (arXiv 2104.04473 §2.2)
+  Interleaved1F1B,  ///< `interleaved-1f1b`: v virtual stages per rank, stage k on rank k mod p (arXiv 2104.04473 §2.2)
+  ZBH1,             ///< `zb-h1`: 1F1B with backward split into I and W, W filling bubbles (Zero Bubble, arXiv 2401.10241 §3)
+  ZBV,              ///< `zbv`: two stages per rank in a V placement, split backward (arXiv 2401.10241 §6)
+  Custom,           ///< `custom`: per-rank action lists read from pipeline.schedule_file (CSV)
 };
 
 /// Where each worker's stage lives.
@@ -23,7 +27,7 @@ enum class Backend { Auto, Gloo, Nccl };
 /// GPT decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
 struct ModelSpec {
   int64_t vocab_size = 256;  ///< tokens in the vocabulary; data are bytes, so >= 256. Range [256, 1e6].
-  int64_t layers = 4;        ///< transformer blocks. Range [1, 10000]; >= pipeline.stages.
+  int64_t layers = 4;        ///< transformer blocks. Range [1, 10000]; >= pipeline.stages x pipeline.virtual_stages.
   int64_t hidden = 128;      ///< model width d. Range [1, 65536]; divisible by heads.
   int64_t heads = 4;         ///< attention heads. Range [1, hidden].
   int64_t seq_len = 128;     ///< tokens per training sequence. Range [1, 1e6].
@@ -33,9 +37,18 @@ struct ModelSpec {
 /// How the model is cut and scheduled.
 struct PipelineSpec {
   int64_t stages = 1;                              ///< pipeline-parallel size p (one rank per stage). Range [1, 1024].
-  ScheduleKind schedule = ScheduleKind::OneFOneB;  ///< `1f1b` (default) or `gpipe`.
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  ///< `1f1b` (default), `gpipe`, `interleaved-1f1b`, `zb-h1`,
+                                                   ///< `zbv` or `custom`.
   int64_t microbatches = 1;                        ///< microbatches m per step. Range [1, 1e6].
   int64_t micro_batch_size = 1;                    ///< sequences per microbatch. Range [1, 1e6].
+  int64_t virtual_stages = 1;   ///< stages per rank v (model chunks). interleaved-1f1b: >= 2; zbv: 2 (the default
+                                ///< there); gpipe, 1f1b, zb-h1: 1. Range [1, 64]. Total stages = stages x v.
+  int64_t microbatch_group_size = 0;  ///< interleaved-1f1b: microbatches per group g (Megatron's
+                                      ///< microbatch_group_size_per_vp_stage); 0 = stages. Range [0, 1e6],
+                                      ///< non-zero only for interleaved-1f1b. schedule::check_params asks
+                                      ///< g >= stages and a last group m % g of 0 or >= stages (or m <= g).
+  std::string schedule_file;    ///< custom: CSV schedule, one row per rank (relative to the spec's folder; resolved
+                                ///< to an absolute path by the loader). Required for custom, not allowed otherwise.
 };
 
 /// Training text. Files are read as raw bytes (vocabulary 256).

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <glob.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -325,10 +326,10 @@ bool read_enum(Context& c, const Entry& e, const std::vector<Enum>& values, cons
   return false;
 }
 
-/// Reads a non-empty string (a host name here).
-bool read_host(Context& c, const Entry& e, std::string& out) {
+/// Reads a non-empty string as written: a host name, a path. `what` names it in the rule, `example` in the hint.
+bool read_text(Context& c, const Entry& e, const std::string& what, const std::string& example, std::string& out) {
   if (!e.value.IsScalar() || e.value.Scalar().empty()) {
-    c.bad(e, "must be a non-empty host name or address", "write a host such as 127.0.0.1 or node01");
+    c.bad(e, "must be a non-empty " + what, "write " + example);
     return false;
   }
   out = e.value.Scalar();
@@ -483,9 +484,19 @@ std::vector<Section> schema(JobSpec& spec) {
         real_field("dropout", m.dropout, {0, false, 1, true})}},
       {"pipeline",
        {int_field("stages", p.stages, {1, 1024}),
-        enum_field("schedule", p.schedule, std::vector{ScheduleKind::OneFOneB, ScheduleKind::GPipe}),
+        enum_field("schedule", p.schedule,
+                   std::vector{ScheduleKind::OneFOneB, ScheduleKind::GPipe, ScheduleKind::Interleaved1F1B,
+                               ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::Custom},
+                   {{"interleaved", "interleaved-1f1b"}, {"zbh1", "zb-h1"}, {"zb1p", "zb-h1"}, {"zb-v", "zbv"},
+                    {"csv", "custom"}}),
         int_field("microbatches", p.microbatches, {1, kMillion}),
-        int_field("micro_batch_size", p.micro_batch_size, {1, kMillion})}},
+        int_field("micro_batch_size", p.micro_batch_size, {1, kMillion}),
+        int_field("virtual_stages", p.virtual_stages, {1, 64}),
+        int_field("microbatch_group_size", p.microbatch_group_size, {0, kMillion}),
+        // Checked against the schedule once every key is read (Loader::check_schedule_file).
+        {"schedule_file", [&p](Context& c, const Entry& e) {
+           return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);
+         }}}},
       {"data",
        {{"path", [&spec](Context& c, const Entry& e) { return read_data_paths(c, e, spec.data); }}}},
       {"optimizer",
@@ -500,7 +511,10 @@ std::vector<Section> schema(JobSpec& spec) {
       {"runtime",
        {enum_field("device", r.device, std::vector{Device::Cpu, Device::Cuda}, {{"gpu", "cuda"}}),
         enum_field("backend", r.backend, std::vector{Backend::Auto, Backend::Gloo, Backend::Nccl}),
-        {"master_addr", [&r](Context& c, const Entry& e) { return read_host(c, e, r.master_addr); }},
+        {"master_addr",
+         [&r](Context& c, const Entry& e) {
+           return read_text(c, e, "host name or address", "a host such as 127.0.0.1 or node01", r.master_addr);
+         }},
         int_field("master_port", r.master_port, {0, 65'535}),
         real_field("comm_timeout_s", r.comm_timeout_s, {0, true, 86'400, false}),
         int_field("threads_per_worker", r.threads_per_worker, {1, 1024})}},
@@ -528,7 +542,9 @@ class Loader {
       return read_section(section_named(name), e);
     });
     check_required(line_of(root));
+    apply_schedule_defaults();
     check_combinations();
+    check_schedule();
   }
 
  private:
@@ -640,16 +656,134 @@ class Loader {
     return one_or_two(below, above);
   }
 
-  void check_combinations() {
+  /// pipeline.virtual_stages defaults to 2 for the schedules that need several stages per rank.
+  void apply_schedule_defaults() {
+    PipelineSpec& p = spec_.pipeline;
+    const bool chunked = p.schedule == ScheduleKind::ZBV || p.schedule == ScheduleKind::Interleaved1F1B;
+    if (chunked && usable("pipeline.schedule") && !seen_.count("pipeline.virtual_stages")) p.virtual_stages = 2;
+  }
+
+  /// Every stage holds at least one layer: layers >= stages x virtual_stages. Reported on pipeline.stages
+  /// when there is one stage per rank, else on pipeline.virtual_stages.
+  void check_layers_cover_stages() {
     const ModelSpec& m = spec_.model;
     const PipelineSpec& p = spec_.pipeline;
-    const RuntimeSpec& r = spec_.runtime;
-    if (usable("model.layers") && usable("pipeline.stages") && m.layers < p.stages) {
-      combination_problem("pipeline.stages", "model.layers", std::to_string(p.stages),
-                          fmt::format("must not exceed model.layers ({})", m.layers),
-                          fmt::format("use at most {} stages, or raise model.layers to {} or more", m.layers,
-                                      p.stages));
+    if (!usable("model.layers") || !usable("pipeline.stages") || !usable("pipeline.virtual_stages")) return;
+    if (virtual_stages_problem()) return;  // reported by check_schedule
+    if (p.virtual_stages == 1 && m.layers < p.stages) {
+      combination_problem(
+          "pipeline.stages", "model.layers", std::to_string(p.stages),
+          fmt::format("must not exceed model.layers ({})", m.layers),
+          fmt::format("use at most {} stages, or raise model.layers to {} or more", m.layers, p.stages));
+    } else if (m.layers < p.stages * p.virtual_stages) {
+      std::string hint = fmt::format("raise model.layers to {} or more", p.stages * p.virtual_stages);
+      if (m.layers / p.virtual_stages >= 1)
+        hint += fmt::format(", or lower pipeline.stages to {}", m.layers / p.virtual_stages);
+      if (p.schedule == ScheduleKind::Interleaved1F1B && m.layers / p.stages >= 2)
+        hint += fmt::format(", or lower pipeline.virtual_stages to {}", m.layers / p.stages);
+      combination_problem("pipeline.virtual_stages",
+                          seen_.count("pipeline.stages") ? "pipeline.stages" : "pipeline.schedule",
+                          std::to_string(p.virtual_stages),
+                          fmt::format("pipeline.stages x pipeline.virtual_stages = {} x {} = {} stages must not exceed "
+                                      "model.layers ({})",
+                                      p.stages, p.virtual_stages, p.stages * p.virtual_stages, m.layers),
+                          hint);
     }
+  }
+
+  /// The rule and hint pipeline.virtual_stages breaks for its schedule, if any: gpipe, 1f1b and zb-h1 run one
+  /// stage per rank, zbv two, interleaved-1f1b two or more; custom schedules any number.
+  std::optional<std::pair<std::string, std::string>> virtual_stages_problem() const {
+    const PipelineSpec& p = spec_.pipeline;
+    if (!usable("pipeline.schedule") || !usable("pipeline.virtual_stages")) return std::nullopt;
+    switch (p.schedule) {
+      case ScheduleKind::ZBV:
+        if (p.virtual_stages == 2) return std::nullopt;
+        return std::pair{std::string("must be 2 with schedule zbv (two stages per rank, in a V)"),
+                         std::string("set pipeline.virtual_stages: 2, or leave it out (2 is zbv's default)")};
+      case ScheduleKind::Interleaved1F1B:
+        if (p.virtual_stages >= 2) return std::nullopt;
+        return std::pair{std::string("must be at least 2 with schedule interleaved-1f1b"),
+                         std::string("set pipeline.virtual_stages: 2 or more (2 is the default), or use schedule 1f1b")};
+      case ScheduleKind::Custom:
+        return std::nullopt;
+      default:
+        if (p.virtual_stages == 1) return std::nullopt;
+        return std::pair{fmt::format("must be 1 with schedule {} (one stage per rank)", to_string(p.schedule)),
+                         std::string("leave pipeline.virtual_stages out, or use schedule interleaved-1f1b or zbv for "
+                                     "several stages per rank")};
+    }
+  }
+
+  /// The schedule's own keys: stages per rank, the group size, and the file of a custom schedule.
+  void check_schedule() {
+    const PipelineSpec& p = spec_.pipeline;
+    if (!usable("pipeline.schedule")) return;
+    if (const auto problem = virtual_stages_problem()) {
+      combination_problem("pipeline.virtual_stages", "pipeline.schedule", std::to_string(p.virtual_stages),
+                          problem->first, problem->second);
+    }
+    if (usable("pipeline.microbatch_group_size") && p.microbatch_group_size != 0 &&
+        p.schedule != ScheduleKind::Interleaved1F1B) {
+      combination_problem("pipeline.microbatch_group_size", "pipeline.schedule",
+                          std::to_string(p.microbatch_group_size),
+                          fmt::format("only applies to schedule interleaved-1f1b (pipeline.schedule is {})",
+                                      to_string(p.schedule)),
+                          "leave pipeline.microbatch_group_size out, or set pipeline.schedule: interleaved-1f1b");
+    }
+    check_schedule_file();
+  }
+
+  /// pipeline.schedule_file: required with schedule custom, not allowed otherwise; resolved against the spec's
+  /// folder to an absolute path naming a readable regular file.
+  void check_schedule_file() {
+    PipelineSpec& p = spec_.pipeline;
+    const std::string path = "pipeline.schedule_file";
+    if (!usable(path)) return;
+    const bool custom = p.schedule == ScheduleKind::Custom;
+    if (!custom && !p.schedule_file.empty()) {
+      combination_problem(
+          path, "pipeline.schedule", config::quoted(p.schedule_file),
+          fmt::format("is only read with schedule custom (pipeline.schedule is {})", to_string(p.schedule)),
+          "leave pipeline.schedule_file out, or set pipeline.schedule: custom");
+      return;
+    }
+    if (!custom) return;
+    if (p.schedule_file.empty()) {
+      const auto schedule = seen_.find("pipeline.schedule");
+      c_.problems.add(
+          schedule->second.line, path, std::nullopt,
+          "required key is missing: schedule custom reads its actions from a CSV file",
+          "add pipeline.schedule_file: my_schedule.csv (one row of actions per rank; see configs/README.md)");
+      return;
+    }
+    const fs::path file = fs::path(p.schedule_file).is_absolute()
+                              ? fs::path(p.schedule_file).lexically_normal()
+                              : (fs::path(c_.base_dir) / p.schedule_file).lexically_normal();
+    const std::string value = config::quoted(p.schedule_file);
+    struct stat info {};
+    if (::stat(file.c_str(), &info) != 0) {
+      combination_problem(path, "pipeline.schedule", value,
+                          fmt::format("names no readable file ({}: {})", file.string(), std::strerror(errno)),
+                          "check the path; a relative path is resolved against " + c_.base_dir);
+    } else if (!S_ISREG(info.st_mode)) {
+      combination_problem(path, "pipeline.schedule", value,
+                          S_ISDIR(info.st_mode) ? "names a folder, not a regular file"
+                                                : "names a device, pipe or socket, not a regular file",
+                          "name the CSV file itself");
+    } else if (::access(file.c_str(), R_OK) != 0) {
+      combination_problem(path, "pipeline.schedule", value,
+                          fmt::format("cannot be read ({}: {})", file.string(), std::strerror(errno)),
+                          "check the file's permissions");
+    } else {
+      p.schedule_file = file.string();
+    }
+  }
+
+  void check_combinations() {
+    const ModelSpec& m = spec_.model;
+    const RuntimeSpec& r = spec_.runtime;
+    check_layers_cover_stages();
     if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
       combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
                           fmt::format("must divide model.hidden ({})", m.hidden),

@@ -61,30 +61,66 @@ double bubble_fraction(int64_t stages, int64_t microbatches) {
   return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
 }
 
-Layout make_layout(const config::JobSpec& spec) {
+std::vector<int64_t> place_stages(int64_t ranks, int64_t virtual_stages, Placement placement) {
+  if (ranks < 1 || virtual_stages < 1) {
+    throw PlanError(fmt::format("cannot place {} virtual stage(s) on {} rank(s): both must be >= 1",
+                                virtual_stages, ranks));
+  }
+  if (placement == Placement::V && virtual_stages != 2) {
+    throw PlanError(fmt::format("the V placement needs exactly 2 stages per rank, not {} (fix: set "
+                                "pipeline.virtual_stages: 2)",
+                                virtual_stages));
+  }
+  std::vector<int64_t> stage_to_rank(static_cast<size_t>(ranks * virtual_stages));
+  for (int64_t k = 0; k < ranks * virtual_stages; ++k) {
+    stage_to_rank[static_cast<size_t>(k)] =
+        (placement == Placement::V && k >= ranks) ? 2 * ranks - 1 - k : k % ranks;
+  }
+  return stage_to_rank;
+}
+
+Placement default_placement(config::ScheduleKind kind) {
+  return kind == config::ScheduleKind::ZBV ? Placement::V : Placement::Loop;
+}
+
+Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stage_to_rank) {
   const int64_t p = spec.pipeline.stages;
+  const int64_t v = spec.pipeline.virtual_stages;
   const int64_t m = spec.pipeline.microbatches;
+  const int64_t num_stages = p * v;
+  const std::string source = spec.source.empty() ? "job spec" : spec.source;
   std::vector<LayerRange> ranges;
   try {
-    ranges = partition_uniform(spec.model.layers, p);
+    ranges = partition_uniform(spec.model.layers, num_stages);
   } catch (const PlanError& e) {
-    throw PlanError(fmt::format("{}: model.layers = {}, pipeline.stages = {}: {}",
-                                spec.source.empty() ? "job spec" : spec.source, spec.model.layers,
-                                p, e.what()));
+    throw PlanError(fmt::format("{}: model.layers = {}, pipeline.stages = {} x pipeline.virtual_stages "
+                                "= {}: {}",
+                                source, spec.model.layers, p, v, e.what()));
   }
   Layout layout;
   layout.world_size = p;
-  layout.num_stages = p;
+  layout.num_stages = num_stages;
   layout.num_microbatches = m;
-  layout.bubble_fraction = bubble_fraction(p, m);
+  layout.bubble_fraction = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
+  layout.stage_to_rank = stage_to_rank ? *stage_to_rank
+                                       : place_stages(p, v, default_placement(spec.pipeline.schedule));
+  if (static_cast<int64_t>(layout.stage_to_rank.size()) != num_stages) {
+    throw PlanError(fmt::format("{}: the schedule places {} stages, but pipeline.stages x "
+                                "pipeline.virtual_stages = {} x {} = {}",
+                                source, layout.stage_to_rank.size(), p, v, num_stages));
+  }
   const int64_t block = block_parameters(spec.model);
-  for (int64_t s = 0; s < p; ++s) {
+  for (int64_t s = 0; s < num_stages; ++s) {
     StageLayout stage;
     stage.stage = s;
-    stage.rank = s;
+    stage.rank = layout.stage_to_rank[static_cast<size_t>(s)];
+    if (stage.rank < 0 || stage.rank >= p) {
+      throw PlanError(fmt::format("{}: stage {} is placed on rank {}, outside [0, {})", source, s,
+                                  stage.rank, p));
+    }
     stage.layers = ranges[static_cast<size_t>(s)];
     stage.has_embedding = s == 0;
-    stage.has_head = s == p - 1;
+    stage.has_head = s == num_stages - 1;
     stage.parameters = stage.layers.size() * block +
                        (stage.has_embedding ? embedding_parameters(spec.model) : 0) +
                        (stage.has_head ? head_parameters(spec.model) : 0);

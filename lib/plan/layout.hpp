@@ -29,10 +29,23 @@ int64_t block_parameters(const config::ModelSpec& model);
 int64_t embedding_parameters(const config::ModelSpec& model);
 int64_t head_parameters(const config::ModelSpec& model);
 
+/// Which rank runs each of the p x v stages.
+enum class Placement {
+  Loop,  ///< stage k on rank k mod p (GPipe, 1F1B, interleaved 1F1B; Megatron's virtual pipeline)
+  V,     ///< stage k on rank k for k < p, on rank 2p-1-k otherwise (ZBV, arXiv 2401.10241 §6)
+};
+
+/// stage_to_rank for `ranks` ranks holding `virtual_stages` stages each under `placement`.
+/// Throws ppctl::PlanError if ranks < 1, virtual_stages < 1, or V with virtual_stages != 2.
+std::vector<int64_t> place_stages(int64_t ranks, int64_t virtual_stages, Placement placement);
+
+/// The placement a schedule kind uses (V for zbv, Loop otherwise; custom schedules bring their own).
+Placement default_placement(config::ScheduleKind kind);
+
 /// One pipeline stage.
 struct StageLayout {
   int64_t stage = 0;           ///< stage index s in [0, p)
-  int64_t rank = 0;            ///< rank that runs it (= s: one stage per rank)
+  int64_t rank = 0;            ///< rank that runs it (stage_to_rank[s])
   LayerRange layers;           ///< blocks it owns
   bool has_embedding = false;  ///< true on stage 0
   bool has_head = false;       ///< true on stage p-1 (final norm, LM head, loss)
@@ -41,10 +54,11 @@ struct StageLayout {
 
 /// The whole layout for a job.
 struct Layout {
-  int64_t world_size = 0;         ///< ranks = p
-  int64_t num_stages = 0;         ///< p
+  int64_t world_size = 0;         ///< ranks = p (pipeline.stages)
+  int64_t num_stages = 0;         ///< p x v (every virtual stage counted)
   int64_t num_microbatches = 0;   ///< m
-  std::vector<StageLayout> stages;
+  std::vector<StageLayout> stages;         ///< indexed by stage
+  std::vector<int64_t> stage_to_rank;      ///< size num_stages
   int64_t total_parameters = 0;   ///< sum over stages
   double bubble_fraction = 0.0;   ///< (p-1)/(m+p-1), equal-cost F and B (GPipe paper §2.2; arXiv 2104.04473 §2.2)
 };
@@ -52,8 +66,10 @@ struct Layout {
 /// Bubble fraction of GPipe and 1F1B with equal per-stage costs: (p-1)/(m+p-1).
 double bubble_fraction(int64_t stages, int64_t microbatches);
 
-/// Lays out the spec's model over pipeline.stages ranks with partition_uniform.
-/// Throws ppctl::PlanError when the model cannot be split (layers < stages).
-Layout make_layout(const config::JobSpec& spec);
+/// Lays out the spec's model as p x v stages (partition_uniform over all of them) on p ranks.
+/// `stage_to_rank` overrides the schedule's default placement (custom schedules infer it from their
+/// file); it must have p x v entries, each in [0, p). Throws ppctl::PlanError when the model cannot be
+/// split (layers < p x v) or the placement does not fit.
+Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stage_to_rank = nullptr);
 
 }  // namespace ppctl::plan

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "core/check.hpp"
 
 namespace ppctl::runtime {
@@ -27,7 +29,21 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   size_t position = 0;
   try {
     for (; position < actions.size(); ++position) {
-      execute(actions[position], data, dropout, loss_scale, result);
+      const auto& action = actions[position];
+      if (!schedule::is_compute(action.kind)) {
+        execute(action, data, dropout, loss_scale, result);
+        continue;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      const double waited_before = receive_wait_ms_;
+      execute(action, data, dropout, loss_scale, result);
+      const double waited = receive_wait_ms_ - waited_before;
+      const auto kind = static_cast<size_t>(action.kind);
+      result.compute_ms[kind] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
+          waited;
+      result.compute_count[kind] += 1;
+      result.receive_wait_ms += waited;
     }
     for (auto& [op, tensor] : sends_) comm_->wait(op);
   } catch (const std::exception&) {
@@ -44,11 +60,12 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
     inputs_.clear();
     outputs_.clear();
     input_grads_.clear();
+    output_grads_.clear();
     throw;
   }
   sends_.clear();
   PPCTL_ASSERT(recvs_.empty(), "receives posted but never consumed in this step");
-  PPCTL_ASSERT(outputs_.empty() && inputs_.empty() && input_grads_.empty(),
+  PPCTL_ASSERT(outputs_.empty() && inputs_.empty() && input_grads_.empty() && output_grads_.empty(),
                "activations or gradients left over at the end of the step");
   return result;
 }
@@ -57,7 +74,10 @@ torch::Tensor Executor::take_received(const Action& consumer, ActionKind recv_ki
   auto it = recvs_.find({static_cast<int>(recv_kind), consumer.stage, consumer.microbatch});
   PPCTL_ASSERT(it != recvs_.end(),
                fmt::format("{} needs a posted receive", schedule::to_string(consumer)));
+  const auto start = std::chrono::steady_clock::now();
   comm_->wait(it->second.op);
+  receive_wait_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   auto tensor = std::move(it->second.buffer);
   recvs_.erase(it);
   return tensor;
@@ -125,34 +145,79 @@ void Executor::execute(const Action& action, const MicrobatchSource& data,
       outputs_[key] = output;
       return;
     }
-    case ActionKind::B: {
-      auto out = outputs_.find(key);
-      auto in = inputs_.find(key);
-      PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
-                   fmt::format("{} before its forward", text));
-      if (action.stage == last_stage) {
-        out->second.backward();
-      } else {
-        torch::Tensor grad;
-        if (rank_of(action.stage + 1) == rank_) {
-          auto next = input_grads_.find({action.stage + 1, action.microbatch});
-          PPCTL_ASSERT(next != input_grads_.end(), fmt::format("{} before the next stage's B", text));
-          grad = next->second;
-          input_grads_.erase(next);
-        } else {
-          grad = take_received(action, ActionKind::RECV_B);
-        }
-        torch::autograd::backward({out->second}, {grad});
-      }
-      if (action.stage > 0) input_grads_[key] = in->second.grad();
-      outputs_.erase(out);
-      inputs_.erase(in);
+    case ActionKind::B:
+      backward_full(action);
       return;
-    }
     case ActionKind::I:
+      backward_input(action);
+      return;
     case ActionKind::W:
-      PPCTL_ASSERT(false, fmt::format("{}: split backward is not supported by this executor yet", text));
+      backward_weight(action);
+      return;
   }
+}
+
+torch::Tensor Executor::output_grad(const Action& action) {
+  const auto text = schedule::to_string(action);
+  if (action.stage == program_.num_stages - 1) return {};
+  if (program_.stage_to_rank.at(static_cast<size_t>(action.stage + 1)) == rank_) {
+    auto next = input_grads_.find({action.stage + 1, action.microbatch});
+    PPCTL_ASSERT(next != input_grads_.end(), fmt::format("{} before the next stage's backward", text));
+    auto grad = next->second;
+    input_grads_.erase(next);
+    return grad;
+  }
+  return take_received(action, ActionKind::RECV_B);
+}
+
+void Executor::backward_full(const Action& action) {
+  const auto key = std::make_pair(action.stage, action.microbatch);
+  auto out = outputs_.find(key);
+  auto in = inputs_.find(key);
+  PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
+               fmt::format("{} before its forward", schedule::to_string(action)));
+  const auto grad = output_grad(action);
+  if (grad.defined()) {
+    torch::autograd::backward({out->second}, {grad});
+  } else {
+    out->second.backward();
+  }
+  if (action.stage > 0) input_grads_[key] = in->second.grad();
+  outputs_.erase(out);
+  inputs_.erase(in);
+}
+
+void Executor::backward_input(const Action& action) {
+  const auto key = std::make_pair(action.stage, action.microbatch);
+  auto out = outputs_.find(key);
+  auto in = inputs_.find(key);
+  PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
+               fmt::format("{} before its forward", schedule::to_string(action)));
+  const auto grad = output_grad(action);
+  if (action.stage > 0) {
+    // Only d loss / d input; the graph stays for W. Parameters' .grad are untouched.
+    const std::vector<torch::Tensor> grad_outputs =
+        grad.defined() ? std::vector<torch::Tensor>{grad} : std::vector<torch::Tensor>{};
+    input_grads_[key] = torch::autograd::grad({out->second}, {in->second}, grad_outputs,
+                                              /*retain_graph=*/true)[0];
+  }
+  output_grads_[key] = grad;
+  inputs_.erase(in);
+}
+
+void Executor::backward_weight(const Action& action) {
+  const auto key = std::make_pair(action.stage, action.microbatch);
+  auto out = outputs_.find(key);
+  auto grad = output_grads_.find(key);
+  PPCTL_ASSERT(out != outputs_.end() && grad != output_grads_.end(),
+               fmt::format("{} before its I", schedule::to_string(action)));
+  const auto params = stages_.at(action.stage)->parameters();
+  const std::vector<torch::Tensor> grads =
+      grad->second.defined() ? std::vector<torch::Tensor>{grad->second} : std::vector<torch::Tensor>{};
+  torch::autograd::backward({out->second}, grads, /*retain_graph=*/false, /*create_graph=*/false,
+                            params);
+  outputs_.erase(out);
+  output_grads_.erase(grad);
 }
 
 }  // namespace ppctl::runtime

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <vector>
@@ -28,9 +29,15 @@ using MicrobatchSource = std::function<MicrobatchData(int64_t microbatch)>;
 struct StepResult {
   double loss_sum = 0.0;   ///< sum over this rank's last-stage microbatches of the mean token loss (nats)
   int64_t loss_count = 0;  ///< how many microbatches contributed (0 unless this rank holds the last stage)
+  std::array<double, 4> compute_ms{};   ///< wall time spent in F, B, I, W actions (index = ActionKind)
+  std::array<int64_t, 4> compute_count{};  ///< how many of each ran
+  double receive_wait_ms = 0.0;  ///< time blocked waiting for receives (not counted as compute)
 };
 
 /// Runs Programs made by schedule::generate on the stages this rank holds.
+/// Split backward (zero-bubble schedules): I computes only d loss / d input, keeping the graph;
+/// W later accumulates the weight gradients (autograd restricted to the stage's parameters).
+/// Together they equal B exactly, so every schedule meets the same gradient oracle.
 class Executor {
  public:
   /// `stages`: the modules of this rank, keyed by stage index (one, or several for virtual stages).
@@ -52,6 +59,12 @@ class Executor {
   void execute(const schedule::Action& action, const MicrobatchSource& data,
                const model::DropoutContext& dropout, double loss_scale, StepResult& result);
   torch::Tensor take_received(const schedule::Action& consumer, schedule::ActionKind recv_kind);
+  /// d loss / d output of (stage, mb) for B and I: from the local next stage, from a receive, or
+  /// undefined on the last stage (whose "output" is the scaled loss itself).
+  torch::Tensor output_grad(const schedule::Action& action);
+  void backward_full(const schedule::Action& action);
+  void backward_input(const schedule::Action& action);
+  void backward_weight(const schedule::Action& action);
 
   std::map<int64_t, model::StageModule> stages_;
   const schedule::Program& program_;
@@ -63,12 +76,14 @@ class Executor {
   std::map<std::pair<int64_t, int64_t>, torch::Tensor> inputs_;       // stage input (leaf with grad)
   std::map<std::pair<int64_t, int64_t>, torch::Tensor> outputs_;      // stage output or scaled loss
   std::map<std::pair<int64_t, int64_t>, torch::Tensor> input_grads_;  // d loss / d input, to send
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> output_grads_; // kept from I for W (split backward)
   struct PendingRecv {
     comm::PendingOp op;
     torch::Tensor buffer;
   };
   std::map<std::tuple<int, int64_t, int64_t>, PendingRecv> recvs_;  // (kind, stage, mb)
   std::vector<std::pair<comm::PendingOp, torch::Tensor>> sends_;
+  double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
 };
 
 }  // namespace ppctl::runtime

@@ -138,21 +138,19 @@ Action matching_transfer(const Action& comm) {
 }
 
 namespace {
-/// Throws ScheduleError unless `compute` is F or B (the kinds the neighbour rules cover).
-void require_f_or_b(const Action& compute) {
-  if (compute.kind == ActionKind::I || compute.kind == ActionKind::W)
-    throw ScheduleError(fmt::format(
-        "{}: I and W (zero-bubble split backward) are reserved and not supported yet; use B",
-        to_string(compute)));
+/// Throws ScheduleError unless `compute` is a compute action (F, B, I or W).
+void require_compute(const Action& compute) {
   if (!is_compute(compute.kind))
-    throw ScheduleError(fmt::format(
-        "{} is a communication action; expected a compute action (F or B)", to_string(compute)));
+    throw ScheduleError(
+        fmt::format("{} is a communication action; expected a compute action (F, B, I or W)",
+                    to_string(compute)));
 }
 
-/// Stage next to `compute` in its direction of flow: F(s) -> s+1, B(s) -> s-1 (`toward` = +1),
-/// or the one it comes from (`toward` = -1). Out of [0, num_stages) when there is none.
-int64_t neighbour_stage(const Action& compute, int toward) {
-  return compute.stage + (compute.kind == ActionKind::F ? toward : -toward);
+/// Which way the tensor a compute action produces flows: +1 for F (activation to stage s+1), -1 for
+/// B and I (input gradient to stage s-1), 0 for W (weight gradients stay on the stage).
+int flow(ActionKind kind) {
+  if (kind == ActionKind::F) return +1;
+  return kind == ActionKind::W ? 0 : -1;
 }
 
 /// Rank of `stage` in `program`, or throws ScheduleError naming the action it was looked up for.
@@ -163,36 +161,36 @@ int64_t rank_of(const Program& program, int64_t stage, const Action& for_action)
   return program.stage_to_rank[static_cast<size_t>(stage)];
 }
 
-/// The transfer of kind `kind` for `compute` when its neighbour toward `toward` runs on another
-/// rank.
+/// The transfer for `compute` with the neighbour it sends to (`toward` = +1) or receives from
+/// (`toward` = -1), of kind `forward_kind` for F and `backward_kind` for B and I, when that
+/// neighbour exists and runs on another rank. W moves nothing.
 std::optional<Action> cross_rank_transfer(const Action& compute, const Program& program, int toward,
-                                          ActionKind kind) {
-  require_f_or_b(compute);
-  const int64_t neighbour = neighbour_stage(compute, toward);
+                                          ActionKind forward_kind, ActionKind backward_kind) {
+  require_compute(compute);
+  if (flow(compute.kind) == 0) return std::nullopt;
+  const int64_t neighbour = compute.stage + toward * flow(compute.kind);
   if (neighbour < 0 || neighbour >= program.num_stages) return std::nullopt;
   if (rank_of(program, neighbour, compute) == rank_of(program, compute.stage, compute))
     return std::nullopt;
-  return Action{kind, compute.stage, compute.microbatch};
+  return Action{compute.kind == ActionKind::F ? forward_kind : backward_kind, compute.stage,
+                compute.microbatch};
 }
 }  // namespace
 
 std::optional<Action> upstream_compute(const Action& compute, int64_t num_stages) {
-  require_f_or_b(compute);
-  const int64_t upstream = neighbour_stage(compute, -1);
+  require_compute(compute);
+  if (flow(compute.kind) == 0) return std::nullopt;
+  const int64_t upstream = compute.stage - flow(compute.kind);
   if (upstream < 0 || upstream >= num_stages) return std::nullopt;
   return Action{compute.kind, upstream, compute.microbatch};
 }
 
 std::optional<Action> input_transfer(const Action& compute, const Program& program) {
-  return cross_rank_transfer(
-      compute, program, -1,
-      compute.kind == ActionKind::F ? ActionKind::RECV_F : ActionKind::RECV_B);
+  return cross_rank_transfer(compute, program, -1, ActionKind::RECV_F, ActionKind::RECV_B);
 }
 
 std::optional<Action> output_transfer(const Action& compute, const Program& program) {
-  return cross_rank_transfer(
-      compute, program, +1,
-      compute.kind == ActionKind::F ? ActionKind::SEND_F : ActionKind::SEND_B);
+  return cross_rank_transfer(compute, program, +1, ActionKind::SEND_F, ActionKind::SEND_B);
 }
 
 std::string format_rank(const RankProgram& program, bool compute_only) {

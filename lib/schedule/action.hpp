@@ -14,11 +14,11 @@ namespace ppctl::schedule {
 enum class ActionKind {
   F,       ///< forward of (stage, microbatch)
   B,       ///< full backward of (stage, microbatch)
-  I,       ///< input-gradient-only backward (zero-bubble; reserved)
-  W,       ///< weight-gradient-only backward (zero-bubble; reserved)
+  I,       ///< input-gradient-only backward (zero bubble, arXiv 2401.10241 §2): communicates like B
+  W,       ///< weight-gradient-only backward: after I of the same (stage, microbatch), no transfer
   SEND_F,  ///< send stage's output activation for microbatch to the rank of stage+1
   RECV_F,  ///< post the receive of stage's input activation for microbatch from the rank of stage-1
-  SEND_B,  ///< send the gradient w.r.t. stage's input for microbatch to the rank of stage-1
+  SEND_B,  ///< send the gradient w.r.t. stage's input (from B or I) to the rank of stage-1
   RECV_B,  ///< post the receive of the gradient w.r.t. stage's output for microbatch from stage+1
 };
 
@@ -68,17 +68,21 @@ struct Program {
 RankProgram parse_rank(std::string_view text);
 
 /// The compute action of a neighbouring stage whose output `compute` consumes:
-/// F(s,j) <- F(s-1,j) for s > 0 (activation); B(s,j) <- B(s+1,j) for s < p-1 (gradient); none otherwise.
-/// Within one stage B(s,j) also needs F(s,j); that is not a neighbour and not returned here.
-/// Throws ppctl::ScheduleError for a communication action or for I/W (reserved, not yet scheduled).
+/// F(s,j) <- F(s-1,j) for s > 0 (activation); B(s,j) <- B(s+1,j) and I(s,j) <- I(s+1,j) for s < p-1
+/// (gradient); none otherwise, and none for W. A program may split the backward of some stages and
+/// not of others: the gradient of stage s+1 then comes from whichever of B(s+1,j) / I(s+1,j) it has
+/// (validate() accepts either). Within one stage B and I also need F(s,j), and W(s,j) needs I(s,j);
+/// those are not neighbours and not returned here. Throws ppctl::ScheduleError for a communication
+/// action.
 std::optional<Action> upstream_compute(const Action& compute, int64_t num_stages);
 
-/// The RECV that `compute` waits for: RECV_F(s,j) / RECV_B(s,j) when upstream_compute runs on another
-/// rank (program.stage_to_rank); none when there is no upstream stage or it runs on the same rank.
+/// The RECV that `compute` waits for: RECV_F(s,j) for F, RECV_B(s,j) for B and I, when the upstream
+/// stage runs on another rank (program.stage_to_rank); none when there is no upstream stage, it
+/// runs on the same rank, or `compute` is W.
 std::optional<Action> input_transfer(const Action& compute, const Program& program);
 
 /// The SEND that follows `compute`: SEND_F(s,j) for F when stage s+1 runs on another rank, SEND_B(s,j)
-/// for B when stage s-1 runs on another rank; none otherwise.
+/// for B or I when stage s-1 runs on another rank; none otherwise (never for W).
 std::optional<Action> output_transfer(const Action& compute, const Program& program);
 
 /// Space-separated text of one rank's actions, e.g. `0F0 0F1 0B0 0F2 ...`. With `compute_only`,

@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include "schedule/generate.hpp"
-
 namespace ppctl::schedule {
 namespace {
 
@@ -12,15 +10,33 @@ std::string stage_contents(const plan::StageLayout& stage) {
   std::string out;
   if (stage.has_embedding) out += "embedding + ";
   out += fmt::format("blocks {}-{}", stage.layers.begin, stage.layers.end - 1);
-  if (stage.layers.size() == 0) out = stage.has_embedding ? "embedding" : "(no blocks)";
   if (stage.has_head) out += " + final norm, LM head, loss";
   return out;
+}
+
+/// Forward actions a rank runs before its first backward (B or I): its warmup, plus the first
+/// steady-state forward in 1F1B-style schedules.
+int64_t forwards_before_backward(const RankProgram& actions) {
+  int64_t count = 0;
+  for (const auto& a : actions) {
+    if (a.kind == ActionKind::B || a.kind == ActionKind::I) break;
+    if (a.kind == ActionKind::F) ++count;
+  }
+  return count;
+}
+
+std::string costs_text(const CostModel& costs) {
+  if (costs.stages.size() != 1) return fmt::format("{} per-stage costs", costs.stages.size());
+  const auto& c = costs.stages.front();
+  return fmt::format("F={:g} B={:g} I={:g} W={:g} ms per stage, p2p {:g} ms", c.forward, c.backward,
+                     c.input_grad, c.weight_grad, costs.p2p_latency);
 }
 
 }  // namespace
 
 std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
-                        const Program& program, bool with_communication) {
+                        const Program& program, const Simulation& simulation, const CostModel& costs,
+                        bool with_communication) {
   const auto& m = spec.model;
   const auto& p = spec.pipeline;
   const int64_t global_batch = p.microbatches * p.micro_batch_size;
@@ -28,20 +44,26 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   out += fmt::format("job        {}\n", spec.source);
   out += fmt::format("model      GPT: {} blocks, hidden {}, {} heads, seq_len {}, vocab {}: {} parameters\n",
                      m.layers, m.hidden, m.heads, m.seq_len, m.vocab_size, layout.total_parameters);
-  out += fmt::format("pipeline   {} stages on {} ranks, schedule {}, {} microbatches x {} sequences "
-                     "= global batch {} sequences ({} tokens)\n",
-                     layout.num_stages, layout.world_size, config::to_string(p.schedule),
-                     p.microbatches, p.micro_batch_size, global_batch, global_batch * m.seq_len);
+  out += fmt::format("pipeline   {} stages on {} ranks ({} per rank), schedule {}, {} microbatches x "
+                     "{} sequences = global batch {} sequences ({} tokens)\n",
+                     layout.num_stages, layout.world_size, p.virtual_stages,
+                     config::to_string(p.schedule), p.microbatches, p.micro_batch_size, global_batch,
+                     global_batch * m.seq_len);
   out += fmt::format("runtime    device {}, backend {}, {} thread(s) per worker\n",
                      config::to_string(spec.runtime.device), config::to_string(spec.runtime.backend),
                      spec.runtime.threads_per_worker);
-  out += fmt::format("bubble     (p-1)/(m+p-1) = {}/{} = {:.3f}\n\n", layout.num_stages - 1,
-                     p.microbatches + layout.num_stages - 1, layout.bubble_fraction);
-  out += fmt::format("{:>4}  {:>5}  {:>12}  {:>6}  {}\n", "rank", "stage", "parameters", "warmup",
-                     "holds");
+  out += fmt::format("bubble     (p-1)/(v*m+p-1) = {}/{} = {:.3f} (equal F and B costs, non-split backward)\n",
+                     layout.world_size - 1, p.virtual_stages * p.microbatches + layout.world_size - 1,
+                     layout.bubble_fraction);
+  out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
+                     simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs));
+  out += fmt::format("\n{:>4}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "rank", "stage",
+                     "parameters", "F before", "bubble", "peak act", "holds");
   for (const auto& stage : layout.stages) {
-    out += fmt::format("{:>4}  {:>5}  {:>12}  {:>6}  {}\n", stage.rank, stage.stage, stage.parameters,
-                       warmup_microbatches(p.schedule, layout.num_stages, p.microbatches, stage.rank),
+    const auto r = static_cast<size_t>(stage.rank);
+    out += fmt::format("{:>4}  {:>5}  {:>12}  {:>9}  {:>6.3f}  {:>9}  {}\n", stage.rank, stage.stage,
+                       stage.parameters, forwards_before_backward(program.ranks[r]),
+                       simulation.bubble_fraction[r], simulation.peak_activations[r],
                        stage_contents(stage));
   }
   out += with_communication ? "\nactions per rank (with communication):\n"

@@ -1,4 +1,5 @@
-// The text `ppctl plan` prints (and `ppctl train` prints at start): layout table, bubble, actions.
+// The text `ppctl plan` prints (and `ppctl train` prints at start): layout table, bubble, simulated
+// step, actions per rank.
 #pragma once
 
 #include <string>
@@ -6,13 +7,16 @@
 #include "config/job_spec.hpp"
 #include "plan/layout.hpp"
 #include "schedule/action.hpp"
+#include "schedule/simulate.hpp"
 
 namespace ppctl::schedule {
 
 /// Human-readable plan: model size, batch geometry, the rank -> stage -> block-range table with
-/// parameters per stage and warmup forwards per rank, the bubble fraction (p-1)/(m+p-1), and each
+/// parameters per stage and forwards before each rank's first backward, the closed-form bubble
+/// (p-1)/(v m+p-1), the simulated step (time, bubble, peak activations per rank) for `costs`, and each
 /// rank's action order (compute only, or with communication when `with_communication`).
 std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
-                        const Program& program, bool with_communication);
+                        const Program& program, const Simulation& simulation, const CostModel& costs,
+                        bool with_communication);
 
 }  // namespace ppctl::schedule

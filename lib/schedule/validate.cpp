@@ -14,15 +14,16 @@ namespace {
 // The rules, as they appear in error messages (tests match on these texts).
 constexpr std::string_view kRuleGeometry = "program geometry";
 constexpr std::string_view kRuleRange = "stage and microbatch in range";
-constexpr std::string_view kRuleReserved = "supported action kinds";
 constexpr std::string_view kRuleRank = "action on the rank of its stage";
 constexpr std::string_view kRulePeer =
     "transfers only between neighbouring stages on different ranks";
 constexpr std::string_view kRuleComputeOnce = "each F and B exactly once";
+constexpr std::string_view kRuleSplit = "each backward as one B, or as one I and one W";
 constexpr std::string_view kRuleTransferOnce = "each SEND and RECV exactly once";
 constexpr std::string_view kRuleMatch = "every SEND has its RECV and vice versa";
 constexpr std::string_view kRuleNeedsTransfer = "cross-rank input needs a SEND/RECV pair";
 constexpr std::string_view kRuleForwardFirst = "F before B on its rank";
+constexpr std::string_view kRuleInputFirst = "I before W on its rank";
 constexpr std::string_view kRuleRecvFirst = "RECV before the compute that consumes it";
 constexpr std::string_view kRuleProducerFirst = "SEND after the compute that produces it";
 constexpr std::string_view kRuleLocalOrder = "stages on one rank in dependency order";
@@ -62,35 +63,32 @@ class Validator {
     return static_cast<size_t>(program_.stage_to_rank[static_cast<size_t>(stage)]);
   }
 
-  /// Dense index of an in-range F/B/SEND/RECV action: (kind slot, stage, microbatch).
+  /// Number of action kinds: ActionKind's enumerators are 0 .. kKinds-1 (F, B, I, W, SEND_F, ...).
+  static constexpr int64_t kKinds = 8;
+  static_assert(static_cast<int64_t>(ActionKind::RECV_B) == kKinds - 1,
+                "ActionKind grew: update kKinds");
+
+  /// Dense index of an in-range action: (kind, stage, microbatch).
   size_t id(const Action& a) const {
-    int64_t slot = 0;
-    switch (a.kind) {
-      case ActionKind::F:
-        slot = 0;
-        break;
-      case ActionKind::B:
-        slot = 1;
-        break;
-      case ActionKind::SEND_F:
-        slot = 2;
-        break;
-      case ActionKind::RECV_F:
-        slot = 3;
-        break;
-      case ActionKind::SEND_B:
-        slot = 4;
-        break;
-      case ActionKind::RECV_B:
-        slot = 5;
-        break;
-      default:
-        slot = 0;
-        break;  // I and W are rejected before any id() call
-    }
-    return static_cast<size_t>((slot * p_ + a.stage) * m_ + a.microbatch);
+    return static_cast<size_t>((static_cast<int64_t>(a.kind) * p_ + a.stage) * m_ + a.microbatch);
   }
-  size_t num_ids() const { return static_cast<size_t>(6 * p_ * m_); }
+  size_t num_ids() const { return static_cast<size_t>(kKinds * p_ * m_); }
+  bool has(const Action& a) const { return where_[id(a)].found(); }
+
+  /// The action that computes the input gradient of (stage, microbatch): B, or I when the backward
+  /// is split. After check_complete() exactly one of them exists.
+  Action backward(int64_t stage, int64_t microbatch) const {
+    const Action full{ActionKind::B, stage, microbatch};
+    return has(full) ? full : Action{ActionKind::I, stage, microbatch};
+  }
+
+  /// The compute action on the same rank whose output `a` consumes, if any: upstream_compute, with
+  /// the gradient taken from whichever of B / I the upstream stage runs.
+  std::optional<Action> local_upstream(const Action& a) const {
+    const auto upstream = upstream_compute(a, p_);
+    if (!upstream || upstream->kind == ActionKind::F) return upstream;
+    return backward(upstream->stage, upstream->microbatch);
+  }
 
   [[noreturn]] void fail(std::string_view rule, const std::string& detail,
                          const std::vector<size_t>& positions = {}) const {
@@ -134,10 +132,6 @@ class Validator {
           fail_at(
               kRuleRange, here,
               fmt::format("{}: stage must be in [0, {}) and microbatch in [0, {})", text, p_, m_));
-        if (a.kind == ActionKind::I || a.kind == ActionKind::W)
-          fail_at(
-              kRuleReserved, here,
-              fmt::format("{}: I and W (zero-bubble) are reserved and not supported yet", text));
         if (rank_of(a.stage) != r)
           fail_at(kRuleRank, here,
                   fmt::format("{} is on rank {} but stage {} runs on rank {}", text, r, a.stage,
@@ -176,15 +170,30 @@ class Validator {
     }
   }
 
+  /// Every (s,j) has its F, and its backward either as one B or split into one I and one W.
   void check_complete() const {
-    for (ActionKind kind : {ActionKind::F, ActionKind::B})
-      for (int64_t s = 0; s < p_; ++s)
-        for (int64_t j = 0; j < m_; ++j) {
-          const Action a{kind, s, j};
-          if (!where_[id(a)].found())
-            fail(kRuleComputeOnce, fmt::format("{} is missing (stage {} runs on rank {})",
-                                               to_string(a), s, rank_of(s)));
+    for (int64_t s = 0; s < p_; ++s)
+      for (int64_t j = 0; j < m_; ++j) {
+        const Action f{ActionKind::F, s, j};
+        const Action b{ActionKind::B, s, j};
+        const Action i{ActionKind::I, s, j};
+        const Action w{ActionKind::W, s, j};
+        const auto missing = [&](std::string_view rule, const Action& a, std::string_view why) {
+          fail(rule, fmt::format("{} is missing (stage {} runs on rank {}){}", to_string(a), s,
+                                 rank_of(s), why));
+        };
+        if (!has(f)) missing(kRuleComputeOnce, f, "");
+        if (has(b) && (has(i) || has(w))) {
+          const Action& split = has(i) ? i : w;
+          fail_at(
+              kRuleSplit, where_[id(split)],
+              fmt::format("{} and {} both appear: a backward is either one B or one I and one W",
+                          to_string(b), to_string(split)));
         }
+        if (has(i) && !has(w)) missing(kRuleSplit, w, ", but its I splits the backward");
+        if (has(w) && !has(i)) missing(kRuleSplit, i, ", but its W splits the backward");
+        if (!has(b) && !has(i)) missing(kRuleComputeOnce, b, "");
+      }
   }
 
   /// Every transfer has its other end; every cross-rank input has its RECV (hence its SEND).
@@ -230,17 +239,21 @@ class Validator {
         const Action& a = actions[i];
         const Where here{r, i};
         if (is_send(a.kind)) {
-          const ActionKind producer = a.kind == ActionKind::SEND_F ? ActionKind::F : ActionKind::B;
-          require_before({producer, a.stage, a.microbatch}, here, kRuleProducerFirst,
-                         "which computes the tensor it sends");
+          const Action producer = a.kind == ActionKind::SEND_F
+                                      ? Action{ActionKind::F, a.stage, a.microbatch}
+                                      : backward(a.stage, a.microbatch);
+          require_before(producer, here, kRuleProducerFirst, "which computes the tensor it sends");
         }
         if (!is_compute(a.kind)) continue;
-        if (a.kind == ActionKind::B)
+        if (a.kind == ActionKind::B || a.kind == ActionKind::I)
           require_before({ActionKind::F, a.stage, a.microbatch}, here, kRuleForwardFirst,
                          "its forward");
+        if (a.kind == ActionKind::W)
+          require_before({ActionKind::I, a.stage, a.microbatch}, here, kRuleInputFirst,
+                         "which computes the gradient its weight gradient needs");
         if (const auto recv = input_transfer(a, program_))
           require_before(*recv, here, kRuleRecvFirst, "which receives its input");
-        else if (const auto upstream = upstream_compute(a, p_))
+        else if (const auto upstream = local_upstream(a))
           require_before(*upstream, here, kRuleLocalOrder, "which produces its input on this rank");
       }
     }
@@ -249,11 +262,13 @@ class Validator {
   /// What compute action `a` waits for, in the executor's semantics (see validate.hpp).
   std::vector<Action> awaited(const Action& a) const {
     std::vector<Action> out;
-    if (a.kind == ActionKind::B) out.push_back({ActionKind::F, a.stage, a.microbatch});
+    if (a.kind == ActionKind::B || a.kind == ActionKind::I)
+      out.push_back({ActionKind::F, a.stage, a.microbatch});
+    if (a.kind == ActionKind::W) out.push_back({ActionKind::I, a.stage, a.microbatch});
     if (const auto recv = input_transfer(a, program_)) {
       out.push_back(*recv);
       out.push_back(matching_transfer(*recv));
-    } else if (const auto upstream = upstream_compute(a, p_)) {
+    } else if (const auto upstream = local_upstream(a)) {
       out.push_back(*upstream);
     }
     return out;

@@ -10,13 +10,15 @@
 namespace ppctl::schedule {
 
 /// Checks a program with communication:
-/// - each F(s,j) and B(s,j) appears exactly once, on the rank stage_to_rank[s];
-/// - on its rank, F(s,j) comes before B(s,j);
+/// - each F(s,j) appears exactly once, and the backward of (s,j) either as one B(s,j) or split into
+///   one I(s,j) and one W(s,j) (zero bubble, arXiv 2401.10241), all on the rank stage_to_rank[s];
+/// - on its rank, F(s,j) comes before B(s,j) / I(s,j), and I(s,j) before W(s,j);
 /// - every SEND has exactly one matching RECV on the peer rank (same stage pairing, microbatch,
-///   direction) and vice versa;
+///   direction) and vice versa; stages on one rank exchange tensors locally, without any;
 /// - simulating the executor's semantics (SEND and RECV never block; F(s,j), s>0 waits for
-///   SEND_F(s-1,j) to have been issued and its own RECV_F(s,j) posted; B(s,j), s<p-1 waits likewise
-///   for SEND_B(s+1,j) and RECV_B(s,j); B(p-1,j) needs F(p-1,j)), every rank reaches its end.
+///   SEND_F(s-1,j) to have been issued and its own RECV_F(s,j) posted; B or I of (s,j), s<p-1 waits
+///   likewise for SEND_B(s+1,j) (sent after B or I of stage s+1) and RECV_B(s,j); B or I of
+///   (p-1,j) needs F(p-1,j); W(s,j) needs I(s,j)), every rank reaches its end.
 /// Throws ppctl::ScheduleError with the rule broken and the rank x action grid (format_grid),
 /// marking where each rank stood, when any check fails.
 void validate(const Program& program);

@@ -3,21 +3,20 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/serialize.h>
 
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 
 #include "core/error.hpp"
 #include "train/microbatches.hpp"
+#include "train/oracle.hpp"
 
 namespace ppctl::train {
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& module,
+std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
                                                     const config::OptimizerSpec& spec) {
   std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : module.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  for (const auto& stage : stages)
+    for (auto& p : stage->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto options = torch::optim::AdamWOptions(spec.lr)
                      .betas({spec.beta1, spec.beta2})
                      .eps(spec.eps)
@@ -30,39 +29,43 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& module,
   return std::make_unique<torch::optim::AdamW>(std::move(groups), options);
 }
 
-void dump_gradients(torch::nn::Module& module, double loss_sum, int64_t loss_count,
-                    const std::string& path) {
-  c10::Dict<std::string, torch::Tensor> grads;
-  for (const auto& item : module.named_parameters()) {
-    auto grad = item.value().grad();
-    grads.insert(item.key(), grad.defined() ? grad.detach().cpu().clone()
-                                            : torch::zeros_like(item.value()).cpu());
+namespace {
+
+/// One line per rank: mean time of the schedule (run_step, without the optimizer), mean cost of each
+/// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting).
+void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps) {
+  static constexpr const char* kNames[] = {"F", "B", "I", "W"};
+  std::string costs;
+  double compute = 0.0;
+  for (size_t k = 0; k < totals.compute_ms.size(); ++k) {
+    compute += totals.compute_ms[k];
+    if (totals.compute_count[k] == 0) continue;
+    costs += fmt::format(" {} {:.2f} ms x{}", kNames[k],
+                         totals.compute_ms[k] / static_cast<double>(totals.compute_count[k]),
+                         totals.compute_count[k] / steps);
   }
-  if (loss_count > 0) {
-    grads.insert("__loss__", torch::tensor(loss_sum / static_cast<double>(loss_count),
-                                           torch::kDouble));
-  }
-  const auto bytes = torch::pickle_save(grads);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw Error(fmt::format("cannot write gradient dump {}", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(fmt::format("cannot rename {} to {}", tmp, path));
-  }
+  const double n = static_cast<double>(steps);
+  spdlog::info("timing over {} steps: schedule {:.2f} ms per step, compute {:.2f} ms ({}), receive waits {:.2f} ms, "
+               "measured bubble {:.3f}",
+               steps, step_ms / n, compute / n, costs.empty() ? "none" : costs.substr(1),
+               totals.receive_wait_ms / n, 1.0 - compute / step_ms);
 }
+
+}  // namespace
 
 void run_training(LoopContext& ctx) {
   using Clock = std::chrono::steady_clock;
   const auto& spec = ctx.spec;
-  auto optimizer = make_optimizer(*ctx.stage, spec.optimizer);
+  auto optimizer = make_optimizer(ctx.stages, spec.optimizer);
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
   const int64_t tokens_per_step =
       spec.pipeline.microbatches * spec.pipeline.micro_batch_size * spec.model.seq_len;
 
+  // Timing summary over steps 2..N (step 1 includes one-off start-up costs).
+  runtime::StepResult timing;
+  double timed_step_ms = 0.0;
+  int64_t timed_steps = 0;
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
   for (int64_t step = 0; step < ctx.steps; ++step) {
@@ -71,14 +74,24 @@ void run_training(LoopContext& ctx) {
     model::DropoutContext dropout{true, spec.train.seed, step, 0};
     const auto result = ctx.executor.run_step(
         actions, microbatch_source(ctx.dataset, spec, step), dropout, loss_scale);
+    const auto schedule_end = Clock::now();
     if (!ctx.dump_gradients_dir.empty()) {
-      dump_gradients(*ctx.stage, result.loss_sum, result.loss_count,
+      dump_gradients(ctx.stages, result.loss_sum, result.loss_count,
                      fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.rank));
       return;
     }
     optimizer->step();
     ++interval_steps;
     const auto now = Clock::now();
+    if (step > 0) {
+      timed_step_ms += std::chrono::duration<double, std::milli>(schedule_end - step_start).count();
+      ++timed_steps;
+      for (size_t k = 0; k < timing.compute_ms.size(); ++k) {
+        timing.compute_ms[k] += result.compute_ms[k];
+        timing.compute_count[k] += result.compute_count[k];
+      }
+      timing.receive_wait_ms += result.receive_wait_ms;
+    }
     const bool log_now = step == 0 || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
     if (result.loss_count > 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start).count();
@@ -93,6 +106,7 @@ void run_training(LoopContext& ctx) {
       interval_steps = 0;
     }
   }
+  if (timed_steps > 0) log_timing(timing, timed_step_ms, timed_steps);
 }
 
 }  // namespace ppctl::train

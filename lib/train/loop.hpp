@@ -18,25 +18,20 @@ struct LoopContext {
   const schedule::Program& program;
   int rank = 0;
   runtime::Executor& executor;
-  model::StageModule stage;            ///< this rank's module (its parameters are optimised)
+  std::vector<model::StageModule> stages;  ///< this rank's stages (their parameters are optimised)
   const data::TextDataset* dataset;    ///< null unless this rank holds the first or last stage
   int64_t steps = 0;                   ///< optimizer steps to run
   std::string dump_gradients_dir;      ///< see WorkerOptions
 };
 
-/// AdamW as torch::optim::AdamW over `module`'s parameters; weight decay on matrices (dim >= 2)
+/// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
 /// only, not on biases and LayerNorm gains (as GPT-2/Megatron do).
-std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& module,
+std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
                                                     const config::OptimizerSpec& spec);
 
 /// Runs `ctx.steps` optimizer steps. The rank holding the last stage logs, every
 /// train.log_interval steps and at the first and last, `step S/N | loss L | lr R | T tok/s | step X s`
 /// where L is the mean over the step's microbatches (nats per byte).
 void run_training(LoopContext& ctx);
-
-/// Writes `module`'s gradients, keyed by parameter name, plus `loss` under "__loss__" when
-/// `loss_count` > 0, as a pickled Dict<string, Tensor> to `path` (atomically: temp file + rename).
-void dump_gradients(torch::nn::Module& module, double loss_sum, int64_t loss_count,
-                    const std::string& path);
 
 }  // namespace ppctl::train

@@ -1,4 +1,4 @@
-// Worker process set-up: threads, identity, spec, schedule, process group, this rank's stage.
+// Worker process set-up: threads, identity, spec, schedule, process group, this rank's stages.
 #include "train/worker.hpp"
 
 #include <ATen/Parallel.h>
@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "comm/communicator.hpp"
@@ -13,8 +15,8 @@
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "plan/layout.hpp"
-#include "schedule/generate.hpp"
-#include "schedule/validate.hpp"
+#include "schedule/csv.hpp"
+#include "schedule/job_program.hpp"
 #include "train/loop.hpp"
 
 namespace ppctl::train {
@@ -45,49 +47,100 @@ comm::BackendKind backend_kind(const config::RuntimeSpec& runtime) {
   return runtime.device == config::Device::Cuda ? comm::BackendKind::Nccl : comm::BackendKind::Gloo;
 }
 
+config::JobSpec load_spec(const std::string& path) {
+  const char* text = std::getenv(kSpecTextVariable);
+  if (text == nullptr) return config::load_job_spec(path);
+  return config::parse_job_spec(text, path,
+                                std::filesystem::absolute(path).parent_path().string());
+}
+
+/// The launcher's plan and this worker's program must agree (a schedule file edited after launch).
+void check_planned_program(const schedule::Program& program) {
+  const char* expected = std::getenv(kProgramHashVariable);
+  if (expected == nullptr) return;
+  const auto mine = fmt::format("{:016x}", schedule::program_hash(program));
+  if (mine != expected) {
+    throw ScheduleError(fmt::format(
+        "this rank's schedule (hash {}) differs from the one the launcher planned (hash {}): was "
+        "the schedule file changed after launch? (fix: leave job files unchanged while a job runs)",
+        mine, expected));
+  }
+}
+
+/// Every rank must run the same program: compare hashes before step 1.
+void check_same_program(comm::Communicator& comm, const schedule::Program& program) {
+  const auto mine = static_cast<int64_t>(schedule::program_hash(program));
+  const auto all = comm.all_gather(mine);
+  std::vector<int> differing;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[0]) differing.push_back(static_cast<int>(r));
+  if (!differing.empty()) {
+    throw ScheduleError(fmt::format(
+        "the schedule differs between ranks: rank(s) {} disagree with rank 0 (fix: give every rank "
+        "the same job spec and schedule file)",
+        fmt::join(differing, ", ")));
+  }
+}
+
 }  // namespace
 
+void check_device_available(const config::JobSpec& spec) {
+  if (spec.runtime.device == config::Device::Cuda && !torch::cuda::is_available()) {
+    throw PlanError(fmt::format("{}: runtime.device is cuda but no CUDA device is visible on this "
+                                "machine (fix: run on a GPU node, or set runtime.device: cpu)",
+                                spec.source));
+  }
+}
+
 int run_worker(const WorkerOptions& options) {
+  const auto spec = load_spec(options.spec_path);
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
-  const auto spec = config::load_job_spec(options.spec_path);
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
   at::set_num_interop_threads(1);
 
   const auto info = comm::rendezvous_from_env();
-  const auto layout = plan::make_layout(spec);
+  const auto program = schedule::job_program(spec);
+  check_planned_program(program);
+  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
   if (info.world_size != layout.world_size) {
     throw CommError(fmt::format("WORLD_SIZE={} but {} needs {} ranks (pipeline.stages) (fix: start "
                                 "exactly {} workers)",
                                 info.world_size, spec.source, layout.world_size, layout.world_size));
   }
-  const auto program = schedule::generate(spec.pipeline.schedule, spec.pipeline.stages,
-                                          spec.pipeline.microbatches);
-  schedule::validate(program);
 
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
   std::unique_ptr<comm::Communicator> comm;
-  if (info.world_size > 1) comm = comm::Communicator::create(info, backend_kind(spec.runtime), timeout);
+  if (info.world_size > 1) {
+    comm = comm::Communicator::create(info, backend_kind(spec.runtime), timeout, device);
+    check_same_program(*comm, program);
+  }
 
-  const auto& my_stage = layout.stages.at(static_cast<size_t>(info.rank));
-  model::StageModule stage(spec.model, my_stage, spec.train.seed);
-  stage->to(device);
-  stage->train();
-
+  std::map<int64_t, model::StageModule> by_stage;
+  std::vector<model::StageModule> stages;
+  bool needs_data = false;
+  for (const auto& s : layout.stages) {
+    if (s.rank != info.rank) continue;
+    model::StageModule stage(spec.model, s, spec.train.seed);
+    stage->to(device);
+    stage->train();
+    by_stage.emplace(s.stage, stage);
+    stages.push_back(stage);
+    needs_data = needs_data || s.has_embedding || s.has_head;
+    spdlog::info("stage {} (blocks [{}, {})){}{}: {} parameters on {}", s.stage, s.layers.begin,
+                 s.layers.end, s.has_embedding ? ", embedding" : "",
+                 s.has_head ? ", head + loss" : "", s.parameters, device.str());
+  }
   std::unique_ptr<data::TextDataset> dataset;
-  if (my_stage.has_embedding || my_stage.has_head) {
+  if (needs_data) {
     dataset = std::make_unique<data::TextDataset>(spec.data.files, spec.model.seq_len, spec.train.seed);
   }
-  spdlog::info("stage {} (blocks [{}, {})){}{}: {} parameters on {}", my_stage.stage,
-               my_stage.layers.begin, my_stage.layers.end,
-               my_stage.has_embedding ? ", embedding" : "", my_stage.has_head ? ", head + loss" : "",
-               my_stage.parameters, device.str());
 
-  runtime::Executor executor({{my_stage.stage, stage}}, program, info.rank, comm.get(),
+  runtime::Executor executor(by_stage, program, info.rank, comm.get(),
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
                              device);
-  LoopContext ctx{spec,  program, info.rank, executor, stage, dataset.get(),
+  LoopContext ctx{spec,   program,       info.rank, executor, stages, dataset.get(),
                   options.steps.value_or(spec.train.steps), options.dump_gradients_dir};
   run_training(ctx);
   if (comm) comm->barrier();

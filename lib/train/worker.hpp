@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "config/job_spec.hpp"
+
 namespace ppctl::train {
 
 /// What `ppctl worker` (started by the launcher) is asked to do.
@@ -15,8 +17,18 @@ struct WorkerOptions {
                                        ///< gradients (and loss) to DIR/rank<R>.pt and stop
 };
 
+/// Environment variable through which the launcher hands workers the exact spec text it validated
+/// (so editing the file after launch cannot change what runs), and the hash of the program it planned.
+inline constexpr const char* kSpecTextVariable = "PPCTL_SPEC_TEXT";
+inline constexpr const char* kProgramHashVariable = "PPCTL_PROGRAM_HASH";
+
+/// Throws ppctl::PlanError when runtime.device is cuda and this machine shows no CUDA device (the
+/// launcher calls it before spawning local workers).
+void check_device_available(const config::JobSpec& spec);
+
 /// Runs one worker: sets the thread counts first, reads RANK/WORLD_SIZE/... (comm::rendezvous_from_env),
-/// loads the spec, builds and validates the schedule, connects the process group, builds only this
+/// loads the spec (from PPCTL_SPEC_TEXT when set, else from the file), builds and validates the schedule
+/// (and checks it against PPCTL_PROGRAM_HASH when set), connects the process group, builds only this
 /// rank's stage and trains. Returns 0 on success; throws ppctl errors (the caller logs them and
 /// exits non-zero, which makes the launcher stop the job).
 int run_worker(const WorkerOptions& options);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the ppctl command line, as a user runs it. Usage: cli_test.sh CASE PPCTL_BINARY
-# Cases: plan_example, bad_spec, train_tiny, worker_failure, interrupt, no_driver_dependency. Exits non-zero on failure.
+# Cases: see the case statement below (plan_example, bad_spec, train_tiny, ...). Exits non-zero on failure.
 set -uo pipefail
 CASE="$1"
 PPCTL="$2"
@@ -103,6 +103,27 @@ case "$CASE" in
     rc=$?
     [ "$rc" -eq 130 ] || fail "exit code $rc after SIGINT, expected 130"
     no_leftovers
+    ;;
+  verify_example)
+    # The user-facing oracle on the example job (one step pipelined, one unpipelined).
+    "$PPCTL" verify "$ROOT/configs/example.yaml" > "$WORK/out" 2>&1 || fail "verify exited $?"
+    grep -q "^PASS: largest difference" "$WORK/out" || fail "no PASS verdict"
+    grep -q "^block3.fc2.weight " "$WORK/out" || fail "no row for block3.fc2.weight"
+    grep -q "^(loss) " "$WORK/out" || fail "no row for the loss"
+    no_leftovers
+    ;;
+  plan_trace)
+    # The simulated timeline as a Chrome trace: valid JSON, one named track per rank.
+    "$PPCTL" plan "$ROOT/configs/example.yaml" --timeline --trace "$WORK/trace.json" > "$WORK/out" 2>&1 \
+      || fail "plan exited $?"
+    for r in 0 1 2 3; do grep -q "^rank  *$r |" "$WORK/out" || fail "no timeline line for rank $r"; done
+    python3 - "$WORK/trace.json" <<'PY' || fail "the trace is not what Perfetto expects"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+assert names == {f"rank {r}" for r in range(4)}, names
+assert sum(1 for e in events if e.get("ph") == "X") == 4 * 8 * 2  # F and B per stage and microbatch
+PY
     ;;
   no_driver_dependency)
     # The binary must start where no GPU driver is installed: libcuda must not be a load-time need.

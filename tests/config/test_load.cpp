@@ -16,6 +16,7 @@
 #include "config/load.hpp"
 #include "config/suggest.hpp"
 #include "core/error.hpp"
+#include "support/readme.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
@@ -236,6 +237,9 @@ TEST_CASE("omitted keys take the documented defaults", "[config]") {
   CHECK(spec.pipeline.schedule == ScheduleKind::OneFOneB);
   CHECK(spec.pipeline.microbatches == 1);
   CHECK(spec.pipeline.micro_batch_size == 1);
+  CHECK(spec.pipeline.virtual_stages == 1);
+  CHECK(spec.pipeline.microbatch_group_size == 0);
+  CHECK(spec.pipeline.schedule_file.empty());
   CHECK(spec.data.paths == std::vector<std::string>{"corpus.txt"});
   CHECK(spec.data.files == std::vector<std::string>{(corpus_dir().path() / "corpus.txt").string()});
   CHECK(spec.optimizer.lr == 1e-3);
@@ -294,9 +298,14 @@ runtime: {master_port: 0, comm_timeout_s: 0.001, threads_per_worker: 1}
 }
 
 TEST_CASE("enum values parse and print with the same spelling", "[config][enum]") {
-  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe, ScheduleKind::Interleaved1F1B,
+                            ScheduleKind::ZBH1, ScheduleKind::ZBV}) {
     CHECK(parse_ok(with_data("pipeline: {schedule: " + to_string(kind) + "}\n")).pipeline.schedule == kind);
   }
+  CHECK(to_string(ScheduleKind::Interleaved1F1B) == "interleaved-1f1b");
+  CHECK(to_string(ScheduleKind::ZBH1) == "zb-h1");
+  CHECK(to_string(ScheduleKind::ZBV) == "zbv");
+  CHECK(to_string(ScheduleKind::Custom) == "custom");
   for (Device device : {Device::Cpu, Device::Cuda}) {
     CHECK(parse_ok(with_data("runtime: {device: " + to_string(device) + "}\n")).runtime.device == device);
   }
@@ -371,7 +380,8 @@ TEST_CASE("a duplicate key names the first occurrence", "[config][keys]") {
 TEST_CASE("integer fields reject non-integers", "[config][types]") {
   const std::string path = GENERATE("model.vocab_size", "model.layers", "model.hidden", "model.heads",
                                     "model.seq_len", "pipeline.stages", "pipeline.microbatches",
-                                    "pipeline.micro_batch_size", "train.steps", "train.seed", "train.log_interval",
+                                    "pipeline.micro_batch_size", "pipeline.virtual_stages",
+                                    "pipeline.microbatch_group_size", "train.steps", "train.seed", "train.log_interval",
                                     "runtime.master_port", "runtime.threads_per_worker");
   struct Case {
     std::string yaml;      // as written after the key
@@ -472,6 +482,10 @@ TEST_CASE("every bounded field rejects values just outside its range", "[config]
       Case{"pipeline.microbatches", "1000001", "must be in [1, 1000000]"},
       Case{"pipeline.micro_batch_size", "-3", "must be in [1, 1000000]"},
       Case{"pipeline.micro_batch_size", "1000001", "must be in [1, 1000000]"},
+      Case{"pipeline.virtual_stages", "0", "must be in [1, 64]"},
+      Case{"pipeline.virtual_stages", "65", "must be in [1, 64]"},
+      Case{"pipeline.microbatch_group_size", "-1", "must be in [0, 1000000]"},
+      Case{"pipeline.microbatch_group_size", "1000001", "must be in [0, 1000000]"},
       Case{"optimizer.lr", "0", "must be in (0, 10]"}, Case{"optimizer.lr", "10.5", "must be in (0, 10]"},
       Case{"optimizer.eps", "0", "must be in (0, 1]"}, Case{"optimizer.eps", "1.5", "must be in (0, 1]"},
       Case{"optimizer.weight_decay", "-1", "must be in [0, 10]"},
@@ -508,6 +522,9 @@ TEST_CASE("vocab_size below 256 is rejected because the data are bytes", "[confi
 // ------------------------------------------------------------------------------------------------------------
 // Enums.
 
+/// The rule for a schedule outside the allowed set.
+const std::string kSchedules = "must be one of 1f1b, gpipe, interleaved-1f1b, zb-h1, zbv, custom";
+
 TEST_CASE("enum values outside the allowed set list the allowed values", "[config][enum]") {
   struct Case {
     std::string path;
@@ -517,10 +534,12 @@ TEST_CASE("enum values outside the allowed set list the allowed values", "[confi
     std::string hint;
   };
   const Case bad = GENERATE(
-      Case{"pipeline.schedule", "pipedream", "\"pipedream\"", "must be one of 1f1b, gpipe",
-           "write one of the listed values"},
-      Case{"pipeline.schedule", "GPipe", "\"GPipe\"", "must be one of 1f1b, gpipe", "did you mean 'gpipe'?"},
-      Case{"pipeline.schedule", "[gpipe]", "[gpipe]", "must be one of 1f1b, gpipe", "write one of the listed values"},
+      Case{"pipeline.schedule", "pipedream", "\"pipedream\"", kSchedules, "write one of the listed values"},
+      Case{"pipeline.schedule", "GPipe", "\"GPipe\"", kSchedules, "did you mean 'gpipe'?"},
+      Case{"pipeline.schedule", "[gpipe]", "[gpipe]", kSchedules, "write one of the listed values"},
+      Case{"pipeline.schedule", "interleaved", "\"interleaved\"", kSchedules, "did you mean 'interleaved-1f1b'?"},
+      Case{"pipeline.schedule", "ZB1P", "\"ZB1P\"", kSchedules, "did you mean 'zb-h1'?"},
+      Case{"pipeline.schedule", "zb-v", "\"zb-v\"", kSchedules, "did you mean 'zbv'?"},
       Case{"runtime.device", "tpu", "\"tpu\"", "must be one of cpu, cuda", "did you mean 'cpu'?"},
       Case{"runtime.device", "gpu", "\"gpu\"", "must be one of cpu, cuda", "did you mean 'cuda'?"},
       Case{"runtime.backend", "mpi", "\"mpi\"", "must be one of auto, gloo, nccl", "write one of the listed values"},
@@ -587,6 +606,142 @@ TEST_CASE("a combination is not checked when one of its keys is already wrong", 
   check(only_problem(with_data("model: 7\npipeline: {stages: 8}\n")), 1, "model", "7", "must be a mapping of keys");
   check(only_problem(with_data("runtime: {device: gpu, backend: nccl}\n")), 1, "runtime.device", "\"gpu\"",
         "must be one of cpu, cuda");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Schedules: virtual stages, microbatch groups, custom schedule files.
+
+TEST_CASE("virtual_stages defaults to 2 for zbv and interleaved-1f1b, 1 otherwise", "[config][schedule]") {
+  CHECK(parse_ok(with_data("pipeline: {schedule: zbv}\n")).pipeline.virtual_stages == 2);
+  CHECK(parse_ok(with_data("pipeline: {schedule: interleaved-1f1b}\n")).pipeline.virtual_stages == 2);
+  CHECK(parse_ok(with_data("pipeline: {schedule: zb-h1}\n")).pipeline.virtual_stages == 1);
+  CHECK(parse_ok(with_data("pipeline: {schedule: gpipe}\n")).pipeline.virtual_stages == 1);
+  const JobSpec four = parse_ok(
+      with_data("model: {layers: 8}\npipeline: {stages: 2, schedule: interleaved-1f1b, virtual_stages: 4, "
+                "microbatches: 8, microbatch_group_size: 4}\n"));
+  CHECK(four.pipeline.virtual_stages == 4);
+  CHECK(four.pipeline.microbatch_group_size == 4);
+  // A broken schedule value leaves virtual_stages alone and adds no second problem.
+  check(only_problem(with_data("pipeline:\n  schedule: zvb\n  virtual_stages: 2\n")), 2, "pipeline.schedule",
+        "\"zvb\"", kSchedules);
+}
+
+TEST_CASE("virtual_stages must suit the schedule", "[config][schedule]") {
+  struct Case {
+    std::string schedule;
+    std::string v;
+    std::string rule;
+    std::string hint;
+  };
+  const Case bad = GENERATE(
+      Case{"1f1b", "2", "must be 1 with schedule 1f1b (one stage per rank)",
+           "leave pipeline.virtual_stages out, or use schedule interleaved-1f1b or zbv for several stages per rank"},
+      Case{"gpipe", "3", "must be 1 with schedule gpipe (one stage per rank)", ""},
+      Case{"zb-h1", "2", "must be 1 with schedule zb-h1 (one stage per rank)", ""},
+      Case{"zbv", "1", "must be 2 with schedule zbv (two stages per rank, in a V)",
+           "set pipeline.virtual_stages: 2, or leave it out (2 is zbv's default)"},
+      Case{"zbv", "4", "must be 2 with schedule zbv (two stages per rank, in a V)", ""},
+      Case{"interleaved-1f1b", "1", "must be at least 2 with schedule interleaved-1f1b",
+           "set pipeline.virtual_stages: 2 or more (2 is the default), or use schedule 1f1b"});
+  const Message m =
+      only_problem(with_data("model:\n  layers: 16\npipeline:\n  schedule: " + bad.schedule +
+                             "\n  virtual_stages: " + bad.v + "\n"));
+  check(m, 5, "pipeline.virtual_stages", bad.v, bad.rule);
+  if (!bad.hint.empty()) CHECK(m.hint == bad.hint);
+}
+
+TEST_CASE("a virtual_stages that does not suit the schedule is not also checked against layers",
+          "[config][schedule]") {
+  const Message m = only_problem(with_data("model: {layers: 4}\npipeline: {stages: 4, schedule: 1f1b, virtual_stages: 2}\n"));
+  check(m, 2, "pipeline.virtual_stages", "2", "must be 1 with schedule 1f1b (one stage per rank)");
+}
+
+TEST_CASE("layers must cover stages x virtual_stages", "[config][schedule][combination]") {
+  const Message m = only_problem(
+      with_data("model:\n  layers: 6\npipeline:\n  stages: 4\n  schedule: interleaved-1f1b\n  virtual_stages: 2\n"));
+  check(m, 6, "pipeline.virtual_stages", "2",
+        "pipeline.stages x pipeline.virtual_stages = 4 x 2 = 8 stages must not exceed model.layers (6)");
+  CHECK(m.hint == "raise model.layers to 8 or more, or lower pipeline.stages to 3");
+
+  // zbv's default of 2: reported at pipeline.stages' line, the value marked as the default.
+  const Message defaulted =
+      only_problem(with_data("model:\n  layers: 4\npipeline:\n  stages: 4\n  schedule: zbv\n"));
+  check(defaulted, 4, "pipeline.virtual_stages", "2 (default)",
+        "pipeline.stages x pipeline.virtual_stages = 4 x 2 = 8 stages must not exceed model.layers (4)");
+
+  // Interleaved with room for fewer chunks: the hint offers that too.
+  const Message chunks = only_problem(with_data(
+      "model: {layers: 12}\npipeline: {stages: 4, schedule: interleaved-1f1b, virtual_stages: 4}\n"));
+  CHECK(chunks.hint ==
+        "raise model.layers to 16 or more, or lower pipeline.stages to 3, or lower pipeline.virtual_stages to 3");
+
+  // One stage per rank keeps the original message.
+  check(only_problem(with_data("model: {layers: 2}\npipeline: {stages: 3}\n")), 2, "pipeline.stages", "3",
+        "must not exceed model.layers (2)");
+  CHECK(parse_ok(with_data("model: {layers: 8}\npipeline: {stages: 4, schedule: zbv}\n")).pipeline.stages == 4);
+}
+
+TEST_CASE("microbatch_group_size applies only to interleaved-1f1b", "[config][schedule]") {
+  const Message m =
+      only_problem(with_data("pipeline:\n  schedule: 1f1b\n  microbatch_group_size: 4\n"));
+  check(m, 3, "pipeline.microbatch_group_size", "4",
+        "only applies to schedule interleaved-1f1b (pipeline.schedule is 1f1b)");
+  CHECK(m.hint == "leave pipeline.microbatch_group_size out, or set pipeline.schedule: interleaved-1f1b");
+  // Defaulted schedule (1f1b): reported at the key's own line.
+  check(only_problem(with_data("pipeline:\n  microbatch_group_size: 2\n")), 2, "pipeline.microbatch_group_size", "2",
+        "only applies to schedule interleaved-1f1b (pipeline.schedule is 1f1b)");
+  CHECK(parse_ok(with_data("pipeline: {schedule: zbv, microbatch_group_size: 0}\n")).pipeline.microbatch_group_size ==
+        0);
+}
+
+TEST_CASE("a custom schedule needs schedule_file, resolved to an absolute readable file", "[config][schedule]") {
+  const TempDir dir;
+  dir.write("corpus.txt");
+  const fs::path csv = dir.write("schedules/mine.csv", "0F0,0B0\n");
+  const JobSpec spec = parse_ok(
+      with_data("pipeline:\n  schedule: custom\n  schedule_file: schedules/../schedules/mine.csv\n"), dir.str());
+  CHECK(spec.pipeline.schedule == ScheduleKind::Custom);
+  CHECK(spec.pipeline.schedule_file == csv.string());
+  CHECK(spec.pipeline.virtual_stages == 1);
+  CHECK(parse_ok(with_data("pipeline: {schedule: custom, virtual_stages: 3, schedule_file: " + csv.string() + "}\n"),
+                 dir.str())
+            .pipeline.schedule_file == csv.string());
+
+  const Message missing = only_problem(with_data("pipeline:\n  stages: 1\n  schedule: custom\n"), dir.str());
+  check(missing, 3, "pipeline.schedule_file", std::nullopt,
+        "required key is missing: schedule custom reads its actions from a CSV file");
+  CHECK_THAT(missing.hint, ContainsSubstring("configs/README.md"));
+
+  const Message absent =
+      only_problem(with_data("pipeline:\n  schedule: custom\n  schedule_file: nope.csv\n"), dir.str());
+  check(absent, 3, "pipeline.schedule_file", "\"nope.csv\"",
+        "names no readable file (" + (dir.path() / "nope.csv").string() + ": No such file or directory)");
+  CHECK(absent.hint == "check the path; a relative path is resolved against " + dir.str());
+
+  const Message folder =
+      only_problem(with_data("pipeline:\n  schedule: custom\n  schedule_file: schedules\n"), dir.str());
+  check(folder, 3, "pipeline.schedule_file", "\"schedules\"", "names a folder, not a regular file");
+
+  const Message empty = only_problem(with_data("pipeline:\n  schedule: custom\n  schedule_file: \"\"\n"), dir.str());
+  check(empty, 3, "pipeline.schedule_file", "\"\"", "must be a non-empty path");
+
+  const Message other = only_problem(with_data("pipeline:\n  schedule: zb-h1\n  schedule_file: schedules/mine.csv\n"),
+                                     dir.str());
+  check(other, 3, "pipeline.schedule_file", "\"schedules/mine.csv\"",
+        "is only read with schedule custom (pipeline.schedule is zb-h1)");
+  CHECK(other.hint == "leave pipeline.schedule_file out, or set pipeline.schedule: custom");
+}
+
+TEST_CASE("an unreadable schedule_file is named", "[config][schedule]") {
+  if (::geteuid() == 0) SKIP("root reads any file");
+  const TempDir dir;
+  const fs::path csv = dir.write("locked.csv", "0F0,0B0\n");
+  fs::permissions(csv, fs::perms::none);
+  const Message locked = only_problem(
+      with_data("pipeline:\n  schedule: custom\n  schedule_file: " + csv.string() + "\n"), corpus_dir().str());
+  check(locked, 3, "pipeline.schedule_file", "\"" + csv.string() + "\"",
+        "cannot be read (" + csv.string() + ": Permission denied)");
+  CHECK(locked.hint == "check the file's permissions");
 }
 
 // ------------------------------------------------------------------------------------------------------------
@@ -742,7 +897,8 @@ extra: 1
       "job.yaml:4: model.heads: value 3: must divide model.hidden (128) (fix: use a divisor of 128 such as 2 or 4)",
       "job.yaml:6: pipeline.stages: value 4: must not exceed model.layers (2) "
       "(fix: use at most 2 stages, or raise model.layers to 4 or more)",
-      "job.yaml:7: pipeline.schedule: value \"zigzag\": must be one of 1f1b, gpipe (fix: write one of the listed values)",
+      "job.yaml:7: pipeline.schedule: value \"zigzag\": must be one of 1f1b, gpipe, interleaved-1f1b, zb-h1, zbv, "
+      "custom (fix: write one of the listed values)",
       "job.yaml:9: optimizer.lr: value -1: must be in (0, 10] (fix: use a value in (0, 10] such as 0.001)",
       "job.yaml:11: train.steps: value 2.5: must be an integer (fix: use a whole number such as 2 or 3)",
       "job.yaml:13: runtime.backend: value \"nccl\": needs runtime.device cuda (runtime.device is cpu, the default) "
@@ -816,20 +972,7 @@ TEST_CASE("a spec file without read permission is one problem naming the path", 
 // The shipped documentation and example.
 
 TEST_CASE("the example in configs/README.md is a valid spec", "[config][docs]") {
-  std::ifstream readme(std::string(PPCTL_SOURCE_DIR) + "/configs/README.md");
-  REQUIRE(readme.good());
-  std::string line;
-  std::string yaml;
-  bool inside = false;
-  while (std::getline(readme, line)) {
-    if (!inside && line == "```yaml") {
-      inside = true;
-    } else if (inside && line == "```") {
-      break;
-    } else if (inside) {
-      yaml += line + "\n";
-    }
-  }
+  const std::string yaml = ppctl::test::first_code_block(std::string(PPCTL_SOURCE_DIR) + "/configs/README.md", "yaml");
   REQUIRE_FALSE(yaml.empty());
   const TempDir dir;
   const fs::path text = dir.write("corpus/a.txt");

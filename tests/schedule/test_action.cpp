@@ -125,7 +125,10 @@ TEST_CASE("neighbour and transfer helpers follow stage_to_rank") {
   CHECK(upstream_compute(parse_action("2B2"), 3) == std::nullopt);
   CHECK(upstream_compute(parse_action("1B2"), 3) == parse_action("2B2"));
   REQUIRE_THROWS_AS(upstream_compute(parse_action("1SEND_F2"), 3), ScheduleError);
-  REQUIRE_THROWS_AS(upstream_compute(parse_action("1W2"), 3), ScheduleError);
+  // I is a backward: its gradient comes from stage s+1. W moves nothing between stages.
+  CHECK(upstream_compute(parse_action("1I2"), 3) == parse_action("2I2"));
+  CHECK(upstream_compute(parse_action("2I2"), 3) == std::nullopt);
+  CHECK(upstream_compute(parse_action("1W2"), 3) == std::nullopt);
 
   // One stage per rank: every neighbour is remote.
   const Program chain = on_ranks(3, {0, 1, 2});
@@ -137,6 +140,10 @@ TEST_CASE("neighbour and transfer helpers follow stage_to_rank") {
   CHECK(output_transfer(parse_action("2F1"), chain) == std::nullopt);
   CHECK(output_transfer(parse_action("1B1"), chain) == parse_action("1SEND_B1"));
   CHECK(output_transfer(parse_action("0B1"), chain) == std::nullopt);
+  CHECK(input_transfer(parse_action("1I1"), chain) == parse_action("1RECV_B1"));
+  CHECK(output_transfer(parse_action("1I1"), chain) == parse_action("1SEND_B1"));
+  CHECK(input_transfer(parse_action("1W1"), chain) == std::nullopt);
+  CHECK(output_transfer(parse_action("1W1"), chain) == std::nullopt);
 
   // Stages 0 and 1 share rank 0: only the 1 <-> 2 boundary needs transfers.
   const Program shared = on_ranks(3, {0, 0, 1});

@@ -1,4 +1,5 @@
-// Tests of the schedule validator: hand-broken programs are rejected with the rule they break.
+// Tests of the schedule validator: hand-broken programs are rejected with the rule they break;
+// split backwards (I/W) and virtual stages are accepted where they are right.
 #include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -9,6 +10,7 @@
 #include "schedule/action.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/validate.hpp"
+#include "support/errors.hpp"
 
 using namespace ppctl;
 using namespace ppctl::schedule;
@@ -35,13 +37,8 @@ const std::string kRank1 = "1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1B1 1SEND_B1"
 
 /// The message validate() throws for `program` (fails the test if it does not throw).
 std::string error_of(const Program& program) {
-  try {
-    validate(program);
-  } catch (const ScheduleError& e) {
-    return e.what();
-  }
-  FAIL("validate() accepted a broken program:\n" << format_grid(program));
-  return {};
+  return test::message_of<ScheduleError>(
+      [&] { validate(program); }, "validate() accepted a broken program:\n" + format_grid(program));
 }
 
 std::string rule(const std::string& name) { return "(rule: " + name + ")"; }
@@ -180,8 +177,6 @@ TEST_CASE("actions must sit on their stage's rank, in range, with a remote peer"
   CHECK_THAT(
       error_of(program_of(1, {"0F0 0B0 0F1"})),
       ContainsSubstring(rule("stage and microbatch in range")) && ContainsSubstring("[0F1]"));
-  CHECK_THAT(error_of(program_of(1, {"0F0 0W0 0B0"})),
-             ContainsSubstring(rule("supported action kinds")) && ContainsSubstring("[0W0]"));
   CHECK_THAT(
       error_of(program_of(1, {"0F0 0SEND_F0 0B0"})),
       ContainsSubstring(rule("transfers only between neighbouring stages on different ranks")));
@@ -232,4 +227,94 @@ TEST_CASE("a reordered generated 1F1B schedule that breaks blocking order is cau
   CHECK_THAT(message, ContainsSubstring("rank 3 waits at 3F1 for 2SEND_F1 (rank 2)"));
   CHECK_THAT(message, ContainsSubstring("[2B1]"));
   CHECK_THAT(message, ContainsSubstring("[3F1]"));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Split backward (I and W) and virtual stages.
+
+TEST_CASE("a split backward is valid: I communicates like B, W needs only its I") {
+  CHECK_NOTHROW(validate(program_of(1, {"0F0 0I0 0W0"})));
+  // p = 2, m = 1: rank 1 sends the input gradient right after I; its W runs later, locally.
+  CHECK_NOTHROW(
+      validate(program_of(1, {"0F0 0SEND_F0 0RECV_B0 0I0 0W0", "1RECV_F0 1F0 1I0 1SEND_B0 1W0"})));
+  // Stages may differ: stage 1 split, stage 0 a full B that consumes I's gradient.
+  CHECK_NOTHROW(
+      validate(program_of(1, {"0F0 0SEND_F0 0RECV_B0 0B0", "1RECV_F0 1F0 1I0 1SEND_B0 1W0"})));
+  // The gradient of a split stage also feeds a stage on the same rank.
+  CHECK_NOTHROW(validate(program_of(1, {"0F0 1F0 1I0 0I0 1W0 0W0"}, {0, 0})));
+}
+
+TEST_CASE("a backward is one B, or one I and one W") {
+  struct Case {
+    const char* rank0;
+    const char* rule;
+    const char* detail;
+  };
+  const char* split = "each backward as one B, or as one I and one W";
+  for (const Case& c : {
+           Case{"0F0 0I0 0B0 0W0", split, "0B0 and 0I0 both appear"},
+           Case{"0F0 0W0 0B0", split, "0B0 and 0W0 both appear"},
+           Case{"0F0 0I0", split, "0W0 is missing (stage 0 runs on rank 0), but its I splits"},
+           Case{"0F0 0W0", split, "0I0 is missing (stage 0 runs on rank 0), but its W splits"},
+           Case{"0F0 0I0 0W0 0W0", "each F and B exactly once", "0W0 appears again"},
+       }) {
+    CAPTURE(c.rank0);
+    const std::string message = error_of(program_of(1, {c.rank0}));
+    CHECK_THAT(message, ContainsSubstring(rule(c.rule)) && ContainsSubstring(c.detail));
+  }
+  CHECK_THAT(error_of(program_of(1, {"0F0 0I0 0B0 0W0"})), ContainsSubstring("[0I0]"));
+}
+
+TEST_CASE("I after its F, W after its I, SEND_B after the I that computes it") {
+  CHECK_THAT(error_of(program_of(1, {"0I0 0F0 0W0"})),
+             ContainsSubstring(rule("F before B on its rank")) && ContainsSubstring("[0I0]"));
+  CHECK_THAT(error_of(program_of(1, {"0F0 0W0 0I0"})),
+             ContainsSubstring(rule("I before W on its rank")) &&
+                 ContainsSubstring("0W0 comes before 0I0") && ContainsSubstring("[0W0]"));
+  CHECK_THAT(
+      error_of(program_of(1, {"0F0 0SEND_F0 0RECV_B0 0I0 0W0", "1RECV_F0 1F0 1SEND_B0 1I0 1W0"})),
+      ContainsSubstring(rule("SEND after the compute that produces it")) &&
+          ContainsSubstring("[1SEND_B0]"));
+  // A local consumer of a split stage's gradient must come after its I.
+  CHECK_THAT(error_of(program_of(1, {"0F0 1F0 0I0 1I0 1W0 0W0"}, {0, 0})),
+             ContainsSubstring(rule("stages on one rank in dependency order")) &&
+                 ContainsSubstring("[0I0]"));
+}
+
+TEST_CASE("waiting for a W never deadlocks a peer, waiting for an I can") {
+  // Rank 1 defers W0 past F1 and I1: fine, nothing waits for W.
+  CHECK_NOTHROW(
+      validate(program_of(2, {"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0RECV_B1 0I0 0W0 0I1 0W1",
+                              "1RECV_F0 1RECV_F1 1F0 1I0 1SEND_B0 1F1 1I1 1SEND_B1 1W0 1W1"})));
+  // Rank 0 runs I1 (which needs rank 1's I1) before sending F1, which rank 1 needs for I1.
+  const std::string message =
+      error_of(program_of(2, {"0F0 0SEND_F0 0RECV_B0 0RECV_B1 0F1 0I0 0I1 0SEND_F1 0W0 0W1",
+                              "1RECV_F0 1RECV_F1 1F0 1I0 1SEND_B0 1F1 1I1 1SEND_B1 1W0 1W1"}));
+  CHECK_THAT(message, ContainsSubstring(rule("no deadlock")));
+  CHECK_THAT(message, ContainsSubstring("rank 0 waits at 0I1 for 1SEND_B1 (rank 1)"));
+  CHECK_THAT(message, ContainsSubstring("rank 1 waits at 1F1 for 0SEND_F1 (rank 0)"));
+}
+
+TEST_CASE("generated interleaved and zero-bubble programs with one action moved are caught") {
+  // ZB-H1 p=2, m=2: moving rank 1's W0 before its I0 breaks I before W.
+  Program zb = generate({config::ScheduleKind::ZBH1, 2, 1, 2, 0});
+  REQUIRE_NOTHROW(validate(zb));
+  RankProgram& rank1 = zb.ranks[1];
+  const auto w0 = std::find(rank1.begin(), rank1.end(), parse_action("1W0"));
+  REQUIRE(w0 != rank1.end());
+  const Action moved = *w0;
+  rank1.erase(w0);
+  rank1.insert(rank1.begin() + 1, moved);
+  CHECK_THAT(error_of(zb), ContainsSubstring(rule("I before W on its rank")));
+
+  // Interleaved p=2, v=2, m=2: rank 1 runs stage 3's backward before stage 3's forward reached it.
+  Program interleaved = generate({config::ScheduleKind::Interleaved1F1B, 2, 2, 2, 0});
+  REQUIRE_NOTHROW(validate(interleaved));
+  RankProgram& r1 = interleaved.ranks[1];
+  const auto b = std::find(r1.begin(), r1.end(), parse_action("3B0"));
+  const auto f = std::find(r1.begin(), r1.end(), parse_action("3F0"));
+  REQUIRE(b != r1.end());
+  REQUIRE(f != r1.end());
+  std::iter_swap(b, f);
+  CHECK_THAT(error_of(interleaved), ContainsSubstring(rule("F before B on its rank")));
 }

@@ -1,21 +1,21 @@
 // The correctness oracle: gradients of one pipelined step (real worker processes over Gloo) equal
-// those of one unpipelined process over the same global batch, for every schedule and stage count.
+// those of one unpipelined process over the same global batch, for every schedule, stage count,
+// placement and microbatch split.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <torch/serialize.h>
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 
-#include "comm/rendezvous.hpp"
 #include "config/load.hpp"
-#include "launch/launcher.hpp"
-#include "model/gpt.hpp"
-#include "train/microbatches.hpp"
+#include "core/error.hpp"
+#include "schedule/csv.hpp"
+#include "schedule/generate.hpp"
+#include "train/local_job.hpp"
+#include "train/oracle.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -23,12 +23,19 @@ using namespace ppctl;
 namespace {
 
 struct Case {
-  int64_t stages;
+  int64_t ranks;
   std::string schedule;
   int64_t microbatches;
   int64_t layers;
-  double dropout;
+  double dropout = 0.0;
+  int64_t virtual_stages = 1;
+  std::string extra = "";  // more pipeline keys
 };
+
+std::string name_of(const Case& c) {
+  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}", c.schedule, c.ranks, c.virtual_stages, c.microbatches,
+                     c.layers, c.dropout > 0 ? 1 : 0);
+}
 
 fs::path make_job(const Case& c, const fs::path& dir) {
   fs::create_directories(dir);
@@ -39,92 +46,81 @@ fs::path make_job(const Case& c, const fs::path& dir) {
   const auto spec = dir / "job.yaml";
   std::ofstream out(spec);
   out << fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}}}
-pipeline: {{stages: {}, schedule: {}, microbatches: {}, micro_batch_size: 2}}
+pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, micro_batch_size: 2{}}}
 data: {{path: corpus.txt}}
 train: {{steps: 1, seed: 17}}
 runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
 )",
-                     c.layers, c.dropout, c.stages, c.schedule, c.microbatches);
+                     c.layers, c.dropout, c.ranks, c.virtual_stages, c.schedule, c.microbatches,
+                     c.extra);
   return spec;
 }
 
-/// Runs one pipelined step in real worker processes; returns every parameter's gradient by name
-/// and the loss reported by the last stage under "__loss__".
-std::map<std::string, torch::Tensor> pipelined_gradients(const fs::path& spec, int64_t stages,
-                                                         const fs::path& dump_dir) {
+/// Runs one pipelined step in real worker processes and returns every gradient (and the loss).
+train::GradientMap pipelined_gradients(const config::JobSpec& spec, const fs::path& spec_path,
+                                       int64_t ranks, const fs::path& dump_dir) {
   fs::create_directories(dump_dir);
-  comm::StoreServer store("127.0.0.1", 0, static_cast<int>(stages), std::chrono::seconds(60));
-  launch::LaunchOptions options;
-  options.world_size = static_cast<int>(stages);
-  options.argv = {PPCTL_BINARY, "worker", spec.string(), "--dump-gradients", dump_dir.string()};
-  options.master_port = store.port();
-  const auto result = launch::run_workers(options);
+  const auto result = train::run_local_job(spec, static_cast<int>(ranks), PPCTL_BINARY,
+                                           spec_path.string(), {"--dump-gradients", dump_dir.string()});
   REQUIRE(result.exit_code == 0);
-  std::map<std::string, torch::Tensor> grads;
-  for (int64_t r = 0; r < stages; ++r) {
-    std::ifstream in(dump_dir / fmt::format("rank{}.pt", r), std::ios::binary);
-    REQUIRE(in.good());
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto dict = torch::pickle_load(bytes).toGenericDict();
-    for (const auto& item : dict) {
-      const auto name = item.key().toStringRef();
-      REQUIRE(grads.count(name) == 0);  // each parameter lives on exactly one stage
-      grads[name] = item.value().toTensor();
-    }
-  }
-  return grads;
+  return train::load_gradient_dumps(dump_dir.string(), ranks);
 }
 
-/// One process, no pipeline: the whole model, gradients accumulated over the same m microbatches.
-std::map<std::string, torch::Tensor> reference_gradients(const config::JobSpec& spec) {
-  model::StageModule whole(spec.model, model::whole_model_layout(spec.model), spec.train.seed);
-  data::TextDataset dataset(spec.data.files, spec.model.seq_len, spec.train.seed);
-  double loss_sum = 0.0;
-  for (int64_t j = 0; j < spec.pipeline.microbatches; ++j) {
-    const auto batch = train::microbatch(dataset, spec, 0, j);
-    model::DropoutContext ctx{true, spec.train.seed, 0, j};
-    auto loss = whole->loss(whole->forward(batch.tokens, ctx), batch.targets);
-    loss_sum += loss.item<double>();
-    (loss / static_cast<double>(spec.pipeline.microbatches)).backward();
+void check_parity(const Case& c, const fs::path& dir, const fs::path& spec_path) {
+  at::set_num_threads(1);
+  const auto spec = config::load_job_spec(spec_path.string());
+  INFO(name_of(c));
+  const auto pipelined = pipelined_gradients(spec, spec_path, c.ranks, dir / "dump");
+  const auto reference = train::reference_gradients(spec);
+  REQUIRE(pipelined.size() == reference.size());
+  for (const auto& row : train::compare_gradients(pipelined, reference)) {
+    INFO(row.name);
+    CHECK(row.reference_max_abs > 0.0);  // the comparison is not vacuous
+    CHECK(row.max_relative_difference <= 1e-5);
   }
-  std::map<std::string, torch::Tensor> grads;
-  for (const auto& item : whole->named_parameters()) grads[item.key()] = item.value().grad();
-  grads["__loss__"] = torch::tensor(loss_sum / static_cast<double>(spec.pipeline.microbatches),
-                                    torch::kDouble);
-  return grads;
 }
 
-double max_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = std::max(b.abs().max().item<double>(), 1e-12);
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>() / scale;
+fs::path fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("ppctl_parity_" + name);
+  fs::remove_all(dir);
+  return dir;
 }
 
 }  // namespace
 
-TEST_CASE("pipelined gradients equal unpipelined gradients (1F1B and GPipe, 2 and 4 stages)") {
-  at::set_num_threads(1);
-  const auto c = GENERATE(Case{2, "1f1b", 4, 4, 0.0}, Case{2, "gpipe", 4, 4, 0.0},
-                          Case{4, "1f1b", 6, 5, 0.0}, Case{4, "gpipe", 6, 5, 0.0},
-                          Case{4, "1f1b", 2, 4, 0.0},   // fewer microbatches than stages
-                          Case{4, "1f1b", 1, 4, 0.0},   // a single microbatch
-                          Case{2, "1f1b", 3, 3, 0.1});  // dropout on: masks seeded per (step, mb, layer)
-  const auto dir = fs::temp_directory_path() /
-                   fmt::format("ppctl_parity_{}_{}_{}_{}_{}", c.stages, c.schedule, c.microbatches,
-                               c.layers, c.dropout > 0 ? 1 : 0);
-  fs::remove_all(dir);
-  const auto spec_path = make_job(c, dir);
-  const auto spec = config::load_job_spec(spec_path.string());
-  INFO("stages " << c.stages << ", " << c.schedule << ", m " << c.microbatches << ", layers "
-                 << c.layers << ", dropout " << c.dropout);
+TEST_CASE("pipelined gradients equal unpipelined gradients for every schedule") {
+  const auto c = GENERATE(Case{2, "1f1b", 4, 4}, Case{2, "gpipe", 4, 4},
+                          Case{4, "1f1b", 6, 5}, Case{4, "gpipe", 6, 5},
+                          Case{4, "1f1b", 2, 4},                  // fewer microbatches than stages
+                          Case{4, "1f1b", 1, 4},                  // a single microbatch
+                          Case{2, "1f1b", 3, 3, 0.1},             // dropout: masks seeded per (step, mb, layer)
+                          Case{2, "interleaved-1f1b", 4, 4, 0.0, 2},  // next and previous peer are one rank
+                          Case{4, "interleaved-1f1b", 8, 8, 0.0, 2},
+                          Case{2, "zb-h1", 4, 4}, Case{4, "zb-h1", 6, 4, 0.1},
+                          Case{2, "zbv", 4, 4, 0.0, 2}, Case{4, "zbv", 6, 8, 0.0, 2});
+  const auto dir = fresh_dir(name_of(c));
+  check_parity(c, dir, make_job(c, dir));
+}
 
-  const auto pipelined = pipelined_gradients(spec_path, c.stages, dir / "dump");
-  const auto reference = reference_gradients(spec);
-  REQUIRE(pipelined.size() == reference.size());
-  for (const auto& [name, expected] : reference) {
-    INFO(name);
-    REQUIRE(pipelined.count(name) == 1);
-    REQUIRE(expected.defined());
-    CHECK(expected.abs().max().item<double>() > 0.0);  // the comparison is not vacuous
-    CHECK(max_relative_difference(pipelined.at(name), expected) <= 1e-5);
-  }
+TEST_CASE("a custom CSV schedule runs and meets the oracle") {
+  // The CSV is the 1F1B schedule for p = 2, m = 3 written out by hand in the documented format.
+  const Case c{2, "custom", 3, 4, 0.0, 1, ", schedule_file: sched.csv"};
+  const auto dir = fresh_dir("custom");
+  const auto spec_path = make_job(c, dir);
+  std::ofstream(dir / "sched.csv") << "# rank 0, then rank 1\n"
+                                      "0F0,0F1,0B0,0F2,0B1,0B2\n"
+                                      "1F0,1B0,1F1,1B1,1F2,1B2\n";
+  check_parity(c, dir, spec_path);
+}
+
+TEST_CASE("the comparison itself detects a wrong gradient") {
+  train::GradientMap reference{{"w", torch::tensor({1.0, -2.0, 4.0})}};
+  auto close = reference;
+  close["w"] = torch::tensor({1.0, -2.0, 4.0 + 1e-7});
+  auto wrong = reference;
+  wrong["w"] = torch::tensor({1.0, -2.0, 4.01});
+  CHECK(train::compare_gradients(close, reference)[0].max_relative_difference <= 1e-5);
+  CHECK(train::compare_gradients(wrong, reference)[0].max_relative_difference > 1e-3);
+  train::GradientMap missing;
+  CHECK_THROWS_AS(train::compare_gradients(missing, reference), Error);
 }

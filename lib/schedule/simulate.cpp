@@ -1,0 +1,332 @@
+// Schedule simulator: longest-path timing of a program's compute actions (one worklist pass),
+// plus its ASCII timeline and Chrome trace renderings.
+#include "schedule/simulate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/check.hpp"
+#include "schedule/validate.hpp"
+
+namespace ppctl::schedule {
+namespace {
+
+/// The time of an event that has not happened yet; real times are >= 0.
+constexpr double kNotYet = -1.0;
+/// End of a waiter list.
+constexpr int64_t kNone = -1;
+
+/// Checks the cost model against the program: one entry or one per stage; costs finite, >= 0.
+void check_costs(const CostModel& costs, int64_t num_stages) {
+  const size_t n = costs.stages.size();
+  PPCTL_CHECK(
+      n == 1 || static_cast<int64_t>(n) == num_stages, ScheduleError,
+      fmt::format("simulate: the cost model has {} stage entries for {} stages", n, num_stages),
+      "give one StageCosts for every stage, or a single one for all of them");
+  const auto check = [](double value, std::string_view what) {
+    PPCTL_CHECK(std::isfinite(value) && value >= 0.0, ScheduleError,
+                fmt::format("simulate: {} is {}", what, value),
+                "give costs and latency as finite, non-negative milliseconds");
+  };
+  check(costs.p2p_latency, "p2p_latency");
+  for (size_t s = 0; s < n; ++s) {
+    const StageCosts& c = costs.stages[s];
+    check(c.forward, fmt::format("stages[{}].forward", s));
+    check(c.backward, fmt::format("stages[{}].backward", s));
+    check(c.input_grad, fmt::format("stages[{}].input_grad", s));
+    check(c.weight_grad, fmt::format("stages[{}].weight_grad", s));
+  }
+}
+
+/// Checks that every compute action names a stage and microbatch of the program and sits on the
+/// rank that runs its stage (the simulator indexes arrays by them).
+void check_geometry(const Program& program) {
+  const int64_t p = program.num_stages;
+  PPCTL_CHECK(program.num_microbatches >= 0, ScheduleError,
+              fmt::format("simulate: {} microbatches", program.num_microbatches),
+              "give a program with num_microbatches >= 0");
+  PPCTL_CHECK(static_cast<int64_t>(program.stage_to_rank.size()) == p, ScheduleError,
+              fmt::format("simulate: stage_to_rank has {} entries for {} stages",
+                          program.stage_to_rank.size(), p),
+              "give one rank per stage");
+  for (int64_t s = 0; s < p; ++s) {
+    const int64_t owner = program.stage_to_rank[static_cast<size_t>(s)];
+    PPCTL_CHECK(owner >= 0 && owner < program.num_ranks(), ScheduleError,
+                fmt::format("simulate: stage {} is placed on rank {}, but there are {} ranks", s,
+                            owner, program.num_ranks()),
+                "place every stage on a rank in [0, number of ranks)");
+  }
+  for (int64_t r = 0; r < program.num_ranks(); ++r)
+    for (const Action& a : program.ranks[static_cast<size_t>(r)]) {
+      if (!is_compute(a.kind)) continue;
+      PPCTL_CHECK(a.stage >= 0 && a.stage < p && a.microbatch >= 0 &&
+                      a.microbatch < program.num_microbatches,
+                  ScheduleError,
+                  fmt::format("simulate: {} on rank {} is outside {} stages x {} microbatches",
+                              to_string(a), r, p, program.num_microbatches),
+                  "use stages in [0, num_stages) and microbatches in [0, num_microbatches)");
+      const int64_t owner = program.stage_to_rank[static_cast<size_t>(a.stage)];
+      PPCTL_CHECK(owner == r, ScheduleError,
+                  fmt::format("simulate: {} is on rank {}, but stage {} runs on rank {}",
+                              to_string(a), r, a.stage, owner),
+                  "put each stage's actions on the rank stage_to_rank names");
+    }
+}
+
+/// The event an action waits for, and the events it produces. An event is one of two per
+/// (stage, microbatch): "forward done" (F) and "input gradient done" (B or I). W waits for the
+/// input-gradient event of its own (stage, microbatch).
+struct Dependency {
+  bool exists = false;
+  bool on_forward = false;  ///< waits for a forward-done event (else an input-gradient-done one)
+  int64_t stage = 0;
+};
+
+/// What `compute` waits for (see simulate.hpp): F(s-1,j) for F; B/I(s+1,j) for B/I (F(s,j) on the
+/// last stage); B/I(s,j) for W; nothing for F(0,j).
+Dependency dependency_of(const Action& compute, int64_t num_stages) {
+  switch (compute.kind) {
+    case ActionKind::F:
+      if (compute.stage == 0) return {};
+      return {true, true, compute.stage - 1};
+    case ActionKind::B:
+    case ActionKind::I:
+      if (compute.stage == num_stages - 1) return {true, true, compute.stage};
+      return {true, false, compute.stage + 1};
+    default:  // W
+      return {true, false, compute.stage};
+  }
+}
+
+/// Duration of `compute` under `costs` (already checked).
+double cost_of(const Action& compute, const CostModel& costs) {
+  const StageCosts& c =
+      costs.stages[costs.stages.size() == 1 ? 0 : static_cast<size_t>(compute.stage)];
+  switch (compute.kind) {
+    case ActionKind::F:
+      return c.forward;
+    case ActionKind::B:
+      return c.backward;
+    case ActionKind::I:
+      return c.input_grad;
+    default:
+      return c.weight_grad;
+  }
+}
+
+/// The simulator's state: per event its time (kNotYet until it happens) and the ranks waiting for
+/// it (an intrusive list: head per event, next per rank, as a rank waits for one event at a time).
+class Simulator {
+ public:
+  Simulator(const Program& program, const CostModel& costs)
+      : program_(program),
+        costs_(costs),
+        num_events_(program.num_stages * program.num_microbatches),
+        event_time_(static_cast<size_t>(2 * num_events_), kNotYet),
+        waiters_(static_cast<size_t>(2 * num_events_), kNone),
+        next_waiter_(static_cast<size_t>(program.num_ranks()), kNone),
+        position_(static_cast<size_t>(program.num_ranks()), 0),
+        free_at_(static_cast<size_t>(program.num_ranks()), 0.0),
+        held_(static_cast<size_t>(program.num_ranks()), 0) {}
+
+  /// Runs every rank as far as it goes; throws ScheduleError naming the stuck ranks.
+  Simulation run() {
+    const size_t ranks = program_.ranks.size();
+    result_.timeline.resize(ranks);
+    result_.busy_time.assign(ranks, 0.0);
+    result_.peak_activations.assign(ranks, 0);
+    for (size_t r = 0; r < ranks; ++r) {
+      size_t computes = 0;
+      for (const Action& a : program_.ranks[r]) computes += is_compute(a.kind) ? 1 : 0;
+      result_.timeline[r].reserve(computes);
+    }
+    std::vector<int64_t> ready;  // ranks that may be able to advance
+    for (size_t r = ranks; r-- > 0;) ready.push_back(static_cast<int64_t>(r));
+    while (!ready.empty()) {
+      const int64_t rank = ready.back();
+      ready.pop_back();
+      advance(rank, ready);
+    }
+    throw_if_stuck();
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  /// Index of the event for (stage, microbatch) of the given type.
+  size_t event(bool forward, int64_t stage, int64_t microbatch) const {
+    return static_cast<size_t>((forward ? 0 : num_events_) + stage * program_.num_microbatches +
+                               microbatch);
+  }
+
+  /// Runs `rank`'s actions until it ends or waits for an event that has not happened; events it
+  /// produces wake their waiters onto `ready`.
+  void advance(int64_t rank, std::vector<int64_t>& ready) {
+    const auto r = static_cast<size_t>(rank);
+    const RankProgram& actions = program_.ranks[r];
+    size_t& pos = position_[r];
+    for (; pos < actions.size(); ++pos) {
+      const Action& a = actions[pos];
+      if (!is_compute(a.kind)) continue;  // transfers cost only latency, charged to the consumer
+      double start = free_at_[r];
+      const Dependency dep = dependency_of(a, program_.num_stages);
+      if (dep.exists) {
+        const size_t e = event(dep.on_forward, dep.stage, a.microbatch);
+        if (event_time_[e] == kNotYet) {
+          next_waiter_[r] = waiters_[e];
+          waiters_[e] = rank;
+          return;
+        }
+        const bool remote = program_.stage_to_rank[static_cast<size_t>(dep.stage)] != rank;
+        start = std::max(start, event_time_[e] + (remote ? costs_.p2p_latency : 0.0));
+      }
+      const double end = start + cost_of(a, costs_);
+      free_at_[r] = end;
+      result_.timeline[r].push_back({a, start, end});
+      result_.busy_time[r] += end - start;
+      count_activation(r, a.kind);
+      if (a.kind != ActionKind::W) {
+        const size_t e = event(a.kind == ActionKind::F, a.stage, a.microbatch);
+        event_time_[e] = end;
+        for (int64_t w = waiters_[e]; w != kNone; w = next_waiter_[static_cast<size_t>(w)])
+          ready.push_back(w);
+        waiters_[e] = kNone;
+      }
+    }
+  }
+
+  /// Activations held: +1 at F; -1 at B or W (I keeps them: W still needs them).
+  void count_activation(size_t rank, ActionKind kind) {
+    if (kind == ActionKind::F) {
+      result_.peak_activations[rank] = std::max(result_.peak_activations[rank], ++held_[rank]);
+    } else if (kind == ActionKind::B || kind == ActionKind::W) {
+      --held_[rank];
+    }
+  }
+
+  /// Throws ScheduleError when some rank did not reach its end: a deadlock. Each stuck rank stands
+  /// at a compute action whose dependency never happened.
+  void throw_if_stuck() const {
+    std::string stuck;
+    std::vector<size_t> positions(program_.ranks.size(), kUnmarked);
+    for (size_t r = 0; r < program_.ranks.size(); ++r) {
+      if (position_[r] == program_.ranks[r].size()) continue;
+      const Action& a = program_.ranks[r][position_[r]];
+      const Dependency dep = dependency_of(a, program_.num_stages);
+      const std::string awaited =
+          dep.on_forward
+              ? to_string(Action{ActionKind::F, dep.stage, a.microbatch})
+              : fmt::format("{} or {}", to_string(Action{ActionKind::B, dep.stage, a.microbatch}),
+                            to_string(Action{ActionKind::I, dep.stage, a.microbatch}));
+      stuck += fmt::format("{}rank {} at {} waits for {}", stuck.empty() ? "" : "; ", r,
+                           to_string(a), awaited);
+      positions[r] = position_[r];
+    }
+    if (stuck.empty()) return;
+    throw ScheduleError(fmt::format(
+        "simulate: the program cannot complete (deadlock): {} (each awaited action is missing or "
+        "comes after a stuck one on its rank)\n{}",
+        stuck, format_grid(program_, positions)));
+  }
+
+  /// Step time and bubble fractions from the per-rank busy times.
+  void finish() {
+    for (size_t r = 0; r < program_.ranks.size(); ++r)
+      result_.step_time = std::max(result_.step_time, free_at_[r]);
+    result_.bubble_fraction.reserve(program_.ranks.size());
+    double sum = 0.0;
+    for (double busy : result_.busy_time) {
+      const double bubble = result_.step_time > 0.0 ? 1.0 - busy / result_.step_time : 0.0;
+      result_.bubble_fraction.push_back(bubble);
+      sum += bubble;
+    }
+    if (!program_.ranks.empty()) result_.mean_bubble_fraction = sum / program_.ranks.size();
+  }
+
+  const Program& program_;
+  const CostModel& costs_;
+  int64_t num_events_;
+  std::vector<double> event_time_;
+  std::vector<int64_t> waiters_;
+  std::vector<int64_t> next_waiter_;
+  std::vector<size_t> position_;  ///< per rank, index in its action list of the next action
+  std::vector<double> free_at_;   ///< per rank, when its last compute action ended
+  std::vector<int64_t> held_;     ///< per rank, activations held now
+  Simulation result_;
+};
+
+/// The character shown for a compute kind in the ASCII timeline.
+char symbol(ActionKind kind) { return to_string(kind)[0]; }
+
+}  // namespace
+
+Simulation simulate(const Program& program, const CostModel& costs) {
+  check_costs(costs, program.num_stages);
+  check_geometry(program);
+  return Simulator(program, costs).run();
+}
+
+/// Column c covers [c, c+1) * step / width and shows what runs at its midpoint: an action lasting
+/// at least one column always shows, and a rank's non-idle columns approximate its busy time.
+std::string format_timeline(const Simulation& simulation, int width) {
+  PPCTL_ASSERT(width >= 1, fmt::format("format_timeline: width {} < 1", width));
+  const size_t ranks = simulation.timeline.size();
+  const int digits = static_cast<int>(fmt::format("{}", ranks ? ranks - 1 : 0).size());
+  const int label_width = 5 + digits;  // "rank " and the rank, right-aligned
+  const double column = simulation.step_time / width;
+  std::string out;
+  for (size_t r = 0; r < ranks; ++r) {
+    const std::vector<TimedAction>& actions = simulation.timeline[r];
+    std::string bar(static_cast<size_t>(width), '.');
+    size_t i = 0;
+    for (int c = 0; c < width && i < actions.size(); ++c) {
+      const double t = (c + 0.5) * column;
+      while (i < actions.size() && actions[i].end <= t) ++i;
+      if (i < actions.size() && actions[i].start <= t)
+        bar[static_cast<size_t>(c)] = symbol(actions[i].action.kind);
+    }
+    out += fmt::format("rank {:>{}} |{}|\n", r, digits, bar);
+  }
+  // Scale: "0" under the first column, the step time ending under the last one.
+  const std::string right = fmt::format("{:g} ms", simulation.step_time);
+  const int gap = std::max(1, width - 1 - static_cast<int>(right.size()));
+  out += fmt::format(
+      "{:{}}0{:{}}{}  (1 column = {:g} ms; F forward, B backward, I input grad, "
+      "W weight grad, . idle)\n",
+      "", label_width + 2, "", gap, right, column);
+  return out;
+}
+
+std::string to_chrome_trace(const Simulation& simulation) {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 0},
+                    {"tid", 0},
+                    {"args", {{"name", "ppctl plan (simulated)"}}}});
+  for (size_t r = 0; r < simulation.timeline.size(); ++r)
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", fmt::format("rank {}", r)}}}});
+  constexpr double kMicrosPerMs = 1000.0;
+  for (size_t r = 0; r < simulation.timeline.size(); ++r)
+    for (const TimedAction& t : simulation.timeline[r])
+      events.push_back(
+          {{"name", to_string(t.action)},
+           {"cat", to_string(t.action.kind)},
+           {"ph", "X"},
+           {"ts", t.start * kMicrosPerMs},
+           {"dur", (t.end - t.start) * kMicrosPerMs},
+           {"pid", 0},
+           {"tid", r},
+           {"args", {{"stage", t.action.stage}, {"microbatch", t.action.microbatch}}}});
+  return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+}  // namespace ppctl::schedule

@@ -1,0 +1,60 @@
+// Schedule simulator: from per-stage costs, each rank's timeline, the step time, the bubble fraction
+// and the peak number of activations held. Pure; no torch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/action.hpp"
+
+namespace ppctl::schedule {
+
+/// Cost of each compute kind on one stage, in milliseconds.
+struct StageCosts {
+  double forward = 1.0;      ///< F
+  double backward = 2.0;     ///< B (full backward)
+  double input_grad = 1.0;   ///< I
+  double weight_grad = 1.0;  ///< W
+};
+
+/// Costs for a whole program: per stage (size num_stages), or one entry used for every stage.
+struct CostModel {
+  std::vector<StageCosts> stages{StageCosts{}};
+  double p2p_latency = 0.0;  ///< ms added to every transfer between different ranks
+};
+
+/// One compute action as simulated.
+struct TimedAction {
+  Action action;
+  double start = 0.0;  ///< ms from the start of the step
+  double end = 0.0;
+};
+
+/// The simulated step.
+struct Simulation {
+  double step_time = 0.0;                     ///< ms until the last rank finishes
+  std::vector<std::vector<TimedAction>> timeline;  ///< per rank, compute actions in execution order
+  std::vector<double> busy_time;              ///< per rank, ms of compute
+  std::vector<double> bubble_fraction;        ///< per rank, 1 - busy / step_time
+  double mean_bubble_fraction = 0.0;          ///< mean over ranks
+  std::vector<int64_t> peak_activations;      ///< per rank, most (stage, microbatch) forwards held at once
+                                              ///< (from F until its B, or until its W when split)
+};
+
+/// Simulates `program` (with or without communication actions): each rank runs its compute actions
+/// in order, one at a time; an action starts when its rank is free and its inputs are ready
+/// (F(s,j) after F(s-1,j); B or I of (s,j) after B or I of (s+1,j), or after F(s,j) on the last stage;
+/// W(s,j) after I(s,j)), plus p2p_latency when the producer is on another rank. Communication never
+/// blocks a sender. Throws ppctl::ScheduleError if the program cannot complete (deadlock).
+/// Linear in the number of actions.
+Simulation simulate(const Program& program, const CostModel& costs);
+
+/// ASCII timeline, one line per rank, `width` columns for the whole step: each column shows the
+/// compute kind running then (F, B, I, W; '.' idle), with a scale line.
+std::string format_timeline(const Simulation& simulation, int width = 100);
+
+/// Chrome trace / Perfetto JSON of the simulation: one track (tid) per rank, named "rank R", one
+/// complete ("X") event per compute action named in text form (`1F3`), timestamps in microseconds.
+std::string to_chrome_trace(const Simulation& simulation);
+
+}  // namespace ppctl::schedule

@@ -1,0 +1,101 @@
+// Gradient dumps, the unpipelined reference and the comparison behind `ppctl verify`.
+#include "train/oracle.hpp"
+
+#include <fmt/format.h>
+#include <torch/serialize.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "core/error.hpp"
+#include "data/text_dataset.hpp"
+#include "train/microbatches.hpp"
+
+namespace ppctl::train {
+
+void dump_gradients(const std::vector<model::StageModule>& stages, double loss_sum,
+                    int64_t loss_count, const std::string& path) {
+  c10::Dict<std::string, torch::Tensor> grads;
+  for (const auto& stage : stages) {
+    for (const auto& item : stage->named_parameters()) {
+      auto grad = item.value().grad();
+      grads.insert(item.key(), grad.defined() ? grad.detach().cpu().clone()
+                                              : torch::zeros_like(item.value()).cpu());
+    }
+  }
+  if (loss_count > 0) {
+    grads.insert("__loss__", torch::tensor(loss_sum / static_cast<double>(loss_count), torch::kDouble));
+  }
+  const auto bytes = torch::pickle_save(grads);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) throw Error(fmt::format("cannot write gradient dump {}", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error(fmt::format("cannot rename {} to {}", tmp, path));
+  }
+}
+
+GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks) {
+  GradientMap grads;
+  for (int64_t r = 0; r < ranks; ++r) {
+    const auto path = fmt::format("{}/rank{}.pt", dir, r);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt::format("gradient dump {} is missing or unreadable", path));
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto dict = torch::pickle_load(bytes).toGenericDict();
+    for (const auto& item : dict) {
+      const auto name = item.key().toStringRef();
+      if (!grads.emplace(name, item.value().toTensor()).second) {
+        throw Error(fmt::format("gradient dump {}: {} appears in two dumps", path, name));
+      }
+    }
+  }
+  return grads;
+}
+
+GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
+  model::StageModule whole(spec.model, model::whole_model_layout(spec.model), spec.train.seed);
+  const data::TextDataset dataset(spec.data.files, spec.model.seq_len, spec.train.seed);
+  const int64_t m = spec.pipeline.microbatches;
+  double loss_sum = 0.0;
+  for (int64_t j = 0; j < m; ++j) {
+    const auto batch = microbatch(dataset, spec, step, j);
+    const model::DropoutContext ctx{true, spec.train.seed, step, j};
+    auto loss = whole->loss(whole->forward(batch.tokens, ctx), batch.targets);
+    loss_sum += loss.item<double>();
+    (loss / static_cast<double>(m)).backward();
+  }
+  GradientMap grads;
+  for (const auto& item : whole->named_parameters()) grads[item.key()] = item.value().grad();
+  grads["__loss__"] = torch::tensor(loss_sum / static_cast<double>(m), torch::kDouble);
+  return grads;
+}
+
+std::vector<GradientDifference> compare_gradients(const GradientMap& pipelined,
+                                                  const GradientMap& reference) {
+  std::vector<GradientDifference> rows;
+  for (const auto& [name, expected] : reference) {
+    auto it = pipelined.find(name);
+    if (it == pipelined.end()) throw Error(fmt::format("{} is missing from the pipelined run", name));
+    if (it->second.sizes() != expected.sizes()) {
+      throw Error(fmt::format("{}: pipelined shape {} differs from the reference shape {}", name,
+                              fmt::join(it->second.sizes(), "x"), fmt::join(expected.sizes(), "x")));
+    }
+    const auto a = it->second.to(torch::kDouble), b = expected.to(torch::kDouble);
+    GradientDifference row{name, 0.0, b.abs().max().item<double>()};
+    row.max_relative_difference =
+        (a - b).abs().max().item<double>() / std::max(row.reference_max_abs, 1e-30);
+    rows.push_back(row);
+  }
+  for (const auto& [name, tensor] : pipelined) {
+    if (!reference.count(name)) throw Error(fmt::format("{} is not a parameter of the model", name));
+  }
+  return rows;
+}
+
+}  // namespace ppctl::train

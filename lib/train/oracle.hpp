@@ -1,0 +1,46 @@
+// The correctness oracle: gradient dumps from pipelined workers, the unpipelined reference over the
+// same global batch, and their comparison (used by `ppctl verify` and the parity tests).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "model/gpt.hpp"
+
+namespace ppctl::train {
+
+/// Parameter name (global, e.g. `block3.fc1.weight`) -> gradient; the key "__loss__" holds the mean
+/// loss over the step's microbatches (a double scalar) where known.
+using GradientMap = std::map<std::string, torch::Tensor>;
+
+/// Writes the gradients of `stages` (plus "__loss__" = loss_sum / loss_count when loss_count > 0)
+/// as a pickled Dict<string, Tensor> to `path`, atomically (temporary file, then rename).
+/// Throws ppctl::Error naming the file when it cannot be written.
+void dump_gradients(const std::vector<model::StageModule>& stages, double loss_sum,
+                    int64_t loss_count, const std::string& path);
+
+/// Reads DIR/rank0.pt .. DIR/rank<ranks-1>.pt into one map. Throws ppctl::Error naming a missing or
+/// unreadable file, or a parameter found in two dumps.
+GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks);
+
+/// One process, no pipeline: the whole model built from the spec's seed, gradients of step `step`
+/// accumulated over the same m microbatches (loss scaled by 1/m) with the same dropout masks.
+GradientMap reference_gradients(const config::JobSpec& spec, int64_t step = 0);
+
+/// One row of a comparison: max |a - b| / max |b| over the tensor (b = reference).
+struct GradientDifference {
+  std::string name;
+  double max_relative_difference = 0.0;
+  double reference_max_abs = 0.0;
+};
+
+/// Compares every entry of `reference` with `pipelined` (same names required). Throws ppctl::Error
+/// naming entries present in only one map or with different shapes.
+std::vector<GradientDifference> compare_gradients(const GradientMap& pipelined,
+                                                  const GradientMap& reference);
+
+}  // namespace ppctl::train

@@ -1,0 +1,71 @@
+// `ppctl verify`: pipelined step vs unpipelined step, compared tensor by tensor.
+#include "train/verify.hpp"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "train/local_job.hpp"
+#include "train/oracle.hpp"
+
+namespace ppctl::train {
+namespace {
+
+/// A temporary folder removed when the object goes out of scope.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ppctl_verify_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw Error("cannot create a temporary folder");
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+}  // namespace
+
+VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::string& executable,
+                        const std::string& spec_path, double tolerance,
+                        const std::vector<std::pair<std::string, std::string>>& worker_env) {
+  TempDir dumps;
+  const auto result = run_local_job(spec, world_size, executable, spec_path,
+                                    {"--steps", "1", "--dump-gradients", dumps.path}, worker_env);
+  if (result.exit_code != 0) {
+    return {fmt::format("the pipelined step failed: {}\n", result.message), result.exit_code};
+  }
+  const auto pipelined = load_gradient_dumps(dumps.path, world_size);
+  at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
+  const auto reference = reference_gradients(spec);
+  auto rows = compare_gradients(pipelined, reference);
+
+  VerifyReport report;
+  report.text = fmt::format("{}: schedule {}, {} ranks, one step, pipelined vs unpipelined\n\n",
+                            spec.source, config::to_string(spec.pipeline.schedule), world_size);
+  report.text += fmt::format("{:<28} {:>14} {:>14}\n", "tensor", "max rel diff", "max |ref|");
+  double worst = 0.0;
+  std::string worst_name;
+  for (const auto& row : rows) {
+    const std::string name = row.name == "__loss__" ? "(loss)" : row.name;
+    report.text += fmt::format("{:<28} {:>14.3e} {:>14.3e}\n", name, row.max_relative_difference,
+                               row.reference_max_abs);
+    if (row.max_relative_difference >= worst) {
+      worst = row.max_relative_difference;
+      worst_name = name;
+    }
+  }
+  const bool pass = worst <= tolerance;
+  report.text += fmt::format("\n{}: largest difference {:.3e} ({}) {} tolerance {:.1e} over {} tensors\n",
+                             pass ? "PASS" : "FAIL", worst, worst_name, pass ? "<=" : ">", tolerance,
+                             rows.size());
+  report.exit_code = pass ? 0 : kExitVerifyMismatch;
+  return report;
+}
+
+}  // namespace ppctl::train
