@@ -1,6 +1,6 @@
 // Tests for model/: parameter counts match plan/, weights and dropout masks do not depend on the
 // partition, and stages composed in order compute what the whole model computes.
-#include <catch2/catch_test_macros.hpp>
+#include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
 #include <catch2/matchers/catch_matchers_floating_point.hpp>
 
 #include <ATen/Parallel.h>

@@ -1,7 +1,7 @@
 // The correctness oracle: gradients of one pipelined step (real worker processes over Gloo) equal
 // those of one unpipelined process over the same global batch, for every schedule, stage count,
 // placement and microbatch split.
-#include <catch2/catch_test_macros.hpp>
+#include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
 #include <catch2/generators/catch_generators.hpp>
 
 #include <ATen/Parallel.h>
@@ -73,7 +73,9 @@ void check_parity(const Case& c, const fs::path& dir, const fs::path& spec_path)
   const auto pipelined = pipelined_gradients(spec, spec_path, c.ranks, dir / "dump");
   const auto reference = train::reference_gradients(spec);
   REQUIRE(pipelined.size() == reference.size());
-  for (const auto& row : train::compare_gradients(pipelined, reference)) {
+  const auto rows = train::compare_gradients(pipelined, reference);
+  REQUIRE(rows.size() == reference.size());  // every parameter and the loss are compared
+  for (const auto& row : rows) {
     INFO(row.name);
     CHECK(row.reference_max_abs > 0.0);  // the comparison is not vacuous
     CHECK(row.max_relative_difference <= 1e-5);
