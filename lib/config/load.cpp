@@ -780,10 +780,29 @@ class Loader {
     }
   }
 
+  /// The text must hold at least one training sequence: seq_len + 1 bytes over all data files.
+  void check_data_covers_a_sequence() {
+    if (!usable("data.path") || !usable("model.seq_len") || spec_.data.files.empty()) return;
+    std::uintmax_t bytes = 0;
+    for (const auto& file : spec_.data.files) {
+      std::error_code ignored;
+      const auto size = fs::file_size(file, ignored);
+      if (!ignored) bytes += size;
+    }
+    const auto needed = static_cast<std::uintmax_t>(spec_.model.seq_len) + 1;
+    if (bytes < needed) {
+      combination_problem(
+          "data.path", "model.seq_len", fmt::format("{} file(s), {} bytes", spec_.data.files.size(), bytes),
+          fmt::format("must hold at least model.seq_len + 1 = {} bytes of text", needed),
+          fmt::format("add text, or lower model.seq_len to {} or less", bytes > 0 ? bytes - 1 : 0));
+    }
+  }
+
   void check_combinations() {
     const ModelSpec& m = spec_.model;
     const RuntimeSpec& r = spec_.runtime;
     check_layers_cover_stages();
+    check_data_covers_a_sequence();
     if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
       combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
                           fmt::format("must divide model.hidden ({})", m.hidden),

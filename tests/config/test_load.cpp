@@ -25,6 +25,9 @@ using namespace ppctl::config;
 
 namespace {
 
+/// 400 bytes of text: more than model.seq_len + 1 for the default seq_len (128).
+const std::string kText = std::string(399, 'a') + "\n";
+
 /// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
 class TempDir {
  public:
@@ -43,8 +46,9 @@ class TempDir {
   const fs::path& path() const { return path_; }
   std::string str() const { return path_.string(); }
 
-  /// Writes `content` to `relative` (creating folders) and returns the absolute path.
-  fs::path write(const std::string& relative, const std::string& content = "hello\n") const {
+  /// Writes `content` to `relative` (creating folders) and returns the absolute path. The default
+  /// text is longer than the default model.seq_len, so a spec using it is valid.
+  fs::path write(const std::string& relative, const std::string& content = kText) const {
     const fs::path file = path_ / relative;
     fs::create_directories(file.parent_path());
     std::ofstream(file) << content;
@@ -56,9 +60,10 @@ class TempDir {
 };
 
 /// A folder holding `corpus.txt`, shared by tests that need a valid data.path but test something else.
+/// It holds 1,000,001 bytes: enough for the largest model.seq_len (1,000,000).
 const TempDir& corpus_dir() {
   static const TempDir dir;
-  static const bool written = (dir.write("corpus.txt"), true);
+  static const bool written = (dir.write("corpus.txt", std::string(1000000, 'a') + "\n"), true);
   (void)written;
   return dir;
 }
@@ -786,6 +791,21 @@ TEST_CASE("a data entry that matches nothing is named", "[config][data]") {
   const Message absolute_entry = only_problem("data: {path: '" + absolute + "'}\n", dir.str());
   check(absolute_entry, 1, "data.path", "\"" + absolute + "\"", "matches no regular file");
   CHECK(absolute_entry.hint == "check the path");
+}
+
+TEST_CASE("the data must hold at least one sequence of seq_len + 1 bytes", "[config][data]") {
+  const TempDir dir;
+  dir.write("a.txt", "12345");
+  dir.write("b.txt", "678");
+  const Message short_text = only_problem("model: {seq_len: 8}\ndata: {path: '*.txt'}\n", dir.str());
+  check(short_text, 2, "data.path", "2 file(s), 8 bytes", "must hold at least model.seq_len + 1 = 9 bytes of text");
+  CHECK(short_text.hint == "add text, or lower model.seq_len to 7 or less");
+  // Exactly seq_len + 1 bytes over both files is enough.
+  CHECK_NOTHROW(parse_job_spec("model: {seq_len: 7}\ndata: {path: '*.txt'}\n", "job.yaml", dir.str()));
+  // Empty files: the rule is still stated, with nothing to lower seq_len to.
+  dir.write("c/empty.txt", "");
+  check(only_problem("data: {path: c/empty.txt}\n", dir.str()), 1, "data.path", "1 file(s), 0 bytes",
+        "must hold at least model.seq_len + 1 = 129 bytes of text");
 }
 
 TEST_CASE("data globs skip directories and follow symlinks", "[config][data]") {
