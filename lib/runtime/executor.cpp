@@ -170,39 +170,42 @@ torch::Tensor Executor::output_grad(const Action& action) {
   return take_received(action, ActionKind::RECV_B);
 }
 
-void Executor::backward_full(const Action& action) {
+namespace {
+
+/// Gradients to seed autograd with: none for the last stage's scalar loss (implicitly 1).
+std::vector<torch::Tensor> seed_gradients(const torch::Tensor& grad) {
+  return grad.defined() ? std::vector<torch::Tensor>{grad} : std::vector<torch::Tensor>{};
+}
+
+}  // namespace
+
+Executor::ForwardState Executor::forward_state(const Action& action) {
   const auto key = std::make_pair(action.stage, action.microbatch);
   auto out = outputs_.find(key);
   auto in = inputs_.find(key);
   PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
                fmt::format("{} before its forward", schedule::to_string(action)));
-  const auto grad = output_grad(action);
-  if (grad.defined()) {
-    torch::autograd::backward({out->second}, {grad});
-  } else {
-    out->second.backward();
-  }
-  if (action.stage > 0) input_grads_[key] = in->second.grad();
-  outputs_.erase(out);
-  inputs_.erase(in);
+  return {key, out, in};
+}
+
+void Executor::backward_full(const Action& action) {
+  const auto state = forward_state(action);
+  torch::autograd::backward({state.output->second}, seed_gradients(output_grad(action)));
+  if (action.stage > 0) input_grads_[state.key] = state.input->second.grad();
+  outputs_.erase(state.output);
+  inputs_.erase(state.input);
 }
 
 void Executor::backward_input(const Action& action) {
-  const auto key = std::make_pair(action.stage, action.microbatch);
-  auto out = outputs_.find(key);
-  auto in = inputs_.find(key);
-  PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
-               fmt::format("{} before its forward", schedule::to_string(action)));
+  const auto state = forward_state(action);
   const auto grad = output_grad(action);
   if (action.stage > 0) {
     // Only d loss / d input; the graph stays for W. Parameters' .grad are untouched.
-    const std::vector<torch::Tensor> grad_outputs =
-        grad.defined() ? std::vector<torch::Tensor>{grad} : std::vector<torch::Tensor>{};
-    input_grads_[key] = torch::autograd::grad({out->second}, {in->second}, grad_outputs,
-                                              /*retain_graph=*/true)[0];
+    input_grads_[state.key] = torch::autograd::grad({state.output->second}, {state.input->second},
+                                                    seed_gradients(grad), /*retain_graph=*/true)[0];
   }
-  output_grads_[key] = grad;
-  inputs_.erase(in);
+  output_grads_[state.key] = grad;
+  inputs_.erase(state.input);
 }
 
 void Executor::backward_weight(const Action& action) {
@@ -212,10 +215,8 @@ void Executor::backward_weight(const Action& action) {
   PPCTL_ASSERT(out != outputs_.end() && grad != output_grads_.end(),
                fmt::format("{} before its I", schedule::to_string(action)));
   const auto params = stages_.at(action.stage)->parameters();
-  const std::vector<torch::Tensor> grads =
-      grad->second.defined() ? std::vector<torch::Tensor>{grad->second} : std::vector<torch::Tensor>{};
-  torch::autograd::backward({out->second}, grads, /*retain_graph=*/false, /*create_graph=*/false,
-                            params);
+  torch::autograd::backward({out->second}, seed_gradients(grad->second), /*retain_graph=*/false,
+                            /*create_graph=*/false, params);
   outputs_.erase(out);
   output_grads_.erase(grad);
 }

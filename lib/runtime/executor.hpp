@@ -62,6 +62,14 @@ class Executor {
   /// d loss / d output of (stage, mb) for B and I: from the local next stage, from a receive, or
   /// undefined on the last stage (whose "output" is the scaled loss itself).
   torch::Tensor output_grad(const schedule::Action& action);
+  using TensorMap = std::map<std::pair<int64_t, int64_t>, torch::Tensor>;
+  /// The stored output and input of (stage, mb) of a backward action; asserts its forward ran.
+  struct ForwardState {
+    std::pair<int64_t, int64_t> key;
+    TensorMap::iterator output;
+    TensorMap::iterator input;
+  };
+  ForwardState forward_state(const schedule::Action& action);
   void backward_full(const schedule::Action& action);
   void backward_input(const schedule::Action& action);
   void backward_weight(const schedule::Action& action);
