@@ -6,7 +6,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,17 +63,31 @@ std::string read_spec_text(const std::string& spec_path) {
   return text.str();
 }
 
+/// A custom schedule's CSV text, or nothing when there is none or it cannot be read (then
+/// job_program reads the file itself and reports the problem).
+std::optional<std::string> read_schedule_text(const ppctl::config::JobSpec& spec) {
+  if (spec.pipeline.schedule != ppctl::config::ScheduleKind::Custom) return std::nullopt;
+  std::ifstream in(spec.pipeline.schedule_file, std::ios::binary);
+  std::error_code ignored;
+  if (!in || std::filesystem::is_directory(spec.pipeline.schedule_file, ignored)) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 Planned make_plan(const std::string& spec_path) {
   const std::string text = read_spec_text(spec_path);
   auto spec = ppctl::config::parse_job_spec(
       text, spec_path, std::filesystem::absolute(spec_path).parent_path().string());
-  auto program = ppctl::schedule::job_program(spec);
+  const auto schedule_text = read_schedule_text(spec);
+  auto program = ppctl::schedule::job_program(spec, schedule_text ? &*schedule_text : nullptr);
   auto layout = ppctl::plan::make_layout(spec, &program.stage_to_rank);
   ppctl::train::check_device_available(spec);
   std::vector<std::pair<std::string, std::string>> env{
       {ppctl::train::kSpecTextVariable, text},
       {ppctl::train::kProgramHashVariable,
        fmt::format("{:016x}", ppctl::schedule::program_hash(program))}};
+  if (schedule_text) env.emplace_back(ppctl::train::kScheduleTextVariable, *schedule_text);
   return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
 }
 
@@ -100,12 +117,16 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
   if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
   if (!options.trace_path.empty()) {
     const std::string tmp = options.trace_path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << ppctl::schedule::to_chrome_trace(simulation);
-      if (!out) throw ppctl::Error(fmt::format("cannot write the trace file {}", tmp));
+    std::ofstream out(tmp);
+    out << ppctl::schedule::to_chrome_trace(simulation);
+    out.close();
+    std::error_code error;
+    if (out) std::filesystem::rename(tmp, options.trace_path, error);
+    if (!out || error) {
+      std::filesystem::remove(tmp, error);
+      throw ppctl::Error(fmt::format("cannot write the trace file {}: {}", options.trace_path,
+                                     std::strerror(errno)));
     }
-    std::filesystem::rename(tmp, options.trace_path);
     std::cout << "trace written to " << options.trace_path << " (open it in https://ui.perfetto.dev)\n";
   }
   return 0;
@@ -153,6 +174,37 @@ int cmd_worker(const ppctl::train::WorkerOptions& options) {
   }
 }
 
+/// CLI11 check: a number of at least `min` (above it when `strict`), with a readable message.
+CLI::Validator number_check(double min, bool strict) {
+  return CLI::Validator(
+      [min, strict](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(value)) return "'" + text + "' is not a number";
+        if (strict ? value <= min : value < min) {
+          return fmt::format("{} must be {} {:g}", text, strict ? "greater than" : "at least", min);
+        }
+        return "";
+      },
+      strict ? "NUMBER > " + fmt::format("{:g}", min) : "NUMBER >= " + fmt::format("{:g}", min));
+}
+
+/// CLI11 check: a path where a file can be written (not a folder; its folder exists).
+const CLI::Validator kWritableFile(
+    [](std::string& path) -> std::string {
+      std::error_code ignored;
+      if (path.empty()) return "the file name is empty";
+      if (std::filesystem::is_directory(path, ignored) || path.back() == '/') {
+        return path + " is a folder (fix: name a file, e.g. " + path + "/plan.json)";
+      }
+      const auto folder = std::filesystem::path(path).parent_path();
+      if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
+        return "folder " + folder.string() + " does not exist";
+      }
+      return "";
+    },
+    "FILE");
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,13 +220,15 @@ int main(int argc, char** argv) {
   plan->add_flag("--comm", plan_options.with_communication, "Show communication actions too");
   plan->add_flag("--timeline", plan_options.timeline, "Print the simulated timeline per rank");
   plan->add_option("--trace", plan_options.trace_path,
-                   "Write the simulated timeline as Chrome-trace/Perfetto JSON to this file");
-  plan->add_option("--costs", plan_options.costs, "Per-stage costs F,B,I,W in ms (default 1,2,1,1)")
+                   "Write the simulated timeline as Chrome-trace/Perfetto JSON to this file")
+      ->check(kWritableFile);
+  plan->add_option("--costs", plan_options.costs,
+                   "Costs of F,B,I,W in ms, the same for every stage (default 1,2,1,1)")
       ->delimiter(',')
       ->expected(4)
-      ->check(CLI::PositiveNumber);
+      ->check(number_check(0.0, true));
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_check(0.0, false));
 
   std::optional<int64_t> steps;
   auto* train = app.add_subcommand("train", "Train: spawn one worker per rank and supervise them");
@@ -187,7 +241,7 @@ int main(int argc, char** argv) {
       "verify", "Run one pipelined step and one unpipelined; compare every gradient and the loss");
   verify->add_option("spec", spec_path, "Job spec (YAML)")->required();
   verify->add_option("--tolerance", tolerance, "Largest accepted relative difference (default 1e-5)")
-      ->check(CLI::PositiveNumber);
+      ->check(number_check(0.0, true));
 
   ppctl::train::WorkerOptions worker_options;
   auto* worker = app.add_subcommand("worker", "Internal: run one rank (started by `ppctl train`)");

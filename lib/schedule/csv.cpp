@@ -54,7 +54,11 @@ Program parse_csv(const std::string& text, const std::string& source) {
   Program program;
   std::map<int64_t, Cell> stage_owner;
   std::set<int64_t> microbatches;
-  std::istringstream lines(text);
+  // Editors on Windows often start files with a UTF-8 byte order mark; it is not part of the schedule.
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  std::istringstream lines(text.compare(0, kUtf8Bom.size(), kUtf8Bom) == 0
+                               ? text.substr(kUtf8Bom.size())
+                               : text);
   std::string line;
   Cell cell;
   while (std::getline(lines, line)) {
@@ -74,7 +78,10 @@ Program parse_csv(const std::string& text, const std::string& source) {
       try {
         action = parse_action(text_cell);
       } catch (const ScheduleError& e) {
-        throw ScheduleError(fmt::format("{}: {}", cell.where(source), e.what()));
+        throw ScheduleError(fmt::format(
+            "{}: {} (a schedule file holds compute actions only: <stage><F|B|I|W><microbatch>, e.g. "
+            "1F3 or 0W2)",
+            cell.where(source), e.what()));
       }
       if (!is_compute(action.kind))
         throw ScheduleError(fmt::format(

@@ -99,7 +99,9 @@ int run_worker(const WorkerOptions& options) {
   at::set_num_interop_threads(1);
 
   const auto info = comm::rendezvous_from_env();
-  const auto program = schedule::job_program(spec);
+  const char* schedule_text = std::getenv(kScheduleTextVariable);
+  const std::string schedule_copy = schedule_text ? schedule_text : "";
+  const auto program = schedule::job_program(spec, schedule_text ? &schedule_copy : nullptr);
   check_planned_program(program);
   const auto layout = plan::make_layout(spec, &program.stage_to_rank);
   if (info.world_size != layout.world_size) {

@@ -21,6 +21,8 @@ struct WorkerOptions {
 /// (so editing the file after launch cannot change what runs), and the hash of the program it planned.
 inline constexpr const char* kSpecTextVariable = "PPCTL_SPEC_TEXT";
 inline constexpr const char* kProgramHashVariable = "PPCTL_PROGRAM_HASH";
+/// ... and, for custom schedules, the CSV text it validated.
+inline constexpr const char* kScheduleTextVariable = "PPCTL_SCHEDULE_TEXT";
 
 /// Throws ppctl::PlanError when runtime.device is cuda and this machine shows no CUDA device (the
 /// launcher calls it before spawning local workers).

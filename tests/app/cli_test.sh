@@ -125,6 +125,22 @@ assert names == {f"rank {r}" for r in range(4)}, names
 assert sum(1 for e in events if e.get("ph") == "X") == 4 * 8 * 2  # F and B per stage and microbatch
 PY
     ;;
+  custom_schedule)
+    # A hand-written CSV (saved with a UTF-8 byte order mark, as some editors do) runs and meets the
+    # oracle; the workers get the CSV text the launcher validated.
+    tiny_job 2 5 ""
+    sed -i 's/schedule: 1f1b/schedule: custom, schedule_file: sched.csv/; s/microbatches: 4/microbatches: 2/' "$WORK/job.yaml"
+    printf '\xEF\xBB\xBF# 1F1B, p = 2, m = 2\n0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n' > "$WORK/sched.csv"
+    "$PPCTL" verify "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "verify exited $?"
+    grep -q "^PASS" "$WORK/out" || fail "no PASS verdict"
+    # A V-shaped file (4 stages on 2 ranks) with virtual_stages left at 1: the fix names the key.
+    printf '0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0\n' > "$WORK/sched.csv"
+    sed -i 's/microbatches: 2/microbatches: 1/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "exit code $rc for a file that does not match the spec, expected 2"
+    grep -q "set pipeline.virtual_stages: 2 to match the file" "$WORK/out" || fail "the fix is not named"
+    ;;
   no_driver_dependency)
     # The binary must start where no GPU driver is installed: libcuda must not be a load-time need.
     ldd "$PPCTL" > "$WORK/out" 2>&1 || fail "ldd failed"
