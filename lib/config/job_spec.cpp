@@ -34,4 +34,30 @@ std::string to_string(Backend backend) {
   throw InternalError("to_string: unknown Backend");
 }
 
+std::string to_string(LrSchedule schedule) {
+  switch (schedule) {
+    case LrSchedule::Constant: return "constant";
+    case LrSchedule::Cosine: return "cosine";
+    case LrSchedule::Linear: return "linear";
+  }
+  throw InternalError("to_string: unknown LrSchedule");
+}
+
+std::string to_string(NonFinitePolicy policy) {
+  switch (policy) {
+    case NonFinitePolicy::Stop: return "stop";
+    case NonFinitePolicy::Skip: return "skip";
+  }
+  throw InternalError("to_string: unknown NonFinitePolicy");
+}
+
+std::string to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::None: return "none";
+    case Recompute::Full: return "full";
+    case Recompute::Blocks: return "blocks";
+  }
+  throw InternalError("to_string: unknown Recompute");
+}
+
 }  // namespace ppctl::config

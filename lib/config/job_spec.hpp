@@ -18,6 +18,26 @@ enum class ScheduleKind {
   Custom,           ///< `custom`: per-rank action lists read from pipeline.schedule_file (CSV)
 };
 
+/// Learning-rate schedule over optimizer steps (after the linear warmup).
+enum class LrSchedule {
+  Constant,  ///< `constant`: lr after warmup
+  Cosine,    ///< `cosine`: cosine decay from lr to min_lr over the steps after warmup
+  Linear,    ///< `linear`: linear decay from lr to min_lr over the steps after warmup
+};
+
+/// What every rank does when the loss or a gradient is not finite (NaN or infinite).
+enum class NonFinitePolicy {
+  Stop,  ///< `stop`: end the job with an error naming the stage(s) and the step
+  Skip,  ///< `skip`: skip the optimizer step (gradients discarded) and go on
+};
+
+/// Activation recomputation (trading compute for memory), per stage.
+enum class Recompute {
+  None,    ///< `none`: keep every activation from forward to backward
+  Full,    ///< `full`: keep only each stage's input per microbatch; recompute the forward at backward
+  Blocks,  ///< `blocks`: keep the input of every recompute_every-th block; recompute the blocks between
+};
+
 /// Where each worker's stage lives.
 enum class Device { Cpu, Cuda };
 
@@ -64,6 +84,10 @@ struct OptimizerSpec {
   double beta2 = 0.95;         ///< second-moment decay. Range [0, 1).
   double eps = 1e-8;           ///< denominator epsilon. Range (0, 1].
   double weight_decay = 0.1;   ///< decoupled weight decay. Range [0, 10].
+  LrSchedule lr_schedule = LrSchedule::Constant;  ///< `constant` (default), `cosine` or `linear`.
+  int64_t warmup_steps = 0;    ///< steps of linear warmup from lr / warmup_steps up to lr. Range [0, 1e9].
+  double min_lr = 0.0;         ///< the floor cosine and linear decay reach at the last step. Range [0, lr].
+  double clip_grad_norm = 0.0; ///< clip the global gradient norm (over every stage) to this; 0 = off. Range [0, 1e6].
 };
 
 /// The step loop.
@@ -71,6 +95,9 @@ struct TrainSpec {
   int64_t steps = 100;        ///< optimizer steps. Range [1, 1e9].
   uint64_t seed = 0;          ///< seeds weights, data order and dropout. Range [0, 2^63).
   int64_t log_interval = 10;  ///< log a line every N steps (and at the first and last). Range [1, 1e9].
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::Stop;  ///< `stop` (default) or `skip`.
+  Recompute recompute = Recompute::None;  ///< `none` (default), `full` or `blocks`.
+  int64_t recompute_every = 1;  ///< with recompute: blocks, keep every k-th block's input. Range [1, 10000].
 };
 
 /// Processes and communication.
@@ -98,5 +125,8 @@ struct JobSpec {
 std::string to_string(ScheduleKind kind);
 std::string to_string(Device device);
 std::string to_string(Backend backend);
+std::string to_string(LrSchedule schedule);
+std::string to_string(NonFinitePolicy policy);
+std::string to_string(Recompute recompute);
 
 }  // namespace ppctl::config

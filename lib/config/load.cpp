@@ -503,11 +503,19 @@ std::vector<Section> schema(JobSpec& spec) {
        {real_field("lr", o.lr, {0, true, 10, false}),
         {"betas", [&o](Context& c, const Entry& e) { return read_betas(c, e, o.beta1, o.beta2); }},
         real_field("eps", o.eps, {0, true, 1, false}),
-        real_field("weight_decay", o.weight_decay, {0, false, 10, false})}},
+        real_field("weight_decay", o.weight_decay, {0, false, 10, false}),
+        enum_field("lr_schedule", o.lr_schedule,
+                   std::vector{LrSchedule::Constant, LrSchedule::Cosine, LrSchedule::Linear}),
+        int_field("warmup_steps", o.warmup_steps, {0, kBillion}),
+        real_field("min_lr", o.min_lr, {0, false, 10, false}),
+        real_field("clip_grad_norm", o.clip_grad_norm, {0, false, 1e6, false})}},
       {"train",
        {int_field("steps", t.steps, {1, kBillion}),
         int_field("seed", t.seed, {0, std::numeric_limits<int64_t>::max()}),
-        int_field("log_interval", t.log_interval, {1, kBillion})}},
+        int_field("log_interval", t.log_interval, {1, kBillion}),
+        enum_field("on_nonfinite", t.on_nonfinite, std::vector{NonFinitePolicy::Stop, NonFinitePolicy::Skip}),
+        enum_field("recompute", t.recompute, std::vector{Recompute::None, Recompute::Full, Recompute::Blocks}),
+        int_field("recompute_every", t.recompute_every, {1, 10'000})}},
       {"runtime",
        {enum_field("device", r.device, std::vector{Device::Cpu, Device::Cuda}, {{"gpu", "cuda"}}),
         enum_field("backend", r.backend, std::vector{Backend::Auto, Backend::Gloo, Backend::Nccl}),
@@ -798,10 +806,21 @@ class Loader {
     }
   }
 
+  /// optimizer.min_lr is a floor below optimizer.lr.
+  void check_min_lr() {
+    const OptimizerSpec& o = spec_.optimizer;
+    if (usable("optimizer.min_lr") && usable("optimizer.lr") && o.min_lr > o.lr) {
+      combination_problem("optimizer.min_lr", "optimizer.lr", fmt::format("{:g}", o.min_lr),
+                          fmt::format("must not exceed optimizer.lr ({:g})", o.lr),
+                          fmt::format("use a floor of at most {:g}, e.g. {:g}", o.lr, o.lr / 10));
+    }
+  }
+
   void check_combinations() {
     const ModelSpec& m = spec_.model;
     const RuntimeSpec& r = spec_.runtime;
     check_layers_cover_stages();
+    check_min_lr();
     check_data_covers_a_sequence();
     if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
       combination_problem("model.heads", "model.hidden", std::to_string(m.heads),

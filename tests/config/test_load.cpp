@@ -1030,3 +1030,30 @@ TEST_CASE("closest_match accepts near misses and prefixes only", "[config][sugge
   CHECK(did_you_mean("colour", keys) == "use one of vocab_size, layers, hidden, heads, seq_len, dropout");
   CHECK(did_you_mean("layer", keys) == "did you mean 'layers'?");
 }
+
+TEST_CASE("training-step fields: LR schedule, clipping, non-finite policy, recomputation", "[config]") {
+  const auto spec = parse_job_spec(with_data("optimizer: {lr: 0.01, lr_schedule: cosine, warmup_steps: 20, "
+                                             "min_lr: 0.001, clip_grad_norm: 1.5}\n"
+                                             "train: {on_nonfinite: skip, recompute: blocks, recompute_every: 2}\n"),
+                                   "job.yaml", corpus_dir().str());
+  CHECK(spec.optimizer.lr_schedule == ppctl::config::LrSchedule::Cosine);
+  CHECK(spec.optimizer.warmup_steps == 20);
+  CHECK(spec.optimizer.min_lr == 0.001);
+  CHECK(spec.optimizer.clip_grad_norm == 1.5);
+  CHECK(spec.train.on_nonfinite == ppctl::config::NonFinitePolicy::Skip);
+  CHECK(spec.train.recompute == ppctl::config::Recompute::Blocks);
+  CHECK(spec.train.recompute_every == 2);
+
+  const auto defaults = parse_job_spec(with_data(""), "job.yaml", corpus_dir().str());
+  CHECK(defaults.optimizer.lr_schedule == ppctl::config::LrSchedule::Constant);
+  CHECK(defaults.optimizer.clip_grad_norm == 0.0);
+  CHECK(defaults.train.on_nonfinite == ppctl::config::NonFinitePolicy::Stop);
+  CHECK(defaults.train.recompute == ppctl::config::Recompute::None);
+
+  check(only_problem(with_data("optimizer: {lr: 0.01,\n  min_lr: 0.1}\n")), 2, "optimizer.min_lr", "0.1",
+        "must not exceed optimizer.lr (0.01)");
+  check(only_problem(with_data("train: {recompute: some}\n")), 1, "train.recompute", "\"some\"",
+        "must be one of none, full, blocks");
+  check(only_problem(with_data("optimizer: {clip_grad_norm: -1}\n")), 1, "optimizer.clip_grad_norm", "-1",
+        "must be in [0, 1000000]");
+}
