@@ -6,6 +6,10 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdlib>
 #include <optional>
@@ -41,6 +45,36 @@ int env_int(const char* name, std::optional<int> fallback, int min, int max) {
   return static_cast<int>(value);
 }
 
+/// The launcher hosts the store on `host`, so it must resolve to an address of this machine: try to
+/// bind a socket to it (port 0), which fails at once otherwise, instead of a connect that would time
+/// out. Throws CommError naming runtime.master_addr.
+void check_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    throw CommError(fmt::format("runtime.master_addr '{}' does not resolve: {} (fix: use 127.0.0.1 "
+                                "to run on this machine, or a name or address of this machine)",
+                                host, ::gai_strerror(rc)));
+  }
+  int bind_errno = 0;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    bind_errno = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    ::close(fd);
+    if (bind_errno == 0) break;
+  }
+  ::freeaddrinfo(found);
+  if (bind_errno != 0) {
+    throw CommError(fmt::format("runtime.master_addr '{}' is not an address of this machine ({}); "
+                                "the local launcher hosts the rendezvous store itself (fix: use "
+                                "127.0.0.1, or this machine's own name or address)",
+                                host, std::strerror(bind_errno)));
+  }
+}
+
 }  // namespace
 
 RendezvousInfo rendezvous_from_env() {
@@ -70,16 +104,7 @@ StoreServer::StoreServer(const std::string& host, int port, int world_size,
   options.numWorkers = static_cast<size_t>(world_size);
   options.waitWorkers = false;  // workers connect after the launcher spawns them
   options.timeout = timeout;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
-    throw CommError(fmt::format("runtime.master_addr '{}' does not resolve: {} (fix: use 127.0.0.1 "
-                                "to run on this machine, or a name or address of this machine)",
-                                host, ::gai_strerror(rc)));
-  }
-  ::freeaddrinfo(found);
+  check_local_address(host);
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
   } catch (const std::exception& e) {

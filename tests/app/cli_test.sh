@@ -141,6 +141,15 @@ PY
     [ "$rc" -eq 2 ] || fail "exit code $rc for a file that does not match the spec, expected 2"
     grep -q "set pipeline.virtual_stages: 2 to match the file" "$WORK/out" || fail "the fix is not named"
     ;;
+  bad_master_addr)
+    # The launcher hosts the store: an address of another machine fails at once (192.0.2.1 is reserved
+    # for documentation; only bind(2) is tried, nothing is sent; no name lookup either).
+    tiny_job 2 5 "runtime: {master_addr: 192.0.2.1}"
+    sed -i 's/^runtime: {comm_timeout_s: 30}$//' "$WORK/job.yaml"
+    timeout 20 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 && fail "train succeeded"
+    grep -q "runtime.master_addr '192.0.2.1' is not an address of this machine" "$WORK/out" || fail "no clear message"
+    no_leftovers
+    ;;
   no_driver_dependency)
     # The binary must start where no GPU driver is installed: libcuda must not be a load-time need.
     ldd "$PPCTL" > "$WORK/out" 2>&1 || fail "ldd failed"
