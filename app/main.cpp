@@ -249,7 +249,20 @@ int main(int argc, char** argv) {
   worker->add_option("spec", worker_options.spec_path, "Job spec (YAML)")->required();
   worker->add_option("--steps", worker_options.steps, "Override train.steps");
   worker->add_option("--dump-gradients", worker_options.dump_gradients_dir,
-                     "Testing: write step 1's gradients to DIR/rank<R>.pt and stop");
+                     "Testing: write step 1's gradients (after clipping), loss and global "
+                     "gradient norm to DIR/rank<R>.pt and stop");
+  worker->add_option_function<std::string>(
+      "--inject-nan",
+      [&worker_options](const std::string& text) {
+        try {
+          worker_options.inject_nan = ppctl::train::parse_nan_injection(text);
+        } catch (const ppctl::Error& e) {
+          throw CLI::ValidationError(e.what());
+        }
+      },
+      "Fault injection for tests: fill stage STAGE's gradients with NaN after the backward of step "
+      "STEP (from 1), to exercise train.on_nonfinite")
+      ->type_name("STAGE:STEP");
 
   try {
     app.parse(argc, argv);

@@ -70,6 +70,17 @@ class ProcessGroupCommunicator final : public Communicator {
     return values;
   }
 
+  std::vector<double> all_reduce_sum(const std::vector<double>& values) override {
+    if (values.empty()) return {};
+    const auto options = at::TensorOptions().dtype(at::kDouble);
+    std::vector<at::Tensor> tensors{at::tensor(values, options).to(device_)};
+    c10d::AllreduceOptions reduce;
+    reduce.reduceOp = c10d::ReduceOp::SUM;
+    wait(post([&] { return backend_->allreduce(tensors, reduce); }, -1, "all-reduce"));
+    const auto sums = tensors[0].cpu().contiguous();
+    return {sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel()};
+  }
+
  private:
   template <typename Post>
   PendingOp post(Post&& post_op, int peer, std::string what) {

@@ -1,6 +1,6 @@
 // One communicator interface for the pipeline: non-blocking point-to-point sends and receives with
-// timed waits, plus barrier. Implemented over LibTorch's c10d ProcessGroupGloo (CPU) and
-// ProcessGroupNCCL (CUDA). The c10d headers stay in the .cpp files.
+// timed waits, plus barrier, all-gather and all-reduce. Implemented over LibTorch's c10d
+// ProcessGroupGloo (CPU) and ProcessGroupNCCL (CUDA). The c10d headers stay in the .cpp files.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -37,7 +37,7 @@ class Communicator {
   /// info.master_addr:info.master_port and builds the backend's process group.
   /// `timeout` bounds the rendezvous and every later wait.
   /// Throws ppctl::CommError / CommTimeout naming the address when the store cannot be reached.
-  /// Collectives (all_gather) use tensors on `device` (a CUDA device for NCCL).
+  /// Collectives (all_gather, all_reduce_sum) use tensors on `device` (a CUDA device for NCCL).
   static std::unique_ptr<Communicator> create(const RendezvousInfo& info, BackendKind backend,
                                               std::chrono::milliseconds timeout, at::Device device);
 
@@ -55,6 +55,10 @@ class Communicator {
   virtual void barrier() = 0;
   /// Every rank contributes `value`; returns all of them, indexed by rank. Bounded by the timeout.
   virtual std::vector<int64_t> all_gather(int64_t value) = 0;
+  /// Every rank contributes `values` (the same length on every rank); returns their element-wise
+  /// sum over the ranks in fp64, identical on every rank (c10d allreduce, ReduceOp::SUM, on the
+  /// collectives' device). Bounded by the timeout.
+  virtual std::vector<double> all_reduce_sum(const std::vector<double>& values) = 0;
 };
 
 }  // namespace ppctl::comm

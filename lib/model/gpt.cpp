@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
+
 namespace ppctl::model {
 namespace {
 
@@ -104,15 +106,45 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
 }
 
 torch::Tensor StageModuleImpl::forward(const torch::Tensor& input, const DropoutContext& dropout) {
+  return forward_parts(input, 0, num_parts(), dropout);
+}
+
+int64_t StageModuleImpl::num_parts() const {
+  return (layout_.has_embedding ? 1 : 0) + static_cast<int64_t>(blocks_.size()) +
+         (layout_.has_head ? 1 : 0);
+}
+
+torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t begin, int64_t end,
+                                             const DropoutContext& dropout) {
+  PPCTL_ASSERT(0 <= begin && begin <= end && end <= num_parts(),
+               fmt::format("parts [{}, {}) of a stage with {}", begin, end, num_parts()));
+  const int64_t first_block = layout_.has_embedding ? 1 : 0;
+  const auto blocks = static_cast<int64_t>(blocks_.size());
   torch::Tensor x = input;
-  if (layout_.has_embedding) {
-    auto positions = torch::arange(input.size(1), torch::dtype(torch::kLong).device(input.device()));
-    x = tok_embed_->forward(input) + pos_embed_->forward(positions).unsqueeze(0);
-    x = seeded_dropout(x, spec_.dropout, dropout, -1, 0);
+  for (int64_t part = begin; part < end; ++part) {
+    const int64_t block = part - first_block;
+    if (block < 0) {
+      auto positions = torch::arange(x.size(1), torch::dtype(torch::kLong).device(x.device()));
+      x = tok_embed_->forward(x) + pos_embed_->forward(positions).unsqueeze(0);
+      x = seeded_dropout(x, spec_.dropout, dropout, -1, 0);
+    } else if (block < blocks) {
+      x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
+    } else {
+      x = lm_head_->forward(ln_f_->forward(x));
+    }
   }
-  for (auto& block : blocks_) x = block->forward(x, dropout);
-  if (layout_.has_head) x = lm_head_->forward(ln_f_->forward(x));
   return x;
+}
+
+std::vector<int64_t> StageModuleImpl::segment_starts(int64_t every) const {
+  PPCTL_ASSERT(every >= 1, fmt::format("a segment of {} blocks", every));
+  const int64_t first_block = layout_.has_embedding ? 1 : 0;
+  const auto blocks = static_cast<int64_t>(blocks_.size());
+  std::vector<int64_t> starts;
+  if (layout_.has_embedding) starts.push_back(0);
+  for (int64_t block = 0; block < blocks; block += every) starts.push_back(first_block + block);
+  if (layout_.has_head) starts.push_back(first_block + blocks);
+  return starts;
 }
 
 torch::Tensor StageModuleImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {

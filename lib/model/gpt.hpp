@@ -54,7 +54,25 @@ class StageModuleImpl : public torch::nn::Module {
 
   /// First stage: token ids [batch, seq_len] int64 -> hidden [batch, seq_len, hidden].
   /// Middle stages: hidden -> hidden. Last stage: -> logits [batch, seq_len, vocab_size].
+  /// The same as forward_parts(input, 0, num_parts(), dropout).
   torch::Tensor forward(const torch::Tensor& input, const DropoutContext& dropout);
+
+  /// The parts of the stage in the order forward() runs them: the embedding (first stage only),
+  /// one part per block, then the final norm and LM head together (last stage only). Activation
+  /// recomputation cuts a stage into segments at part boundaries.
+  int64_t num_parts() const;
+
+  /// Runs parts [begin, end) (0 <= begin <= end <= num_parts()) on `input`: token ids when `begin`
+  /// is the embedding, hidden states [batch, seq_len, hidden] otherwise. Dropout masks depend on
+  /// the layer, not on the range, so running the parts range by range equals forward().
+  torch::Tensor forward_parts(const torch::Tensor& input, int64_t begin, int64_t end,
+                              const DropoutContext& dropout);
+
+  /// The parts at which checkpoint segments start when the input of every `every`-th block
+  /// (counted from the stage's first block) is kept: the embedding and the head are segments of
+  /// their own, the blocks are cut into runs of `every` (the last run may be shorter). Ascending,
+  /// starting with 0. `every` >= 1.
+  std::vector<int64_t> segment_starts(int64_t every) const;
 
   /// Mean cross-entropy (nats per token) of logits [batch, seq_len, vocab] against targets
   /// [batch, seq_len] int64. Only meaningful on the last stage.

@@ -1,10 +1,13 @@
-// Executor: runs one rank's compute and communication actions for one training step.
+// Executor: runs one rank's compute and communication actions for one training step, keeping for
+// each backward what the recomputation policy says and rebuilding the rest.
 #include "runtime/executor.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/check.hpp"
 
@@ -15,28 +18,41 @@ using schedule::ActionKind;
 
 Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program,
                    int rank, comm::Communicator* comm, std::vector<int64_t> activation_shape,
-                   torch::Device device)
+                   torch::Device device, RecomputePolicy recompute)
     : stages_(std::move(stages)),
       program_(program),
       rank_(rank),
       comm_(comm),
       activation_shape_(std::move(activation_shape)),
-      device_(device) {}
+      device_(device),
+      recompute_(recompute),
+      memory_(device) {
+  for (const auto& [index, stage] : stages_) {
+    segment_starts_[index] = recompute_.mode == config::Recompute::Blocks
+                                 ? stage->segment_starts(recompute_.every)
+                                 : std::vector<int64_t>{0};
+  }
+}
 
 StepResult Executor::run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
                               const model::DropoutContext& dropout, double loss_scale) {
   StepResult result;
+  memory_.reset_peak();
+  const int64_t start_bytes = memory_.read().live;
+  const int64_t start_gradient_bytes = gradient_bytes();
   size_t position = 0;
   try {
     for (; position < actions.size(); ++position) {
       const auto& action = actions[position];
-      if (!schedule::is_compute(action.kind)) {
-        execute(action, data, dropout, loss_scale, result);
-        continue;
-      }
       const auto start = std::chrono::steady_clock::now();
       const double waited_before = receive_wait_ms_;
       execute(action, data, dropout, loss_scale, result);
+      const int64_t held = memory_.read().live - start_bytes;
+      result.held_bytes = std::max(result.held_bytes, held);
+      result.kept_bytes =
+          std::max(result.kept_bytes,
+                   held - communication_bytes() - (gradient_bytes() - start_gradient_bytes));
+      if (!schedule::is_compute(action.kind)) continue;
       const double waited = receive_wait_ms_ - waited_before;
       const auto kind = static_cast<size_t>(action.kind);
       result.compute_ms[kind] +=
@@ -57,17 +73,53 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
                   position, actions.size(), row);
     sends_.clear();
     recvs_.clear();
-    inputs_.clear();
+    slots_.clear();
     outputs_.clear();
     input_grads_.clear();
-    output_grads_.clear();
     throw;
   }
   sends_.clear();
   PPCTL_ASSERT(recvs_.empty(), "receives posted but never consumed in this step");
-  PPCTL_ASSERT(outputs_.empty() && inputs_.empty() && input_grads_.empty() && output_grads_.empty(),
+  PPCTL_ASSERT(slots_.empty() && outputs_.empty() && input_grads_.empty(),
                "activations or gradients left over at the end of the step");
+  result.peak_bytes = memory_.read().peak - start_bytes;
+  max_memory_.kept_bytes = std::max(max_memory_.kept_bytes, result.kept_bytes);
+  max_memory_.held_bytes = std::max(max_memory_.held_bytes, result.held_bytes);
+  max_memory_.peak_bytes = std::max(max_memory_.peak_bytes, result.peak_bytes);
   return result;
+}
+
+std::string Executor::memory_report() const {
+  const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+  auto mode = config::to_string(recompute_.mode);
+  if (recompute_.mode == config::Recompute::Blocks) {
+    mode += fmt::format(" every {}", recompute_.every);
+  }
+  return fmt::format(
+      "recompute {}: kept for backward up to {:.1f} MiB; tensors held between actions up to {:.1f} "
+      "MiB, peak {:.1f} MiB above the step's start",
+      mode, mib(max_memory_.kept_bytes), mib(max_memory_.held_bytes), mib(max_memory_.peak_bytes));
+}
+
+int64_t Executor::communication_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [op, tensor] : sends_) bytes += static_cast<int64_t>(tensor.nbytes());
+  for (const auto& [key, recv] : recvs_) bytes += static_cast<int64_t>(recv.buffer.nbytes());
+  return bytes;
+}
+
+int64_t Executor::gradient_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [index, stage] : stages_) {
+    for (const auto& param : stage->parameters()) {
+      if (param.grad().defined()) bytes += static_cast<int64_t>(param.grad().nbytes());
+    }
+  }
+  return bytes;
+}
+
+int Executor::rank_of(int64_t stage) const {
+  return static_cast<int>(program_.stage_to_rank.at(static_cast<size_t>(stage)));
 }
 
 torch::Tensor Executor::take_received(const Action& consumer, ActionKind recv_kind) {
@@ -85,11 +137,7 @@ torch::Tensor Executor::take_received(const Action& consumer, ActionKind recv_ki
 
 void Executor::execute(const Action& action, const MicrobatchSource& data,
                        const model::DropoutContext& dropout, double loss_scale, StepResult& result) {
-  const auto key = std::make_pair(action.stage, action.microbatch);
-  const int64_t last_stage = program_.num_stages - 1;
-  const auto rank_of = [&](int64_t stage) {
-    return static_cast<int>(program_.stage_to_rank.at(static_cast<size_t>(stage)));
-  };
+  const auto key = Key{action.stage, action.microbatch};
   const auto tag = [&] { return schedule::message_tag(action, program_.num_microbatches); };
   const auto text = schedule::to_string(action);
 
@@ -111,45 +159,22 @@ void Executor::execute(const Action& action, const MicrobatchSource& data,
       auto& store = forward ? outputs_ : input_grads_;
       auto it = store.find(key);
       PPCTL_ASSERT(it != store.end(), fmt::format("{} has nothing to send", text));
-      auto tensor = forward ? it->second.detach().contiguous() : it->second.contiguous();
-      if (!forward) input_grads_.erase(it);
+      auto tensor = it->second.detach().contiguous();
+      store.erase(it);
       const int peer = rank_of(action.stage + (forward ? 1 : -1));
       auto op = comm_->isend(tensor, peer, tag(),
                              fmt::format("send of {} {}", text, forward ? "activation" : "gradient"));
       sends_.emplace_back(std::move(op), std::move(tensor));
       return;
     }
-    case ActionKind::F: {
-      auto& stage = stages_.at(action.stage);
-      torch::Tensor input;
-      if (action.stage == 0) {
-        input = data(action.microbatch).tokens.to(device_);
-      } else if (rank_of(action.stage - 1) == rank_) {
-        auto prev = outputs_.find({action.stage - 1, action.microbatch});
-        PPCTL_ASSERT(prev != outputs_.end(), fmt::format("{} before its previous stage", text));
-        input = prev->second.detach().requires_grad_(true);
-      } else {
-        input = take_received(action, ActionKind::RECV_F).requires_grad_(true);
-      }
-      model::DropoutContext ctx = dropout;
-      ctx.microbatch = action.microbatch;
-      auto output = stage->forward(input, ctx);
-      if (action.stage == last_stage) {
-        auto targets = data(action.microbatch).targets.to(device_);
-        auto loss = stage->loss(output, targets);
-        result.loss_sum += loss.item<double>();
-        result.loss_count += 1;
-        output = loss * loss_scale;
-      }
-      inputs_[key] = input;
-      outputs_[key] = output;
+    case ActionKind::F:
+      forward(action, data, dropout, loss_scale, result);
       return;
-    }
     case ActionKind::B:
-      backward_full(action);
+      backward(action, /*split=*/false);
       return;
     case ActionKind::I:
-      backward_input(action);
+      backward(action, /*split=*/true);
       return;
     case ActionKind::W:
       backward_weight(action);
@@ -157,10 +182,69 @@ void Executor::execute(const Action& action, const MicrobatchSource& data,
   }
 }
 
+void Executor::forward(const Action& action, const MicrobatchSource& data,
+                       const model::DropoutContext& dropout, double loss_scale,
+                       StepResult& result) {
+  const auto key = Key{action.stage, action.microbatch};
+  // Without recomputation the input is a leaf of the graph F builds; with it, the backward makes
+  // its own leaf from the kept input.
+  const bool keep_graph = recompute_.mode == config::Recompute::None;
+  torch::Tensor input;
+  if (action.stage == 0) {
+    input = data(action.microbatch).tokens.to(device_);
+  } else if (rank_of(action.stage - 1) == rank_) {
+    auto prev = outputs_.find({action.stage - 1, action.microbatch});
+    PPCTL_ASSERT(prev != outputs_.end(),
+                 fmt::format("{} before its previous stage", schedule::to_string(action)));
+    input = prev->second.detach().requires_grad_(keep_graph);
+    outputs_.erase(prev);
+  } else {
+    input = take_received(action, ActionKind::RECV_F).requires_grad_(keep_graph);
+  }
+
+  Slot slot;
+  slot.stage = action.stage;
+  slot.dropout = dropout;
+  slot.dropout.microbatch = action.microbatch;
+  slot.loss_scale = loss_scale;
+  const bool last = action.stage == program_.num_stages - 1;
+  if (last) slot.targets = data(action.microbatch).targets.to(device_);
+
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!keep_graph) no_grad.emplace();
+  const auto& starts = segment_starts_.at(action.stage);
+  const int64_t parts = stages_.at(action.stage)->num_parts();
+  torch::Tensor x = input;
+  double loss = 0.0;
+  for (size_t j = 0; j < starts.size(); ++j) {
+    Segment segment{starts[j], j + 1 < starts.size() ? starts[j + 1] : parts, x, {}};
+    x = run_segment(slot, segment.begin, segment.end, x, &loss);
+    if (keep_graph) segment.output = x;
+    slot.segments.push_back(std::move(segment));
+  }
+  if (last) {
+    result.loss_sum += loss;
+    result.loss_count += 1;
+  } else {
+    outputs_[key] = x;
+  }
+  slots_[key] = std::move(slot);
+}
+
+torch::Tensor Executor::run_segment(const Slot& slot, int64_t begin, int64_t end,
+                                    const torch::Tensor& x, double* loss) {
+  auto& stage = stages_.at(slot.stage);
+  auto y = stage->forward_parts(x, begin, end, slot.dropout);
+  if (!stage->has_head() || end < stage->num_parts()) return y;
+  auto value = stage->loss(y, slot.targets);
+  if (loss != nullptr) *loss = value.item<double>();
+  return value * slot.loss_scale;
+}
+
 torch::Tensor Executor::output_grad(const Action& action) {
   const auto text = schedule::to_string(action);
   if (action.stage == program_.num_stages - 1) return {};
-  if (program_.stage_to_rank.at(static_cast<size_t>(action.stage + 1)) == rank_) {
+  if (rank_of(action.stage + 1) == rank_) {
     auto next = input_grads_.find({action.stage + 1, action.microbatch});
     PPCTL_ASSERT(next != input_grads_.end(), fmt::format("{} before the next stage's backward", text));
     auto grad = next->second;
@@ -170,55 +254,55 @@ torch::Tensor Executor::output_grad(const Action& action) {
   return take_received(action, ActionKind::RECV_B);
 }
 
-namespace {
-
-/// Gradients to seed autograd with: none for the last stage's scalar loss (implicitly 1).
-std::vector<torch::Tensor> seed_gradients(const torch::Tensor& grad) {
-  return grad.defined() ? std::vector<torch::Tensor>{grad} : std::vector<torch::Tensor>{};
+std::map<Executor::Key, Executor::Slot>::iterator Executor::find_slot(const Action& action,
+                                                                      bool after_input_backward) {
+  auto it = slots_.find({action.stage, action.microbatch});
+  const bool ready = it != slots_.end() && it->second.segments.empty() == after_input_backward;
+  PPCTL_ASSERT(ready, fmt::format("{} before its {}", schedule::to_string(action),
+                                  after_input_backward ? "I" : "forward"));
+  return it;
 }
 
-}  // namespace
-
-Executor::ForwardState Executor::forward_state(const Action& action) {
-  const auto key = std::make_pair(action.stage, action.microbatch);
-  auto out = outputs_.find(key);
-  auto in = inputs_.find(key);
-  PPCTL_ASSERT(out != outputs_.end() && in != inputs_.end(),
-               fmt::format("{} before its forward", schedule::to_string(action)));
-  return {key, out, in};
-}
-
-void Executor::backward_full(const Action& action) {
-  const auto state = forward_state(action);
-  torch::autograd::backward({state.output->second}, seed_gradients(output_grad(action)));
-  if (action.stage > 0) input_grads_[state.key] = state.input->second.grad();
-  outputs_.erase(state.output);
-  inputs_.erase(state.input);
-}
-
-void Executor::backward_input(const Action& action) {
-  const auto state = forward_state(action);
-  const auto grad = output_grad(action);
-  if (action.stage > 0) {
-    // Only d loss / d input; the graph stays for W. Parameters' .grad are untouched.
-    input_grads_[state.key] = torch::autograd::grad({state.output->second}, {state.input->second},
-                                                    seed_gradients(grad), /*retain_graph=*/true)[0];
+void Executor::backward(const Action& action, bool split) {
+  auto it = find_slot(action, /*after_input_backward=*/false);
+  auto& slot = it->second;
+  auto grad = output_grad(action);  // d loss / d output of the segment at hand, last to first
+  for (auto segment = slot.segments.rbegin(); segment != slot.segments.rend(); ++segment) {
+    const bool wants_input_grad = segment->begin > 0 || action.stage > 0;  // not of token ids
+    auto x = segment->input;
+    auto y = segment->output;
+    if (!y.defined()) {  // recompute the segment's graph from its kept input
+      x = x.detach().requires_grad_(wants_input_grad);
+      y = run_segment(slot, segment->begin, segment->end, x, nullptr);
+    }
+    *segment = {};  // from here the graph lives in x and y only
+    // The last stage's last segment ends in the scaled loss: seed it with 1.
+    if (!grad.defined()) grad = torch::ones_like(y);
+    torch::Tensor input_grad;
+    if (split) {
+      // Only d loss / d input; the graph stays for W. Parameters' .grad are untouched.
+      if (wants_input_grad) {
+        input_grad = torch::autograd::grad({y}, {x}, {grad}, /*retain_graph=*/true)[0];
+      }
+      slot.roots.push_back(y);
+      slot.root_grads.push_back(grad);
+    } else {
+      torch::autograd::backward({y}, {grad});
+      if (wants_input_grad) input_grad = x.grad();
+    }
+    grad = input_grad;
   }
-  output_grads_[state.key] = grad;
-  inputs_.erase(state.input);
+  slot.segments.clear();
+  if (action.stage > 0) input_grads_[it->first] = grad;
+  if (!split) slots_.erase(it);
 }
 
 void Executor::backward_weight(const Action& action) {
-  const auto key = std::make_pair(action.stage, action.microbatch);
-  auto out = outputs_.find(key);
-  auto grad = output_grads_.find(key);
-  PPCTL_ASSERT(out != outputs_.end() && grad != output_grads_.end(),
-               fmt::format("{} before its I", schedule::to_string(action)));
+  auto it = find_slot(action, /*after_input_backward=*/true);
   const auto params = stages_.at(action.stage)->parameters();
-  torch::autograd::backward({out->second}, seed_gradients(grad->second), /*retain_graph=*/false,
+  torch::autograd::backward(it->second.roots, it->second.root_grads, /*retain_graph=*/false,
                             /*create_graph=*/false, params);
-  outputs_.erase(out);
-  output_grads_.erase(grad);
+  slots_.erase(it);
 }
 
 }  // namespace ppctl::runtime

@@ -7,10 +7,13 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "config/job_spec.hpp"
 #include "model/gpt.hpp"
+#include "runtime/memory.hpp"
 #include "schedule/action.hpp"
 
 namespace ppctl::runtime {
@@ -32,20 +35,48 @@ struct StepResult {
   std::array<double, 4> compute_ms{};   ///< wall time spent in F, B, I, W actions (index = ActionKind)
   std::array<int64_t, 4> compute_count{};  ///< how many of each ran
   double receive_wait_ms = 0.0;  ///< time blocked waiting for receives (not counted as compute)
+  /// The most tensor bytes alive between two actions of the step, above those alive when it began:
+  /// what forwards keep for their backwards (activations, or only checkpoints with recomputation),
+  /// received tensors not yet used, gradients not yet sent, sends in flight and the .grad buffers.
+  int64_t held_bytes = 0;
+  /// The most of held_bytes between two actions that is neither a communication buffer (sends in
+  /// flight, posted receives) nor a .grad buffer: what forwards keep for their backwards.
+  int64_t kept_bytes = 0;
+  /// The high-water mark of tensor bytes during the step, inside actions too (recomputed graphs,
+  /// temporaries), above those alive when it began.
+  int64_t peak_bytes = 0;
+};
+
+/// How activations are kept from a stage's forward to its backward (train.recompute and
+/// train.recompute_every in the job spec). Every mode gives the same gradients.
+/// - None: F builds the autograd graph; it holds every activation until the backward.
+/// - Full: F runs without a graph and keeps the stage's input; the backward (B, or I for split
+///   backward) runs the forward again with the graph, then differentiates it.
+/// - Blocks: F runs without a graph and keeps the input of every segment (the embedding, runs of
+///   `every` blocks, the head with the loss; StageModule::segment_starts); the backward recomputes
+///   and differentiates one segment at a time, from the last to the first, so at most one
+///   segment's graph exists at a time. With split backward, I keeps every segment's graph for W.
+struct RecomputePolicy {
+  config::Recompute mode = config::Recompute::None;
+  int64_t every = 1;  ///< with Blocks: blocks per segment (keep every `every`-th block's input)
 };
 
 /// Runs Programs made by schedule::generate on the stages this rank holds.
 /// Split backward (zero-bubble schedules): I computes only d loss / d input, keeping the graph;
 /// W later accumulates the weight gradients (autograd restricted to the stage's parameters).
 /// Together they equal B exactly, so every schedule meets the same gradient oracle.
+/// A forward keeps what RecomputePolicy says; the backward actions rebuild what is missing.
 class Executor {
  public:
   /// `stages`: the modules of this rank, keyed by stage index (one, or several for virtual stages).
   /// `program`: the whole job's program (for stage_to_rank and geometry).
   /// `activation_shape`: [micro_batch_size, seq_len, hidden] of every tensor crossing stages (float32).
   /// `comm` may be null when every stage is on this rank.
+  /// `recompute`: what each forward keeps for its backward.
+  /// Counts tensor memory on `device` (MemoryMeter: on the CPU it installs a counting allocator).
   Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program, int rank,
-           comm::Communicator* comm, std::vector<int64_t> activation_shape, torch::Device device);
+           comm::Communicator* comm, std::vector<int64_t> activation_shape, torch::Device device,
+           RecomputePolicy recompute = {});
 
   /// Executes `actions` (this rank's list) for one step; gradients accumulate into the modules'
   /// .grad, each microbatch's loss multiplied by `loss_scale` (1/m for the mean over the batch).
@@ -54,25 +85,57 @@ class Executor {
   StepResult run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
                       const model::DropoutContext& dropout, double loss_scale);
 
+  /// The largest StepResult::kept_bytes, held_bytes and peak_bytes of the steps run so far, and the
+  /// policy: e.g. "recompute full: kept for backward up to 1.5 MiB; tensors held between actions up
+  /// to 9.8 MiB, peak 20.0 MiB above the step's start".
+  std::string memory_report() const;
+
  private:
-  struct Slot;  // per (stage, microbatch) tensors
+  using Key = std::pair<int64_t, int64_t>;  // (stage, microbatch)
+  /// Parts [begin, end) of a stage (StageModule::forward_parts) and what F kept of them.
+  struct Segment {
+    int64_t begin = 0, end = 0;
+    torch::Tensor input;   // a leaf requiring grad when F built the graph (policy None)
+    torch::Tensor output;  // the graph's root when F built it, else undefined
+  };
+  /// What the forward of one (stage, microbatch) left for its backward.
+  struct Slot {
+    int64_t stage = 0;
+    model::DropoutContext dropout;  // with this microbatch: recomputation draws the same masks
+    torch::Tensor targets;          // last stage: the loss's targets
+    double loss_scale = 1.0;
+    std::vector<Segment> segments;  // first to last; emptied by the backward
+    std::vector<torch::Tensor> roots;       // split backward: the graphs I kept for W ...
+    std::vector<torch::Tensor> root_grads;  // ... and the gradients of their outputs
+  };
   void execute(const schedule::Action& action, const MicrobatchSource& data,
                const model::DropoutContext& dropout, double loss_scale, StepResult& result);
   torch::Tensor take_received(const schedule::Action& consumer, schedule::ActionKind recv_kind);
   /// d loss / d output of (stage, mb) for B and I: from the local next stage, from a receive, or
   /// undefined on the last stage (whose "output" is the scaled loss itself).
   torch::Tensor output_grad(const schedule::Action& action);
-  using TensorMap = std::map<std::pair<int64_t, int64_t>, torch::Tensor>;
-  /// The stored output and input of (stage, mb) of a backward action; asserts its forward ran.
-  struct ForwardState {
-    std::pair<int64_t, int64_t> key;
-    TensorMap::iterator output;
-    TensorMap::iterator input;
-  };
-  ForwardState forward_state(const schedule::Action& action);
-  void backward_full(const schedule::Action& action);
-  void backward_input(const schedule::Action& action);
+  /// F: runs the stage segment by segment (with or without the graph, as the policy says), keeps
+  /// the slot and hands the output on (or, on the last stage, adds the loss to `result`).
+  void forward(const schedule::Action& action, const MicrobatchSource& data,
+               const model::DropoutContext& dropout, double loss_scale, StepResult& result);
+  /// Parts [begin, end) of the slot's stage on `x`; past the head also the loss times the scale.
+  /// Sets `*loss` to the unscaled loss when that was computed and `loss` is not null.
+  torch::Tensor run_segment(const Slot& slot, int64_t begin, int64_t end, const torch::Tensor& x,
+                            double* loss);
+  /// B (`split` false) or I (`split` true): segment by segment from the last, rebuilding each
+  /// graph the forward did not keep; B differentiates fully, I only towards the inputs and keeps
+  /// the graphs with their output gradients in the slot for W.
+  void backward(const schedule::Action& action, bool split);
+  /// W: the weight gradients of the graphs I kept.
   void backward_weight(const schedule::Action& action);
+  /// The slot of a backward action's (stage, mb). Asserts that the action may run: B and I
+  /// (`after_input_backward` false) need a forward not yet differentiated, W an I before it.
+  std::map<Key, Slot>::iterator find_slot(const schedule::Action& action,
+                                          bool after_input_backward);
+  int rank_of(int64_t stage) const;
+  /// Bytes of the tensors in sends_ and recvs_, and of the .grad of this rank's parameters.
+  int64_t communication_bytes() const;
+  int64_t gradient_bytes() const;
 
   std::map<int64_t, model::StageModule> stages_;
   const schedule::Program& program_;
@@ -80,11 +143,12 @@ class Executor {
   comm::Communicator* comm_;
   std::vector<int64_t> activation_shape_;
   torch::Device device_;
+  RecomputePolicy recompute_;
+  std::map<int64_t, std::vector<int64_t>> segment_starts_;  // per stage held: see RecomputePolicy
 
-  std::map<std::pair<int64_t, int64_t>, torch::Tensor> inputs_;       // stage input (leaf with grad)
-  std::map<std::pair<int64_t, int64_t>, torch::Tensor> outputs_;      // stage output or scaled loss
-  std::map<std::pair<int64_t, int64_t>, torch::Tensor> input_grads_;  // d loss / d input, to send
-  std::map<std::pair<int64_t, int64_t>, torch::Tensor> output_grads_; // kept from I for W (split backward)
+  std::map<Key, Slot> slots_;                 // from F until the last backward action
+  std::map<Key, torch::Tensor> outputs_;      // stage outputs to send or hand to the next stage
+  std::map<Key, torch::Tensor> input_grads_;  // d loss / d input, to send or hand back
   struct PendingRecv {
     comm::PendingOp op;
     torch::Tensor buffer;
@@ -92,6 +156,8 @@ class Executor {
   std::map<std::tuple<int, int64_t, int64_t>, PendingRecv> recvs_;  // (kind, stage, mb)
   std::vector<std::pair<comm::PendingOp, torch::Tensor>> sends_;
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
+  MemoryMeter memory_;
+  StepResult max_memory_;  // the largest *_bytes over the steps run so far
 };
 
 }  // namespace ppctl::runtime

@@ -1,12 +1,16 @@
-// The training step loop, the optimizer set-up and the gradient dump used by the parity tests.
+// The training step loop (schedule, global-norm check and clipping, LR schedule, AdamW step,
+// logging), the optimizer set-up and the gradient dump used by the parity tests.
 #include "train/loop.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <limits>
 
 #include "core/error.hpp"
+#include "train/grad_norm.hpp"
+#include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
 #include "train/oracle.hpp"
 
@@ -51,6 +55,45 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
                totals.receive_wait_ms / n, 1.0 - compute / step_ms);
 }
 
+/// Throws ppctl::Error when --inject-nan names a stage the job does not have.
+void check_injection(const std::optional<NanInjection>& injection, int64_t num_stages) {
+  if (injection && injection->stage >= num_stages) {
+    throw Error(fmt::format("--inject-nan {}:{}: the job has {} stages (0 to {})", injection->stage,
+                            injection->step, num_stages, num_stages - 1));
+  }
+}
+
+/// Testing (--inject-nan): fills the gradient of the first parameter of stage `stage` with NaN, if
+/// this rank holds that stage.
+void poison_gradients(const std::vector<model::StageModule>& stages, int64_t stage) {
+  torch::NoGradGuard no_grad;
+  for (const auto& module : stages) {
+    if (module->layout().stage != stage) continue;
+    for (auto& p : module->parameters()) {
+      if (!p.grad().defined()) continue;
+      spdlog::warn("fault injection: NaN written into the gradient of stage {}", stage);
+      p.grad().fill_(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+  }
+}
+
+/// train.on_nonfinite for a step with a NaN or infinite loss or gradient (the same `stats` on every
+/// rank): `stop` throws, `skip` logs a warning (once per occurrence, on every rank) and returns.
+void handle_nonfinite(config::NonFinitePolicy policy, const GradientStats& stats, int64_t step,
+                      int64_t steps) {
+  if (policy == config::NonFinitePolicy::Stop) {
+    throw Error(
+        fmt::format("step {}: {} (fix: lower optimizer.lr, enable optimizer.clip_grad_norm, "
+                    "or set train.on_nonfinite: skip)",
+                    step + 1, stats.describe_nonfinite()));
+  }
+  spdlog::warn(
+      "step {}/{}: {}: optimizer step skipped, gradients discarded "
+      "(train.on_nonfinite: skip)",
+      step + 1, steps, stats.describe_nonfinite());
+}
+
 }  // namespace
 
 void run_training(LoopContext& ctx) {
@@ -61,11 +104,16 @@ void run_training(LoopContext& ctx) {
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
   const int64_t tokens_per_step =
       spec.pipeline.microbatches * spec.pipeline.micro_batch_size * spec.model.seq_len;
+  const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
+  check_injection(ctx.inject_nan, num_stages);
+  std::vector<comm::Communicator*> groups;  // the norm is summed over these (the pipeline)
+  if (ctx.comm != nullptr) groups.push_back(ctx.comm);
 
   // Timing summary over steps 2..N (step 1 includes one-off start-up costs).
   runtime::StepResult timing;
   double timed_step_ms = 0.0;
   int64_t timed_steps = 0;
+  int64_t skipped_steps = 0;
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
   for (int64_t step = 0; step < ctx.steps; ++step) {
@@ -75,12 +123,32 @@ void run_training(LoopContext& ctx) {
     const auto result = ctx.executor.run_step(
         actions, microbatch_source(ctx.dataset, spec, step), dropout, loss_scale);
     const auto schedule_end = Clock::now();
+    if (ctx.inject_nan && ctx.inject_nan->step == step + 1) {
+      poison_gradients(ctx.stages, ctx.inject_nan->stage);
+    }
+
+    // Every rank sees the same global statistics, so every rank decides alike (nobody is left
+    // waiting in the next step's communication).
+    auto stats = local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count);
+    reduce_gradient_stats(stats, groups);
+    const double grad_norm = stats.norm();
+    const bool finite = stats.finite();
+    if (!finite) {
+      handle_nonfinite(spec.train.on_nonfinite, stats, step, ctx.steps);
+      optimizer->zero_grad(/*set_to_none=*/true);
+      ++skipped_steps;
+    } else if (spec.optimizer.clip_grad_norm > 0) {
+      scale_gradients(ctx.stages, clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));
+    }
     if (!ctx.dump_gradients_dir.empty()) {
-      dump_gradients(ctx.stages, result.loss_sum, result.loss_count,
+      dump_gradients(ctx.stages, result.loss_sum, result.loss_count, grad_norm,
                      fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.rank));
       return;
     }
-    optimizer->step();
+    // Once per optimizer step, whatever the number of microbatches.
+    const double lr = learning_rate(spec.optimizer, step, ctx.steps);
+    for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
+    if (finite) optimizer->step();
     ++interval_steps;
     const auto now = Clock::now();
     if (step > 0) {
@@ -96,10 +164,13 @@ void run_training(LoopContext& ctx) {
     if (result.loss_count > 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
-      spdlog::info("step {}/{} | loss {:.4f} | lr {:.3g} | {:.0f} tok/s | step {:.3f} s", step + 1,
-                   ctx.steps, result.loss_sum / static_cast<double>(result.loss_count),
-                   spec.optimizer.lr,
-                   static_cast<double>(tokens_per_step * interval_steps) / elapsed, step_time);
+      spdlog::info(
+          "step {}/{} | loss {:.4f} | lr {:.6g} | grad norm {:.4g} | {:.0f} tok/s | "
+          "step {:.3f} s{}",
+          step + 1, ctx.steps, result.loss_sum / static_cast<double>(result.loss_count),
+          optimizer->param_groups().front().options().get_lr(), grad_norm,
+          static_cast<double>(tokens_per_step * interval_steps) / elapsed, step_time,
+          finite ? "" : " | skipped");
     }
     if (log_now) {
       interval_start = now;
@@ -107,6 +178,12 @@ void run_training(LoopContext& ctx) {
     }
   }
   if (timed_steps > 0) log_timing(timing, timed_step_ms, timed_steps);
+  if (skipped_steps > 0) {
+    spdlog::warn(
+        "{} of {} optimizer steps skipped for non-finite values "
+        "(train.on_nonfinite: skip)",
+        skipped_steps, ctx.steps);
+  }
 }
 
 }  // namespace ppctl::train

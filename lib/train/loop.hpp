@@ -1,14 +1,18 @@
-// The step loop: zero gradients, run the schedule, AdamW step, log loss / lr / tokens/s / step time.
+// The step loop: zero gradients, run the schedule, check and clip the global gradient norm, set
+// the step's learning rate, AdamW step, log loss / lr / grad norm / tokens/s / step time.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 
+#include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "data/text_dataset.hpp"
 #include "model/gpt.hpp"
 #include "runtime/executor.hpp"
+#include "train/fault_injection.hpp"
 
 namespace ppctl::train {
 
@@ -22,6 +26,8 @@ struct LoopContext {
   const data::TextDataset* dataset;    ///< null unless this rank holds the first or last stage
   int64_t steps = 0;                   ///< optimizer steps to run
   std::string dump_gradients_dir;      ///< see WorkerOptions
+  comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank
+  std::optional<NanInjection> inject_nan;  ///< testing: see WorkerOptions
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
@@ -29,9 +35,18 @@ struct LoopContext {
 std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
                                                     const config::OptimizerSpec& spec);
 
-/// Runs `ctx.steps` optimizer steps. The rank holding the last stage logs, every
-/// train.log_interval steps and at the first and last, `step S/N | loss L | lr R | T tok/s | step X s`
-/// where L is the mean over the step's microbatches (nats per byte).
+/// Runs `ctx.steps` optimizer steps. Each step: run the schedule (gradients accumulate over the m
+/// microbatches), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
+/// all-reduce), then
+/// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
+///   ppctl::Error naming the step and the stage(s); with `skip` every rank logs a warning, discards
+///   the gradients and takes no optimizer step;
+/// - otherwise gradients are scaled to optimizer.clip_grad_norm when that is on, the learning rate
+///   of the step (lr_schedule.hpp) is set on every parameter group, and AdamW steps.
+/// The rank holding the last stage logs, every train.log_interval steps and at the first and last,
+/// `step S/N | loss L | lr R | grad norm G | T tok/s | step X s` where L is the mean over the
+/// step's microbatches (nats per byte), R the optimizer's learning rate for that step and G the
+/// global gradient norm before clipping; ` | skipped` ends the line of a skipped step.
 void run_training(LoopContext& ctx);
 
 }  // namespace ppctl::train

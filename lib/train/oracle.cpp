@@ -10,12 +10,13 @@
 
 #include "core/error.hpp"
 #include "data/text_dataset.hpp"
+#include "train/grad_norm.hpp"
 #include "train/microbatches.hpp"
 
 namespace ppctl::train {
 
 void dump_gradients(const std::vector<model::StageModule>& stages, double loss_sum,
-                    int64_t loss_count, const std::string& path) {
+                    int64_t loss_count, double grad_norm, const std::string& path) {
   c10::Dict<std::string, torch::Tensor> grads;
   for (const auto& stage : stages) {
     for (const auto& item : stage->named_parameters()) {
@@ -25,8 +26,10 @@ void dump_gradients(const std::vector<model::StageModule>& stages, double loss_s
     }
   }
   if (loss_count > 0) {
-    grads.insert("__loss__", torch::tensor(loss_sum / static_cast<double>(loss_count), torch::kDouble));
+    grads.insert(kLossKey,
+                 torch::tensor(loss_sum / static_cast<double>(loss_count), torch::kDouble));
   }
+  grads.insert(kGradNormKey, torch::tensor(grad_norm, torch::kDouble));
   const auto bytes = torch::pickle_save(grads);
   const std::string tmp = path + ".tmp";
   {
@@ -40,18 +43,32 @@ void dump_gradients(const std::vector<model::StageModule>& stages, double loss_s
   }
 }
 
+GradientMap load_gradient_dump(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("gradient dump {} is missing or unreadable", path));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  GradientMap grads;
+  for (const auto& item : torch::pickle_load(bytes).toGenericDict()) {
+    grads.emplace(item.key().toStringRef(), item.value().toTensor());
+  }
+  return grads;
+}
+
 GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks) {
   GradientMap grads;
   for (int64_t r = 0; r < ranks; ++r) {
     const auto path = fmt::format("{}/rank{}.pt", dir, r);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(fmt::format("gradient dump {} is missing or unreadable", path));
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto dict = torch::pickle_load(bytes).toGenericDict();
-    for (const auto& item : dict) {
-      const auto name = item.key().toStringRef();
-      if (!grads.emplace(name, item.value().toTensor()).second) {
+    for (const auto& [name, tensor] : load_gradient_dump(path)) {
+      const auto [it, added] = grads.emplace(name, tensor);
+      if (added) continue;
+      if (name != kGradNormKey) {
         throw Error(fmt::format("gradient dump {}: {} appears in two dumps", path, name));
+      }
+      if (!torch::equal(it->second, tensor)) {
+        throw Error(
+            fmt::format("gradient dump {}: {} is {} here but {} in an earlier dump (every "
+                        "rank must hold the same global value)",
+                        path, name, tensor.item<double>(), it->second.item<double>()));
       }
     }
   }
@@ -70,9 +87,15 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
     loss_sum += loss.item<double>();
     (loss / static_cast<double>(m)).backward();
   }
+  const std::vector<model::StageModule> stages{whole};
+  const double norm = local_gradient_stats(stages, 1, loss_sum, m).norm();
+  if (spec.optimizer.clip_grad_norm > 0) {
+    scale_gradients(stages, clip_coefficient(norm, spec.optimizer.clip_grad_norm));
+  }
   GradientMap grads;
   for (const auto& item : whole->named_parameters()) grads[item.key()] = item.value().grad();
-  grads["__loss__"] = torch::tensor(loss_sum / static_cast<double>(m), torch::kDouble);
+  grads[kLossKey] = torch::tensor(loss_sum / static_cast<double>(m), torch::kDouble);
+  grads[kGradNormKey] = torch::tensor(norm, torch::kDouble);
   return grads;
 }
 

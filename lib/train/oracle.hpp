@@ -13,22 +13,32 @@
 
 namespace ppctl::train {
 
-/// Parameter name (global, e.g. `block3.fc1.weight`) -> gradient; the key "__loss__" holds the mean
-/// loss over the step's microbatches (a double scalar) where known.
+/// Parameter name (global, e.g. `block3.fc1.weight`) -> gradient. Two entries hold double scalars
+/// of the whole step: "__loss__", the mean loss over the step's microbatches (where known), and
+/// "__grad_norm__", the global gradient norm before clipping.
 using GradientMap = std::map<std::string, torch::Tensor>;
+inline constexpr const char* kLossKey = "__loss__";
+inline constexpr const char* kGradNormKey = "__grad_norm__";
 
-/// Writes the gradients of `stages` (plus "__loss__" = loss_sum / loss_count when loss_count > 0)
+/// Writes the gradients of `stages` as they stand (after clipping, when clipping is on), plus
+/// "__grad_norm__" = `grad_norm` and "__loss__" = loss_sum / loss_count when loss_count > 0,
 /// as a pickled Dict<string, Tensor> to `path`, atomically (temporary file, then rename).
 /// Throws ppctl::Error naming the file when it cannot be written.
 void dump_gradients(const std::vector<model::StageModule>& stages, double loss_sum,
-                    int64_t loss_count, const std::string& path);
+                    int64_t loss_count, double grad_norm, const std::string& path);
+
+/// Reads one dump written by dump_gradients. Throws ppctl::Error naming a missing or unreadable
+/// file.
+GradientMap load_gradient_dump(const std::string& path);
 
 /// Reads DIR/rank0.pt .. DIR/rank<ranks-1>.pt into one map. Throws ppctl::Error naming a missing or
-/// unreadable file, or a parameter found in two dumps.
+/// unreadable file, a parameter found in two dumps, or a step-wide entry ("__grad_norm__", which
+/// every rank writes) that differs between dumps.
 GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks);
 
 /// One process, no pipeline: the whole model built from the spec's seed, gradients of step `step`
-/// accumulated over the same m microbatches (loss scaled by 1/m) with the same dropout masks.
+/// accumulated over the same m microbatches (loss scaled by 1/m) with the same dropout masks, then
+/// clipped to optimizer.clip_grad_norm when that is on (the same formula as the workers).
 GradientMap reference_gradients(const config::JobSpec& spec, int64_t step = 0);
 
 /// One row of a comparison: max |a - b| / max |b| over the tensor (b = reference).

@@ -52,7 +52,9 @@ VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::
   double worst = 0.0;
   std::string worst_name;
   for (const auto& row : rows) {
-    const std::string name = row.name == "__loss__" ? "(loss)" : row.name;
+    const std::string name = row.name == kLossKey       ? "(loss)"
+                             : row.name == kGradNormKey ? "(grad norm)"
+                                                        : row.name;
     report.text += fmt::format("{:<28} {:>14.3e} {:>14.3e}\n", name, row.max_relative_difference,
                                row.reference_max_abs);
     if (row.max_relative_difference >= worst) {

@@ -141,10 +141,14 @@ int run_worker(const WorkerOptions& options) {
 
   runtime::Executor executor(by_stage, program, info.rank, comm.get(),
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
-                             device);
+                             device, {spec.train.recompute, spec.train.recompute_every});
   LoopContext ctx{spec,   program,       info.rank, executor, stages, dataset.get(),
-                  options.steps.value_or(spec.train.steps), options.dump_gradients_dir};
+                  options.steps.value_or(spec.train.steps), options.dump_gradients_dir, comm.get(),
+                  options.inject_nan};
   run_training(ctx);
+  spdlog::info("memory: max resident set {:.1f} MiB; {}",
+               static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),
+               executor.memory_report());
   if (comm) comm->barrier();
   return 0;
 }

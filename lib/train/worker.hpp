@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/job_spec.hpp"
+#include "train/fault_injection.hpp"
 
 namespace ppctl::train {
 
@@ -14,7 +15,9 @@ struct WorkerOptions {
   std::string spec_path;               ///< the job spec (validated again here)
   std::optional<int64_t> steps;        ///< overrides train.steps when set
   std::string dump_gradients_dir;      ///< testing: after step 1's backward, write this rank's
-                                       ///< gradients (and loss) to DIR/rank<R>.pt and stop
+                                       ///< gradients (after clipping), the loss and the global
+                                       ///< gradient norm to DIR/rank<R>.pt and stop
+  std::optional<NanInjection> inject_nan;  ///< testing: poison one stage's gradients at one step
 };
 
 /// Environment variable through which the launcher hands workers the exact spec text it validated

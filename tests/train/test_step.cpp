@@ -1,1 +1,381 @@
-// placeholder: to be written
+// The training step around the schedule: LR schedule (unit and end to end, once per optimizer step
+// whatever m is), global-norm clipping against the unpipelined oracle, loss accounting over the
+// microbatch split and the stage split, and the non-finite policy (stop / skip) with injected NaNs.
+#include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
+#include <catch2/catch_approx.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <ATen/Parallel.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "config/load.hpp"
+#include "core/error.hpp"
+#include "train/fault_injection.hpp"
+#include "train/grad_norm.hpp"
+#include "train/local_job.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/oracle.hpp"
+
+namespace fs = std::filesystem;
+using namespace ppctl;
+using Catch::Approx;
+
+namespace {
+
+/// A tiny job: 4 blocks of width 32, sequences of 16 bytes, Gloo on the CPU, one thread per worker.
+struct Job {
+  int64_t stages = 2;
+  int64_t microbatches = 4;
+  int64_t micro_batch_size = 2;
+  int64_t steps = 1;
+  std::string optimizer = "";  // more optimizer keys, e.g. ", clip_grad_norm: 0.1"
+  std::string train = "";      // more train keys
+};
+
+fs::path fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("ppctl_step_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// Writes the corpus and DIR/job.yaml; returns the spec's path.
+fs::path make_job(const Job& job, const fs::path& dir) {
+  {
+    std::ofstream text(dir / "corpus.txt");
+    for (int i = 0; i < 400; ++i)
+      text << "line " << i << ": the quick brown fox jumps over the lazy dog\n";
+  }
+  const auto spec = dir / "job.yaml";
+  std::ofstream(spec) << fmt::format(
+      R"(model: {{layers: 4, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}}
+pipeline: {{stages: {}, schedule: 1f1b, microbatches: {}, micro_batch_size: {}}}
+data: {{path: corpus.txt}}
+optimizer: {{lr: 0.001{}}}
+train: {{steps: {}, seed: 17{}}}
+runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
+)",
+      job.stages, job.microbatches, job.micro_batch_size, job.optimizer, job.steps, job.train);
+  return spec;
+}
+
+/// How a job ended and what its launcher and workers wrote (stdout and stderr together).
+struct Run {
+  launch::LaunchResult result;
+  std::string output;
+  double seconds = 0.0;
+};
+
+/// Runs the job in real worker processes (one per stage) with the worker arguments `args`,
+/// capturing everything the launcher and the workers print.
+Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
+  const auto spec = config::load_job_spec(spec_path.string());
+  const auto log = spec_path.parent_path() / "output.log";
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved_out = ::dup(STDOUT_FILENO), saved_err = ::dup(STDERR_FILENO);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, STDOUT_FILENO);
+  ::dup2(fd, STDERR_FILENO);
+  ::close(fd);
+  struct Restore {  // the test's own output again, also when the launch throws
+    int out, err;
+    ~Restore() {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      ::close(out);
+      ::close(err);
+    }
+  };
+  Run run;
+  {
+    const Restore restore{saved_out, saved_err};
+    const auto start = std::chrono::steady_clock::now();
+    run.result = train::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
+                                      spec_path.string(), args);
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::ifstream in(log);
+  run.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return run;
+}
+
+/// Runs one pipelined step with --dump-gradients; returns the folder of the dumps.
+fs::path dump_step(const fs::path& spec_path) {
+  const auto dump = spec_path.parent_path() / "dump";
+  fs::create_directories(dump);
+  const auto run = run_job(spec_path, {"--dump-gradients", dump.string()});
+  INFO(run.output);
+  REQUIRE(run.result.exit_code == 0);
+  return dump;
+}
+
+double scalar(const train::GradientMap& map, const std::string& key) {
+  const auto it = map.find(key);
+  REQUIRE(it != map.end());
+  return it->second.item<double>();
+}
+
+/// Every row (each parameter's gradient, the loss, the norm) within `tolerance`, none vacuous.
+void check_close(const train::GradientMap& a, const train::GradientMap& b, double tolerance) {
+  REQUIRE(a.size() == b.size());
+  for (const auto& row : train::compare_gradients(a, b)) {
+    INFO(row.name);
+    CHECK(row.reference_max_abs > 0.0);
+    CHECK(row.max_relative_difference <= tolerance);
+  }
+}
+
+/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped).
+struct LoggedStep {
+  double loss, lr, grad_norm;
+  bool skipped;
+};
+std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
+  static const std::regex line(
+      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s( \| skipped)?$)");
+  std::map<int64_t, LoggedStep> steps;
+  std::istringstream in(output);
+  for (std::string text; std::getline(in, text);) {
+    std::smatch m;
+    if (!std::regex_search(text, m, line)) continue;
+    steps[std::stoll(m[1])] = {std::stod(m[2]), std::stod(m[3]), std::stod(m[4]), m[5].matched};
+  }
+  return steps;
+}
+
+/// True when this process has no child left (every worker was reaped).
+bool no_children_left() {
+  errno = 0;
+  return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+}  // namespace
+
+TEST_CASE("learning-rate schedule: warmup, decay endpoints, floor, monotonic") {
+  config::OptimizerSpec spec;
+  spec.lr = 1e-3;
+  spec.min_lr = 1e-4;
+  spec.warmup_steps = 4;
+  const int64_t steps = 20;
+  const auto lr = [&](int64_t k) { return train::learning_rate(spec, k, steps); };
+  const auto schedule = GENERATE(config::LrSchedule::Constant, config::LrSchedule::Cosine,
+                                 config::LrSchedule::Linear);
+  spec.lr_schedule = schedule;
+  INFO(static_cast<int>(schedule));
+
+  // Warmup: lr * (k + 1) / W, reaching lr at the last warmup step (Megatron counts steps from 1).
+  CHECK(lr(0) == Approx(0.25e-3));
+  CHECK(lr(1) == Approx(0.5e-3));
+  CHECK(lr(3) == Approx(1e-3));
+  for (int64_t k = 4; k < steps + 5; ++k) {
+    CHECK(lr(k) <= lr(k - 1) + 1e-15);    // non-increasing after warmup
+    CHECK(lr(k) >= spec.min_lr - 1e-15);  // never below the floor
+  }
+  if (schedule == config::LrSchedule::Constant) {
+    CHECK(lr(4) == 1e-3);
+    CHECK(lr(steps - 1) == 1e-3);
+    CHECK(lr(steps + 5) == 1e-3);
+  } else {
+    CHECK(lr(4) < 1e-3);                         // the first decayed step is below the peak ...
+    CHECK(lr(4) >= 1e-3 - 0.9e-3 / 16 - 1e-15);  // ... by at most one step's worth (16 decay steps)
+    CHECK(lr(11) ==
+          Approx(0.55e-3));  // half-way (progress (11 + 1 - 4) / 16): the mean of lr and min_lr
+    CHECK(lr(steps - 1) == Approx(1e-4));  // the floor at the last step, and after it
+    CHECK(lr(steps + 5) == Approx(1e-4));
+  }
+  if (schedule == config::LrSchedule::Linear) {
+    CHECK(lr(6) - lr(7) == Approx(lr(14) - lr(15)));  // equal decrements
+  }
+  if (schedule == config::LrSchedule::Cosine) {
+    CHECK(lr(7) == Approx(1e-4 + 0.9e-3 * 0.5 * (1 + std::cos(M_PI * 4.0 / 16.0))));
+  }
+}
+
+TEST_CASE("learning-rate schedule edge cases") {
+  config::OptimizerSpec spec;
+  spec.lr = 2.0;
+  spec.min_lr = 0.5;
+  spec.lr_schedule = config::LrSchedule::Cosine;
+  // No warmup: decay starts at once (Megatron: progress 1/N at the first step).
+  CHECK(train::learning_rate(spec, 0, 4) == Approx(0.5 + 1.5 * 0.5 * (1 + std::cos(M_PI / 4))));
+  // A warmup longer than the run never reaches lr.
+  spec.warmup_steps = 10;
+  CHECK(train::learning_rate(spec, 4, 5) == Approx(1.0));
+  // One step after warmup: it is the last, at the floor.
+  CHECK(train::learning_rate(spec, 9, 11) == Approx(2.0));
+  CHECK(train::learning_rate(spec, 10, 11) == Approx(0.5));
+  // min_lr = lr: constant after warmup.
+  spec.min_lr = 2.0;
+  CHECK(train::learning_rate(spec, 12, 20) == Approx(2.0));
+}
+
+TEST_CASE("the learning rate is set once per optimizer step, whatever the number of microbatches") {
+  const int64_t m = GENERATE(1, 4, 16);
+  const Job job{
+      2, m, 1, 8, ", lr_schedule: cosine, warmup_steps: 3, min_lr: 0.0001", ", log_interval: 1"};
+  const auto spec_path = make_job(job, fresh_dir(fmt::format("lr_m{}", m)));
+  const auto spec = config::load_job_spec(spec_path.string());
+  const auto run = run_job(spec_path, {});
+  INFO("m = " << m << "\n" << run.output);
+  REQUIRE(run.result.exit_code == 0);
+  const auto steps = logged_steps(run.output);
+  REQUIRE(steps.size() == 8);
+  for (const auto& [s, logged] : steps) {
+    INFO("step " << s);
+    // The optimizer's rate during step s (logged with 6 significant digits) is schedule(s - 1).
+    CHECK(logged.lr == Approx(train::learning_rate(spec.optimizer, s - 1, 8)).epsilon(1e-5));
+    CHECK(std::isfinite(logged.grad_norm));
+    CHECK(!logged.skipped);
+  }
+}
+
+TEST_CASE(
+    "the global gradient norm is the same on every rank, equals the unpipelined norm, and "
+    "clipped gradients equal the unpipelined clipped gradients") {
+  at::set_num_threads(1);
+  const int64_t stages = GENERATE(2, 4);
+  const double max_norm = 0.1;
+  const Job job{stages, 6, 2, 1, fmt::format(", clip_grad_norm: {}", max_norm)};
+  const auto spec_path = make_job(job, fresh_dir(fmt::format("clip_p{}", stages)));
+  const auto spec = config::load_job_spec(spec_path.string());
+  const auto dir = dump_step(spec_path);
+
+  // Every rank holds the same global norm (bit for bit), before clipping.
+  const double norm =
+      scalar(train::load_gradient_dump((dir / "rank0.pt").string()), train::kGradNormKey);
+  for (int64_t r = 1; r < stages; ++r) {
+    const auto dump = train::load_gradient_dump((dir / fmt::format("rank{}.pt", r)).string());
+    CHECK(scalar(dump, train::kGradNormKey) == norm);
+  }
+
+  auto unclipped_spec = spec;
+  unclipped_spec.optimizer.clip_grad_norm = 0.0;
+  const auto unclipped = train::reference_gradients(unclipped_spec);
+  const auto reference = train::reference_gradients(spec);
+  const double reference_norm = scalar(reference, train::kGradNormKey);
+  CHECK(std::abs(norm - reference_norm) <= 1e-5 * reference_norm);
+  REQUIRE(reference_norm > 2 * max_norm);  // clipping is active
+
+  // The reference is clipped as torch.nn.utils.clip_grad_norm_ does ...
+  const double factor = max_norm / (reference_norm + 1e-6);
+  const auto name = std::string("block0.fc1.weight");
+  CHECK(torch::allclose(reference.at(name), unclipped.at(name) * factor, 1e-6, 0.0));
+  // ... and the pipelined gradients, all ranks together, equal it; their norm is now max_norm.
+  const auto pipelined = train::load_gradient_dumps(dir.string(), stages);
+  check_close(pipelined, reference, 1e-5);
+  double clipped_squares = 0.0;
+  for (const auto& [key, grad] : pipelined) {
+    if (key.rfind("__", 0) != 0)
+      clipped_squares += grad.to(torch::kDouble).square().sum().item<double>();
+  }
+  CHECK(std::sqrt(clipped_squares) == Approx(max_norm).epsilon(1e-5));
+}
+
+TEST_CASE(
+    "loss accounting: one global batch of 32 as 8 x 4 and as 2 x 16 gives the same gradients") {
+  at::set_num_threads(1);
+  // Stream indices are consecutive over (microbatch, sequence), so step 0 uses the same 32
+  // sequences either way; the loss is scaled by 1/m, so both give the mean over the 32.
+  const auto large = make_job({2, 4, 8}, fresh_dir("batch_8x4"));
+  const auto small = make_job({2, 16, 2}, fresh_dir("batch_2x16"));
+  const auto a = train::load_gradient_dumps(dump_step(large).string(), 2);
+  const auto b = train::load_gradient_dumps(dump_step(small).string(), 2);
+  check_close(a, b, 1e-5);
+  check_close(a, train::reference_gradients(config::load_job_spec(large.string())), 1e-5);
+}
+
+TEST_CASE("the loss of a step does not depend on the pipeline split") {
+  // The same global batch of 8 sequences (dropout 0): 2 stages x m 2 x 4 and 4 stages x m 4 x 2.
+  const auto two = make_job({2, 2, 4}, fresh_dir("split_p2"));
+  const auto four = make_job({4, 4, 2}, fresh_dir("split_p4"));
+  const auto loss_two =
+      scalar(train::load_gradient_dumps(dump_step(two).string(), 2), train::kLossKey);
+  const auto loss_four =
+      scalar(train::load_gradient_dumps(dump_step(four).string(), 4), train::kLossKey);
+  CHECK(std::abs(loss_two - loss_four) <= 1e-6 * std::abs(loss_four));
+}
+
+TEST_CASE(
+    "a NaN gradient with on_nonfinite: stop ends the job at once, naming the stage and step") {
+  const auto spec_path = make_job({3, 3, 1, 5}, fresh_dir("nan_stop"));
+  const auto run = run_job(spec_path, {"--inject-nan", "1:2"});
+  INFO(run.output);
+  CHECK(run.result.exit_code != 0);
+  CHECK(run.output.find("step 2: non-finite gradients on stage 1 (fix: lower optimizer.lr, enable "
+                        "optimizer.clip_grad_norm, or set train.on_nonfinite: skip)") !=
+        std::string::npos);
+  CHECK(run.output.find("step 2/5 | loss") == std::string::npos);  // no optimizer step was taken
+  CHECK(run.seconds < 30.0);  // far below comm_timeout_s (60): nobody waited for a peer
+  CHECK(no_children_left());
+}
+
+TEST_CASE("a NaN gradient with on_nonfinite: skip skips the step on every rank and goes on") {
+  at::set_num_threads(1);
+  const auto spec_path =
+      make_job({3, 3, 1, 3, "", ", on_nonfinite: skip, log_interval: 1"}, fresh_dir("nan_skip"));
+  const auto run = run_job(spec_path, {"--inject-nan", "1:1"});
+  INFO(run.output);
+  REQUIRE(run.result.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank);
+    CHECK(
+        run.output.find(fmt::format("[rank {}] warning: step 1/3: non-finite gradients on stage 1: "
+                                    "optimizer step skipped",
+                                    rank)) != std::string::npos);
+    CHECK(run.output.find(fmt::format("[rank {}] warning: 1 of 3 optimizer steps skipped", rank)) !=
+          std::string::npos);
+  }
+  const auto steps = logged_steps(run.output);
+  REQUIRE(steps.size() == 3);
+  CHECK(steps.at(1).skipped);
+  CHECK(!steps.at(2).skipped);
+  CHECK(!steps.at(3).skipped);
+  // Nothing was applied at step 1: step 2 starts from the initial weights, so its loss is the
+  // unpipelined loss of step 2's batch on the initial model (logged to 4 decimals).
+  const auto reference = train::reference_gradients(config::load_job_spec(spec_path.string()), 1);
+  CHECK(std::abs(steps.at(2).loss - scalar(reference, train::kLossKey)) <= 6e-5);
+  CHECK(std::isfinite(steps.at(3).loss));
+}
+
+TEST_CASE("the worker option --inject-nan takes STAGE:STEP") {
+  const auto parsed = train::parse_nan_injection("2:12");
+  CHECK(parsed.stage == 2);
+  CHECK(parsed.step == 12);
+  for (const std::string bad : {"", "1", "1:", ":3", "a:3", "1:0", "-1:2", "1:2:3", "1: 2"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(train::parse_nan_injection(bad), Error);
+  }
+}
+
+TEST_CASE("gradient statistics: norm, non-finite stages, clip factor") {
+  train::GradientStats stats{{1.0, 4.0, 4.0}, {0.0, 0.0, 0.0}};
+  CHECK(stats.norm() == 3.0);
+  CHECK(stats.finite());
+  CHECK(stats.describe_nonfinite().empty());
+  stats.sum_squares[1] = std::nan("");
+  stats.loss_nonfinite[2] = 1.0;
+  CHECK(!stats.finite());
+  CHECK(stats.describe_nonfinite() ==
+        "non-finite loss on stage 2 and non-finite gradients on stage 1");
+  stats.sum_squares[0] = INFINITY;
+  CHECK(stats.describe_nonfinite() ==
+        "non-finite loss on stage 2 and non-finite gradients on stages 0, 1");
+  CHECK(train::clip_coefficient(0.5, 1.0) == 1.0);
+  CHECK(train::clip_coefficient(10.0, 1.0) == Approx(1.0 / (10.0 + 1e-6)));
+}

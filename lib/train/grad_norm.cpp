@@ -1,0 +1,97 @@
+// Global gradient norm, non-finite detection and clipping (see grad_norm.hpp).
+#include "train/grad_norm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.hpp"
+
+namespace ppctl::train {
+namespace {
+
+/// Indices i with a non-finite values[i] (or, when `flags`, values[i] != 0).
+std::vector<int64_t> marked(const std::vector<double>& values, bool flags) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (flags ? values[i] != 0.0 : !std::isfinite(values[i]))
+      out.push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+std::string stage_list(const std::vector<int64_t>& stages) {
+  return fmt::format("{} {}", stages.size() == 1 ? "stage" : "stages", fmt::join(stages, ", "));
+}
+
+}  // namespace
+
+double GradientStats::norm() const {
+  return std::sqrt(std::accumulate(sum_squares.begin(), sum_squares.end(), 0.0));
+}
+
+bool GradientStats::finite() const {
+  return marked(sum_squares, false).empty() && marked(loss_nonfinite, true).empty();
+}
+
+std::string GradientStats::describe_nonfinite() const {
+  std::vector<std::string> parts;
+  const auto losses = marked(loss_nonfinite, true);
+  const auto grads = marked(sum_squares, false);
+  if (!losses.empty()) parts.push_back("non-finite loss on " + stage_list(losses));
+  if (!grads.empty()) parts.push_back("non-finite gradients on " + stage_list(grads));
+  return fmt::format("{}", fmt::join(parts, " and "));
+}
+
+GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
+                                   int64_t num_stages, double loss_sum, int64_t loss_count) {
+  GradientStats stats;
+  stats.sum_squares.assign(static_cast<size_t>(num_stages), 0.0);
+  stats.loss_nonfinite.assign(static_cast<size_t>(num_stages), 0.0);
+  for (const auto& stage : stages) {
+    const auto index = static_cast<size_t>(stage->layout().stage);
+    PPCTL_ASSERT(index < stats.sum_squares.size(), "stage index beyond the job's stages");
+    // Accumulated on the device in fp64 (a NaN or inf entry makes the sum non-finite); one
+    // transfer per stage.
+    torch::Tensor sum;
+    for (const auto& p : stage->parameters()) {
+      const auto& grad = p.grad();
+      if (!grad.defined()) continue;
+      auto squares = grad.detach().to(torch::kDouble).square().sum();
+      sum = sum.defined() ? sum + squares : squares;
+    }
+    if (sum.defined()) stats.sum_squares[index] = sum.item<double>();
+    if (stage->has_head() && loss_count > 0 && !std::isfinite(loss_sum)) {
+      stats.loss_nonfinite[index] = 1.0;
+    }
+  }
+  return stats;
+}
+
+void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups) {
+  const size_t n = stats.sum_squares.size();
+  for (auto* group : groups) {
+    std::vector<double> values = stats.sum_squares;
+    values.insert(values.end(), stats.loss_nonfinite.begin(), stats.loss_nonfinite.end());
+    values = group->all_reduce_sum(values);
+    stats.sum_squares.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n));
+    stats.loss_nonfinite.assign(values.begin() + static_cast<std::ptrdiff_t>(n), values.end());
+  }
+}
+
+double clip_coefficient(double norm, double max_norm) {
+  return std::min(1.0, max_norm / (norm + 1e-6));
+}
+
+void scale_gradients(const std::vector<model::StageModule>& stages, double factor) {
+  torch::NoGradGuard no_grad;
+  for (const auto& stage : stages) {
+    for (auto& p : stage->parameters()) {
+      if (p.grad().defined()) p.grad().mul_(factor);
+    }
+  }
+}
+
+}  // namespace ppctl::train

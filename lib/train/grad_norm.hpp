@@ -1,0 +1,50 @@
+// The global gradient norm over every parameter of every stage on every rank, the check for
+// non-finite losses and gradients, and global-norm clipping (as torch.nn.utils.clip_grad_norm_).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "model/gpt.hpp"
+
+namespace ppctl::train {
+
+/// One step's gradient statistics, indexed by global stage. A rank fills in the stages it holds
+/// (local_gradient_stats); once summed over the pipeline (reduce_gradient_stats) every rank holds
+/// the same values, so every rank takes the same decisions (clip, skip, stop) and nobody waits for
+/// a rank that has given up.
+struct GradientStats {
+  std::vector<double> sum_squares;  ///< per stage: sum of squared gradient entries (fp64); NaN or
+                                    ///< inf when one of them is not finite
+  std::vector<double> loss_nonfinite;  ///< per stage: 1 where the stage's loss was NaN or infinite
+
+  /// sqrt of the sum over every stage: the global L2 norm (NaN/inf when a gradient is not finite).
+  double norm() const;
+  /// True when no loss and no gradient is NaN or infinite.
+  bool finite() const;
+  /// "non-finite loss on stage 3 and non-finite gradients on stages 1, 3"; empty when finite().
+  std::string describe_nonfinite() const;
+};
+
+/// This rank's share: the gradients of `stages` (those without a gradient count 0) by their global
+/// stage index, in fp64, and the loss of the stage holding the head when `loss_count` > 0 (its
+/// microbatches' losses summed to `loss_sum`). `num_stages` is the job's total number of stages.
+GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
+                                   int64_t num_stages, double loss_sum, int64_t loss_count);
+
+/// Sums `stats` element-wise over the ranks of each group in `groups`, in order (one all-reduce
+/// each, bounded by the group's timeout). For a pipeline that is the one pipeline group; an empty
+/// list leaves `stats` as they are (one rank). Data-parallel replicas or tied parameters will add
+/// groups or weights here, not new code paths.
+void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups);
+
+/// The factor torch.nn.utils.clip_grad_norm_ scales gradients by: min(1, max_norm / (norm + 1e-6))
+/// (torch/nn/utils/clip_grad.py, `clip_coef_clamped`).
+double clip_coefficient(double norm, double max_norm);
+
+/// Multiplies every defined gradient of `stages` by `factor`, in place.
+void scale_gradients(const std::vector<model::StageModule>& stages, double factor);
+
+}  // namespace ppctl::train
