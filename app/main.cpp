@@ -15,18 +15,14 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include "comm/error_text.hpp"
-#include "config/load.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "plan/layout.hpp"
-#include "schedule/csv.hpp"
-#include "schedule/job_program.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/local_job.hpp"
+#include "train/prepared_job.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
 
@@ -40,55 +36,6 @@ std::string self_executable() {
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
   if (n <= 0) throw ppctl::LaunchError("cannot find the ppctl executable (/proc/self/exe)");
   return std::string(buffer, static_cast<size_t>(n));
-}
-
-/// Everything `plan` shows and `train` runs, validated before any process starts.
-/// The spec text is read once: workers get this exact text (and the program's hash), not the file.
-struct Planned {
-  ppctl::config::JobSpec spec;
-  ppctl::schedule::Program program;
-  ppctl::plan::Layout layout;
-  std::vector<std::pair<std::string, std::string>> worker_env;
-};
-
-/// The spec file's text. A path that cannot be read (missing, a folder, no permission) gets the
-/// loader's own ConfigError naming it.
-std::string read_spec_text(const std::string& spec_path) {
-  std::error_code ignored;
-  if (std::filesystem::is_directory(spec_path, ignored)) ppctl::config::load_job_spec(spec_path);
-  std::ifstream in(spec_path, std::ios::binary);
-  if (!in) ppctl::config::load_job_spec(spec_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// A custom schedule's CSV text, or nothing when there is none or it cannot be read (then
-/// job_program reads the file itself and reports the problem).
-std::optional<std::string> read_schedule_text(const ppctl::config::JobSpec& spec) {
-  if (spec.pipeline.schedule != ppctl::config::ScheduleKind::Custom) return std::nullopt;
-  std::ifstream in(spec.pipeline.schedule_file, std::ios::binary);
-  std::error_code ignored;
-  if (!in || std::filesystem::is_directory(spec.pipeline.schedule_file, ignored)) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Planned make_plan(const std::string& spec_path) {
-  const std::string text = read_spec_text(spec_path);
-  auto spec = ppctl::config::parse_job_spec(
-      text, spec_path, std::filesystem::absolute(spec_path).parent_path().string());
-  const auto schedule_text = read_schedule_text(spec);
-  auto program = ppctl::schedule::job_program(spec, schedule_text ? &*schedule_text : nullptr);
-  auto layout = ppctl::plan::make_layout(spec, &program.stage_to_rank);
-  ppctl::train::check_device_available(spec);
-  std::vector<std::pair<std::string, std::string>> env{
-      {ppctl::train::kSpecTextVariable, text},
-      {ppctl::train::kProgramHashVariable,
-       fmt::format("{:016x}", ppctl::schedule::program_hash(program))}};
-  if (schedule_text) env.emplace_back(ppctl::train::kScheduleTextVariable, *schedule_text);
-  return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
 }
 
 struct PlanOptions {
@@ -109,7 +56,7 @@ ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
 }
 
 int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
-  const auto planned = make_plan(spec_path);
+  const auto planned = ppctl::train::prepare_job(spec_path);
   const auto costs = cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
@@ -133,7 +80,8 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps) {
-  const auto planned = make_plan(spec_path);
+  const auto planned = ppctl::train::prepare_job(spec_path);
+  ppctl::train::check_device_available(planned.spec);
   const ppctl::schedule::CostModel costs;
   std::cerr << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program,
                                             ppctl::schedule::simulate(planned.program, costs), costs,
@@ -153,7 +101,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps) {
 }
 
 int cmd_verify(const std::string& spec_path, double tolerance) {
-  const auto planned = make_plan(spec_path);
+  const auto planned = ppctl::train::prepare_job(spec_path);
+  ppctl::train::check_device_available(planned.spec);
   const auto report = ppctl::train::verify_job(planned.spec, static_cast<int>(planned.layout.world_size),
                                                self_executable(), spec_path, tolerance,
                                                planned.worker_env);

@@ -1,0 +1,51 @@
+// prepare_job: read, validate and plan a job once, for the launcher.
+#include "train/prepared_job.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "config/load.hpp"
+#include "schedule/csv.hpp"
+#include "schedule/job_program.hpp"
+#include "train/worker.hpp"
+
+namespace ppctl::train {
+namespace {
+
+/// A file's text, or nothing when it is a folder or cannot be opened.
+std::optional<std::string> read_text(const std::string& path) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+PreparedJob prepare_job(const std::string& spec_path) {
+  const auto text = read_text(spec_path);
+  // An unreadable path (missing, a folder, no permission) gets the loader's own message naming it.
+  auto spec = text ? config::parse_job_spec(
+                         *text, spec_path, std::filesystem::absolute(spec_path).parent_path().string())
+                   : config::load_job_spec(spec_path);
+  // A custom schedule that cannot be read is reported by job_program reading the file itself.
+  const auto schedule_text = spec.pipeline.schedule == config::ScheduleKind::Custom
+                                 ? read_text(spec.pipeline.schedule_file)
+                                 : std::nullopt;
+  auto program = schedule::job_program(spec, schedule_text ? &*schedule_text : nullptr);
+  auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  std::vector<std::pair<std::string, std::string>> env{
+      {kSpecTextVariable, text.value_or("")},
+      {kProgramHashVariable, fmt::format("{:016x}", schedule::program_hash(program))}};
+  if (schedule_text) env.emplace_back(kScheduleTextVariable, *schedule_text);
+  return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
+}
+
+}  // namespace ppctl::train

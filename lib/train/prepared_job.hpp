@@ -1,0 +1,29 @@
+// A job checked and planned before anything starts: spec, program, layout, and what workers receive.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "plan/layout.hpp"
+#include "schedule/action.hpp"
+
+namespace ppctl::train {
+
+/// Everything `plan` shows and `train` / `verify` run.
+struct PreparedJob {
+  config::JobSpec spec;
+  schedule::Program program;
+  plan::Layout layout;
+  /// Workers get the exact spec text (and custom CSV text) read here and the program's hash, so
+  /// editing files after launch cannot change what runs (see worker.hpp's variables).
+  std::vector<std::pair<std::string, std::string>> worker_env;
+};
+
+/// Reads the spec file once (and a custom schedule's CSV), validates the spec, builds and validates the
+/// program and lays out the stages. Throws ppctl::ConfigError (every spec problem), ppctl::PlanError or
+/// ppctl::ScheduleError; nothing is started or written.
+PreparedJob prepare_job(const std::string& spec_path);
+
+}  // namespace ppctl::train
