@@ -9,7 +9,7 @@ VENV="${PPCTL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ppctl/venv}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv
+APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv procps
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev fortunes)
 BACKPORTS_PACKAGES=(catch2)
 
