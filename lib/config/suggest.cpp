@@ -1,6 +1,9 @@
 // "Did you mean ...?" for misspelt YAML keys and enum values: edit distance and the closest candidate.
 #include "config/suggest.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -62,12 +65,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 }
 
 std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 }  // namespace ppctl::config

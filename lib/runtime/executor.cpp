@@ -189,9 +189,12 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   // Without recomputation the input is a leaf of the graph F builds; with it, the backward makes
   // its own leaf from the kept input.
   const bool keep_graph = recompute_.mode == config::Recompute::None;
+  const bool last = action.stage == program_.num_stages - 1;
+  // The data (token ids and targets together) is built once, and only by stages that use it.
+  const auto batch = (action.stage == 0 || last) ? data(action.microbatch) : MicrobatchData{};
   torch::Tensor input;
   if (action.stage == 0) {
-    input = data(action.microbatch).tokens.to(device_);
+    input = batch.tokens.to(device_);
   } else if (rank_of(action.stage - 1) == rank_) {
     auto prev = outputs_.find({action.stage - 1, action.microbatch});
     PPCTL_ASSERT(prev != outputs_.end(),
@@ -207,8 +210,7 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   slot.dropout = dropout;
   slot.dropout.microbatch = action.microbatch;
   slot.loss_scale = loss_scale;
-  const bool last = action.stage == program_.num_stages - 1;
-  if (last) slot.targets = data(action.microbatch).targets.to(device_);
+  if (last) slot.targets = batch.targets.to(device_);
 
   std::optional<torch::NoGradGuard> no_grad;
   if (!keep_graph) no_grad.emplace();
