@@ -24,11 +24,7 @@ namespace {
 
 torch::Device worker_device(const config::JobSpec& spec, int local_rank) {
   if (spec.runtime.device == config::Device::Cpu) return torch::kCPU;
-  if (!torch::cuda::is_available()) {
-    throw Error(fmt::format("{}: runtime.device is cuda but no CUDA device is visible (fix: run on "
-                            "a GPU node, or set runtime.device: cpu)",
-                            spec.source));
-  }
+  check_device_available(spec);
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (local_rank >= count) {
     throw Error(fmt::format("local rank {} needs GPU {}, but only {} are visible (fix: start at "
