@@ -21,6 +21,7 @@
 #include "core/log.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
+#include "train/checkpoint.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
 #include "train/verify.hpp"
@@ -79,16 +80,42 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
   return 0;
 }
 
-int cmd_train(const std::string& spec_path, std::optional<int64_t> steps) {
+/// `--resume [PATH]`: the checkpoint folder to continue from (PATH, else checkpoint.dir), checked
+/// against the spec before anything starts. Throws ppctl::CheckpointError.
+std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::string& path,
+                           int64_t total_steps) {
+  const auto& spec = planned.spec;
+  if (path.empty() && spec.checkpoint.dir.empty()) {
+    throw ppctl::CheckpointError(fmt::format(
+        "--resume without a folder continues from checkpoint.dir, but {} sets none (fix: add "
+        "checkpoint: {{dir: ...}} to the spec, or pass --resume CHECKPOINT_FOLDER)",
+        spec.source));
+  }
+  const auto checkpoint =
+      ppctl::train::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
+  const auto meta = ppctl::train::read_checkpoint_meta(checkpoint);
+  ppctl::train::check_resumable(
+      meta, spec, spec.pipeline.microbatches * spec.pipeline.micro_batch_size, total_steps, checkpoint);
+  spdlog::info("resuming from {} (step {}, saved with {} stage(s))", checkpoint.string(), meta.step,
+               meta.stages);
+  return std::filesystem::absolute(checkpoint).string();
+}
+
+int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
+              std::optional<std::string> resume) {
   const auto planned = ppctl::train::prepare_job(spec_path);
   ppctl::train::check_device_available(planned.spec);
+  std::vector<std::string> extra;
+  if (steps) extra = {"--steps", std::to_string(*steps)};
+  if (resume) {
+    extra.push_back("--resume");
+    extra.push_back(resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps)));
+  }
   const ppctl::schedule::CostModel costs;
   std::cerr << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program,
                                             ppctl::schedule::simulate(planned.program, costs), costs,
                                             false)
             << '\n';
-  std::vector<std::string> extra;
-  if (steps) extra = {"--steps", std::to_string(*steps)};
   const auto result =
       ppctl::train::run_local_job(planned.spec, static_cast<int>(planned.layout.world_size),
                                   self_executable(), spec_path, extra, planned.worker_env);
@@ -108,6 +135,12 @@ int cmd_verify(const std::string& spec_path, double tolerance) {
                                                planned.worker_env);
   std::cout << report.text;
   return report.exit_code;
+}
+
+/// Bad input found before anything started: the message, and exit code 2.
+int not_started(const ppctl::Error& e) {
+  std::cerr << "error: " << e.what() << "\nnothing was started\n";
+  return kExitBadInput;
 }
 
 /// A worker logs every failure itself (rank-prefixed); the launcher then names the rank and stops
@@ -154,6 +187,24 @@ const CLI::Validator kWritableFile(
     },
     "FILE");
 
+/// An option whose text `parse` turns into `out`; parse errors (ppctl::Error) become CLI11
+/// validation errors, so they are reported like any other bad argument (exit code 2).
+template <typename Out, typename Parse>
+void add_parsed_option(CLI::App* app, const std::string& name, Out& out, Parse parse,
+                       const std::string& description, const std::string& type_name) {
+  app->add_option_function<std::string>(
+         name,
+         [&out, parse](const std::string& text) {
+           try {
+             out = parse(text);
+           } catch (const ppctl::Error& e) {
+             throw CLI::ValidationError(e.what());
+           }
+         },
+         description)
+      ->type_name(type_name);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +235,12 @@ int main(int argc, char** argv) {
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
   train->add_option("--steps", steps, "Override train.steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  std::string resume_path;
+  auto* resume = train->add_option(
+      "--resume", resume_path,
+      "Continue from a checkpoint: the latest in checkpoint.dir, or the checkpoint folder given "
+      "(after the spec: ppctl train job.yaml --resume [FOLDER])");
+  resume->expected(0, 1)->type_name("[FOLDER]");
 
   double tolerance = 1e-5;
   auto* verify = app.add_subcommand(
@@ -200,18 +257,16 @@ int main(int argc, char** argv) {
   worker->add_option("--dump-gradients", worker_options.dump_gradients_dir,
                      "Testing: write step 1's gradients (after clipping), loss and global "
                      "gradient norm to DIR/rank<R>.pt and stop");
-  worker->add_option_function<std::string>(
-      "--inject-nan",
-      [&worker_options](const std::string& text) {
-        try {
-          worker_options.inject_nan = ppctl::train::parse_nan_injection(text);
-        } catch (const ppctl::Error& e) {
-          throw CLI::ValidationError(e.what());
-        }
-      },
-      "Fault injection for tests: fill stage STAGE's gradients with NaN after the backward of step "
-      "STEP (from 1), to exercise train.on_nonfinite")
-      ->type_name("STAGE:STEP");
+  add_parsed_option(worker, "--inject-nan", worker_options.inject_nan, ppctl::train::parse_nan_injection,
+                    "Fault injection for tests: fill stage STAGE's gradients with NaN after the "
+                    "backward of step STEP (from 1), to exercise train.on_nonfinite",
+                    "STAGE:STEP");
+  worker->add_option("--resume", worker_options.resume_from, "Continue from this checkpoint folder");
+  add_parsed_option(worker, "--inject-crash-in-checkpoint", worker_options.crash_in_checkpoint,
+                    ppctl::train::parse_checkpoint_crash,
+                    "Fault injection for tests: SIGKILL this worker after it wrote FILES files of "
+                    "the checkpoint of step STEP",
+                    "STEP:FILES");
 
   try {
     app.parse(argc, argv);
@@ -222,7 +277,10 @@ int main(int argc, char** argv) {
 
   try {
     if (*plan) return cmd_plan(spec_path, plan_options);
-    if (*train) return cmd_train(spec_path, steps);
+    if (*train) {
+      return cmd_train(spec_path, steps,
+                       resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt);
+    }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
   } catch (const ppctl::ConfigError& e) {
@@ -230,11 +288,11 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("{} problem(s) in the job spec; nothing was started\n", e.problems().size());
     return kExitBadInput;
   } catch (const ppctl::PlanError& e) {
-    std::cerr << "error: " << e.what() << "\nnothing was started\n";
-    return kExitBadInput;
+    return not_started(e);
   } catch (const ppctl::ScheduleError& e) {
-    std::cerr << "error: " << e.what() << "\nnothing was started\n";
-    return kExitBadInput;
+    return not_started(e);
+  } catch (const ppctl::CheckpointError& e) {
+    return not_started(e);
   } catch (const std::exception& e) {
     spdlog::error("{}", ppctl::comm::error_text(e));
     return kExitFailure;

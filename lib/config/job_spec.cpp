@@ -60,4 +60,18 @@ std::string to_string(Recompute recompute) {
   throw InternalError("to_string: unknown Recompute");
 }
 
+std::string to_string(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16: return "bf16";
+  }
+  throw InternalError("to_string: unknown Precision");
+}
+
+int64_t held_out_sequences(int64_t num_sequences, double fraction) {
+  if (fraction <= 0.0) return 0;
+  const auto held_out = static_cast<int64_t>(static_cast<double>(num_sequences) * fraction);
+  return held_out < 1 ? 1 : held_out;
+}
+
 }  // namespace ppctl::config

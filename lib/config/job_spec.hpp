@@ -41,6 +41,14 @@ enum class Recompute {
 /// Where each worker's stage lives.
 enum class Device { Cpu, Cuda };
 
+/// Arithmetic of the forward (and so of the backward's matrix products). Parameters, their gradients
+/// and the optimizer state are fp32 in both.
+enum class Precision {
+  Fp32,  ///< `fp32`: everything in float32
+  Bf16,  ///< `bf16`: mixed precision: autocast to bfloat16 (matrix products, attention), fp32 master
+         ///< weights and gradient accumulation, fp32 logits and loss (as torch.autocast)
+};
+
 /// Communication backend; Auto = gloo on cpu, nccl on cuda.
 enum class Backend { Auto, Gloo, Nccl };
 
@@ -75,6 +83,8 @@ struct PipelineSpec {
 struct DataSpec {
   std::vector<std::string> paths;  ///< as written: paths or globs (relative to the spec's folder). Required.
   std::vector<std::string> files;  ///< resolved: every matching regular file, sorted, absolute. Filled by the loader.
+  double eval_fraction = 0.0;      ///< share of the text's sequences held out for evaluation (the last ones,
+                                   ///< never trained on); 0 = none. Range [0, 0.5].
 };
 
 /// AdamW (Loshchilov & Hutter, arXiv 1711.05101) as in torch::optim::AdamW.
@@ -100,6 +110,22 @@ struct TrainSpec {
   int64_t recompute_every = 1;  ///< with recompute: blocks, keep every k-th block's input. Range [1, 10000].
 };
 
+/// Evaluation on the held-out split (data.eval_fraction), forward only, from the last stage.
+struct EvalSpec {
+  int64_t interval = 0;  ///< evaluate every N optimizer steps and after the last; 0 = never. Range [0, 1e9].
+  int64_t batches = 4;   ///< global batches (microbatches x micro_batch_size sequences each) per evaluation,
+                         ///< the same ones every time. Range [1, 1e6].
+};
+
+/// Checkpoints: per-layer model and optimizer state, written atomically (train/checkpoint.hpp).
+struct CheckpointSpec {
+  std::string dir;        ///< folder of the checkpoints (relative to the spec's folder; resolved to an absolute
+                          ///< path by the loader); empty = no checkpoints.
+  int64_t interval = 0;   ///< save every N optimizer steps (and after the last); 0 = only after the last.
+                          ///< Range [0, 1e9]. Needs dir.
+  int64_t keep = 3;       ///< complete checkpoints kept (the newest); older ones are deleted. Range [1, 1e6].
+};
+
 /// Processes and communication.
 struct RuntimeSpec {
   Device device = Device::Cpu;        ///< `cpu` or `cuda` (one GPU per local rank).
@@ -108,6 +134,7 @@ struct RuntimeSpec {
   int64_t master_port = 0;            ///< rendezvous port; 0 = any free port (local launch). Range [0, 65535].
   double comm_timeout_s = 300.0;      ///< every blocking wait (rendezvous, send/recv) ends after this, seconds. Range (0, 86400].
   int64_t threads_per_worker = 1;     ///< intra-op threads per worker (at::set_num_threads). Range [1, 1024].
+  Precision precision = Precision::Fp32;  ///< `fp32` (default) or `bf16`.
 };
 
 /// A whole job. `source` is the spec file's path (for messages).
@@ -117,9 +144,15 @@ struct JobSpec {
   DataSpec data;
   OptimizerSpec optimizer;
   TrainSpec train;
+  EvalSpec eval;
+  CheckpointSpec checkpoint;
   RuntimeSpec runtime;
   std::string source;
 };
+
+/// Sequences held out for evaluation out of `num_sequences` with data.eval_fraction `fraction`: 0 when the
+/// fraction is 0, else floor(num_sequences x fraction) but at least 1. The held-out ones are the last.
+int64_t held_out_sequences(int64_t num_sequences, double fraction);
 
 /// Lower-case YAML spelling of each enum (`1f1b`, `gpipe`, `cpu`, ...).
 std::string to_string(ScheduleKind kind);
@@ -128,5 +161,6 @@ std::string to_string(Backend backend);
 std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
 std::string to_string(Recompute recompute);
+std::string to_string(Precision precision);
 
 }  // namespace ppctl::config

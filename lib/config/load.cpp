@@ -467,6 +467,12 @@ Field enum_field(std::string key, Enum& out, std::vector<Enum> values, HintAlias
           }};
 }
 
+/// `path` made absolute against `base_dir` when relative, normalised.
+std::string resolve_against(const std::string& base_dir, const std::string& path) {
+  const fs::path p(path);
+  return (p.is_absolute() ? p : fs::path(base_dir) / p).lexically_normal().string();
+}
+
 /// Every section and key of a job spec, reading into `spec`. Ranges match the comments in job_spec.hpp.
 std::vector<Section> schema(JobSpec& spec) {
   ModelSpec& m = spec.model;
@@ -498,7 +504,8 @@ std::vector<Section> schema(JobSpec& spec) {
            return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);
          }}}},
       {"data",
-       {{"path", [&spec](Context& c, const Entry& e) { return read_data_paths(c, e, spec.data); }}}},
+       {{"path", [&spec](Context& c, const Entry& e) { return read_data_paths(c, e, spec.data); }},
+        real_field("eval_fraction", spec.data.eval_fraction, {0, false, 0.5, false})}},
       {"optimizer",
        {real_field("lr", o.lr, {0, true, 10, false}),
         {"betas", [&o](Context& c, const Entry& e) { return read_betas(c, e, o.beta1, o.beta2); }},
@@ -516,6 +523,16 @@ std::vector<Section> schema(JobSpec& spec) {
         enum_field("on_nonfinite", t.on_nonfinite, std::vector{NonFinitePolicy::Stop, NonFinitePolicy::Skip}),
         enum_field("recompute", t.recompute, std::vector{Recompute::None, Recompute::Full, Recompute::Blocks}),
         int_field("recompute_every", t.recompute_every, {1, 10'000})}},
+      {"eval",
+       {int_field("interval", spec.eval.interval, {0, kBillion}),
+        int_field("batches", spec.eval.batches, {1, kMillion})}},
+      {"checkpoint",
+       {{"dir",  // resolved against the spec's folder by Loader::check_checkpoint
+         [&spec](Context& c, const Entry& e) {
+           return read_text(c, e, "folder path", "dir: checkpoints/my-job", spec.checkpoint.dir);
+         }},
+        int_field("interval", spec.checkpoint.interval, {0, kBillion}),
+        int_field("keep", spec.checkpoint.keep, {1, kMillion})}},
       {"runtime",
        {enum_field("device", r.device, std::vector{Device::Cpu, Device::Cuda}, {{"gpu", "cuda"}}),
         enum_field("backend", r.backend, std::vector{Backend::Auto, Backend::Gloo, Backend::Nccl}),
@@ -525,7 +542,9 @@ std::vector<Section> schema(JobSpec& spec) {
          }},
         int_field("master_port", r.master_port, {0, 65'535}),
         real_field("comm_timeout_s", r.comm_timeout_s, {0, true, 86'400, false}),
-        int_field("threads_per_worker", r.threads_per_worker, {1, 1024})}},
+        int_field("threads_per_worker", r.threads_per_worker, {1, 1024}),
+        enum_field("precision", r.precision, std::vector{Precision::Fp32, Precision::Bf16},
+                   {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}})}},
   };
 }
 
@@ -765,9 +784,7 @@ class Loader {
           "add pipeline.schedule_file: my_schedule.csv (one row of actions per rank; see configs/README.md)");
       return;
     }
-    const fs::path file = fs::path(p.schedule_file).is_absolute()
-                              ? fs::path(p.schedule_file).lexically_normal()
-                              : (fs::path(c_.base_dir) / p.schedule_file).lexically_normal();
+    const fs::path file = resolve_against(c_.base_dir, p.schedule_file);
     const std::string value = config::quoted(p.schedule_file);
     struct stat info {};
     if (::stat(file.c_str(), &info) != 0) {
@@ -791,12 +808,7 @@ class Loader {
   /// The text must hold at least one training sequence: seq_len + 1 bytes over all data files.
   void check_data_covers_a_sequence() {
     if (!usable("data.path") || !usable("model.seq_len") || spec_.data.files.empty()) return;
-    std::uintmax_t bytes = 0;
-    for (const auto& file : spec_.data.files) {
-      std::error_code ignored;
-      const auto size = fs::file_size(file, ignored);
-      if (!ignored) bytes += size;
-    }
+    const std::uintmax_t bytes = text_bytes();
     const auto needed = static_cast<std::uintmax_t>(spec_.model.seq_len) + 1;
     if (bytes < needed) {
       combination_problem(
@@ -804,6 +816,76 @@ class Loader {
           fmt::format("must hold at least model.seq_len + 1 = {} bytes of text", needed),
           fmt::format("add text, or lower model.seq_len to {} or less", bytes > 0 ? bytes - 1 : 0));
     }
+  }
+
+  /// eval.interval needs held-out text, and the split must leave sequences on both sides.
+  void check_eval() {
+    const double fraction = spec_.data.eval_fraction;
+    if (usable("eval.interval") && usable("data.eval_fraction") && spec_.eval.interval > 0 && fraction == 0.0) {
+      combination_problem("eval.interval", "data.eval_fraction", std::to_string(spec_.eval.interval),
+                          "needs held-out text, but data.eval_fraction is 0",
+                          "set data.eval_fraction: 0.05 (the last 5% of the sequences), or eval.interval: 0");
+    }
+    if (fraction == 0.0 || !usable("data.eval_fraction") || !usable("data.path") || !usable("model.seq_len")) return;
+    const int64_t sequences = text_sequences();
+    if (sequences < 0) return;  // too short for one sequence: reported by check_data_covers_a_sequence
+    const int64_t held_out = held_out_sequences(sequences, fraction);
+    if (sequences - held_out < 1) {
+      combination_problem("data.eval_fraction", "data.path", fmt::format("{:g}", fraction),
+                          fmt::format("leaves no training sequence: the text holds {} sequence(s) of "
+                                      "model.seq_len + 1 bytes and {} would be held out",
+                                      sequences, held_out),
+                          "add text, lower model.seq_len, or set data.eval_fraction: 0");
+    }
+  }
+
+  /// checkpoint.interval and checkpoint.keep need checkpoint.dir; the folder must be a folder (or not exist
+  /// yet) under a writable parent.
+  void check_checkpoint() {
+    CheckpointSpec& k = spec_.checkpoint;
+    if (k.dir.empty()) {
+      for (const char* key : {"checkpoint.interval", "checkpoint.keep"}) {
+        if (!seen_.count(key) || !usable(key)) continue;
+        combination_problem(key, "checkpoint", key == std::string("checkpoint.interval") ? std::to_string(k.interval)
+                                                                                          : std::to_string(k.keep),
+                            "needs checkpoint.dir (the folder to write checkpoints to)",
+                            "add checkpoint: {dir: checkpoints/my-job}");
+      }
+      return;
+    }
+    if (!usable("checkpoint.dir")) return;
+    const std::string value = config::quoted(k.dir);
+    spec_.checkpoint.dir = resolve_against(c_.base_dir, k.dir);
+    std::error_code ignored;
+    fs::path existing = k.dir;
+    while (!existing.empty() && !fs::exists(existing, ignored)) existing = existing.parent_path();
+    if (existing == fs::path(k.dir) && !fs::is_directory(existing, ignored)) {
+      combination_problem("checkpoint.dir", "checkpoint", value, "names a file, not a folder",
+                          "name a folder (it is created when missing)");
+    } else if (!existing.empty() && ::access(existing.c_str(), W_OK | X_OK) != 0) {
+      combination_problem("checkpoint.dir", "checkpoint", value,
+                          fmt::format("cannot be written: {} is not writable ({})", existing.string(),
+                                      std::strerror(errno)),
+                          "choose a folder you can write to, or fix its permissions");
+    }
+  }
+
+  /// Bytes in the data files together.
+  std::uintmax_t text_bytes() const {
+    std::uintmax_t bytes = 0;
+    for (const auto& file : spec_.data.files) {
+      std::error_code ignored;
+      const auto size = fs::file_size(file, ignored);
+      if (!ignored) bytes += size;
+    }
+    return bytes;
+  }
+
+  /// Sequences of model.seq_len + 1 bytes (stride seq_len) in the data files; -1 when not even one.
+  int64_t text_sequences() const {
+    const std::uintmax_t bytes = text_bytes();
+    const auto seq = static_cast<std::uintmax_t>(spec_.model.seq_len);
+    return bytes < seq + 1 ? -1 : static_cast<int64_t>((bytes - 1) / seq);
   }
 
   /// optimizer.min_lr is a floor below optimizer.lr.
@@ -822,6 +904,8 @@ class Loader {
     check_layers_cover_stages();
     check_min_lr();
     check_data_covers_a_sequence();
+    check_eval();
+    check_checkpoint();
     if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
       combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
                           fmt::format("must divide model.hidden ({})", m.hidden),
@@ -866,7 +950,7 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
                  "write at least data: {path: ...}; configs/README.md has a full example");
   } else if (!documents[0].IsMap()) {
     problems.add(line_of(documents[0]), "", describe(documents[0]),
-                 "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, runtime)",
+                 "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, eval, checkpoint, runtime)",
                  "start each section at the left margin, e.g. 'model:' with its keys indented below");
   } else {
     Loader(spec, context).read(documents[0]);

@@ -48,6 +48,12 @@ class CommTimeout : public CommError {
   using CommError::CommError;
 };
 
+/// A checkpoint is missing, incomplete, corrupt or does not fit the job spec. Names the file.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Spawning or supervising worker processes failed, or a worker ended abnormally.
 class LaunchError : public Error {
  public:

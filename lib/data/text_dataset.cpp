@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "config/job_spec.hpp"
+#include "core/check.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::data {
@@ -24,7 +26,8 @@ uint64_t splitmix64(uint64_t& state) {
 
 }  // namespace
 
-TextDataset::TextDataset(const std::vector<std::string>& files, int64_t seq_len, uint64_t seed)
+TextDataset::TextDataset(const std::vector<std::string>& files, int64_t seq_len, uint64_t seed,
+                         double eval_fraction)
     : seq_len_(seq_len), seed_(seed) {
   for (const auto& path : files) {
     std::ifstream in(path, std::ios::binary);
@@ -37,7 +40,15 @@ TextDataset::TextDataset(const std::vector<std::string>& files, int64_t seq_len,
         "lower model.seq_len)",
         files.size(), bytes_.size(), seq_len + 1));
   }
-  num_windows_ = (static_cast<int64_t>(bytes_.size()) - 1) / seq_len;
+  const int64_t windows = (static_cast<int64_t>(bytes_.size()) - 1) / seq_len;
+  num_eval_windows_ = config::held_out_sequences(windows, eval_fraction);
+  num_windows_ = windows - num_eval_windows_;
+  if (num_windows_ < 1) {
+    throw Error(fmt::format("data: the text holds {} sequence(s) of model.seq_len + 1 bytes and "
+                            "data.eval_fraction {:g} holds out {}, leaving none to train on (fix: add "
+                            "text or lower data.eval_fraction)",
+                            windows, eval_fraction, num_eval_windows_));
+  }
 }
 
 const std::vector<int64_t>& TextDataset::permutation(int64_t epoch) const {
@@ -55,7 +66,16 @@ const std::vector<int64_t>& TextDataset::permutation(int64_t epoch) const {
 }
 
 void TextDataset::sample(int64_t index, int64_t* tokens, int64_t* targets) const {
-  const int64_t window = permutation(index / num_windows_)[static_cast<size_t>(index % num_windows_)];
+  copy_window(permutation(index / num_windows_)[static_cast<size_t>(index % num_windows_)], tokens,
+              targets);
+}
+
+void TextDataset::eval_sample(int64_t index, int64_t* tokens, int64_t* targets) const {
+  PPCTL_ASSERT(num_eval_windows_ > 0, "eval_sample: no held-out text (data.eval_fraction is 0)");
+  copy_window(num_windows_ + index % num_eval_windows_, tokens, targets);
+}
+
+void TextDataset::copy_window(int64_t window, int64_t* tokens, int64_t* targets) const {
   const uint8_t* start = bytes_.data() + window * seq_len_;
   for (int64_t t = 0; t < seq_len_; ++t) {
     tokens[t] = start[t];

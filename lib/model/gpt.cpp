@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/check.hpp"
+#include "model/autocast.hpp"
 
 namespace ppctl::model {
 namespace {
@@ -120,6 +121,8 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
                fmt::format("parts [{}, {}) of a stage with {}", begin, end, num_parts()));
   const int64_t first_block = layout_.has_embedding ? 1 : 0;
   const auto blocks = static_cast<int64_t>(blocks_.size());
+  const bool bf16 = precision_ == config::Precision::Bf16;
+  const AutocastGuard autocast(input.device().type(), bf16);
   torch::Tensor x = input;
   for (int64_t part = begin; part < end; ++part) {
     const int64_t block = part - first_block;
@@ -131,6 +134,7 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
       x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
     } else {
       x = lm_head_->forward(ln_f_->forward(x));
+      if (bf16) x = x.to(torch::kFloat);  // fp32 logits: the loss and its gradient in fp32
     }
   }
   return x;

@@ -78,6 +78,10 @@ class StageModuleImpl : public torch::nn::Module {
   /// [batch, seq_len] int64. Only meaningful on the last stage.
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
 
+  /// runtime.precision: with Bf16 every forward_parts runs under AutocastGuard (bf16 matrix
+  /// products, fp32 master weights) and the head returns fp32 logits, so the loss is fp32.
+  void set_precision(config::Precision precision) { precision_ = precision; }
+
   bool has_embedding() const { return layout_.has_embedding; }
   bool has_head() const { return layout_.has_head; }
   const plan::StageLayout& layout() const { return layout_; }
@@ -85,6 +89,7 @@ class StageModuleImpl : public torch::nn::Module {
  private:
   config::ModelSpec spec_;
   plan::StageLayout layout_;
+  config::Precision precision_ = config::Precision::Fp32;
   torch::nn::Embedding tok_embed_{nullptr}, pos_embed_{nullptr};
   std::vector<Block> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};

@@ -83,10 +83,29 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   PPCTL_ASSERT(slots_.empty() && outputs_.empty() && input_grads_.empty(),
                "activations or gradients left over at the end of the step");
   result.peak_bytes = memory_.read().peak - start_bytes;
+  if (forward_only_) return result;
   max_memory_.kept_bytes = std::max(max_memory_.kept_bytes, result.kept_bytes);
   max_memory_.held_bytes = std::max(max_memory_.held_bytes, result.held_bytes);
   max_memory_.peak_bytes = std::max(max_memory_.peak_bytes, result.peak_bytes);
   return result;
+}
+
+StepResult Executor::run_forward_only(const schedule::RankProgram& actions,
+                                      const MicrobatchSource& data) {
+  schedule::RankProgram forward;
+  for (const auto& action : actions) {
+    if (action.kind == ActionKind::F || action.kind == ActionKind::SEND_F ||
+        action.kind == ActionKind::RECV_F) {
+      forward.push_back(action);
+    }
+  }
+  torch::NoGradGuard no_grad;
+  forward_only_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{forward_only_};
+  return run_step(forward, data, model::DropoutContext{false, 0, 0, 0}, 1.0);
 }
 
 std::string Executor::memory_report() const {
@@ -230,7 +249,7 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   } else {
     outputs_[key] = x;
   }
-  slots_[key] = std::move(slot);
+  if (!forward_only_) slots_[key] = std::move(slot);
 }
 
 torch::Tensor Executor::run_segment(const Slot& slot, int64_t begin, int64_t end,

@@ -85,6 +85,13 @@ class Executor {
   StepResult run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
                       const model::DropoutContext& dropout, double loss_scale);
 
+  /// Forward only (evaluation): runs the F, SEND_F and RECV_F actions of `actions` in their order
+  /// (the same order as training, so it cannot deadlock where the full list does not: only waits
+  /// were removed), without autograd graphs and with dropout off, keeping nothing for a backward.
+  /// loss_sum / loss_count are the last stage's unscaled microbatch losses; memory maxima and
+  /// .grad are untouched. Throws like run_step.
+  StepResult run_forward_only(const schedule::RankProgram& actions, const MicrobatchSource& data);
+
   /// The largest StepResult::kept_bytes, held_bytes and peak_bytes of the steps run so far, and the
   /// policy: e.g. "recompute full: kept for backward up to 1.5 MiB; tensors held between actions up
   /// to 9.8 MiB, peak 20.0 MiB above the step's start".
@@ -156,6 +163,7 @@ class Executor {
   std::map<std::tuple<int, int64_t, int64_t>, PendingRecv> recvs_;  // (kind, stage, mb)
   std::vector<std::pair<comm::PendingOp, torch::Tensor>> sends_;
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
+  bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
   MemoryMeter memory_;
   StepResult max_memory_;  // the largest *_bytes over the steps run so far
 };

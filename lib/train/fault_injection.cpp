@@ -1,4 +1,4 @@
-// Parsing of the hidden `--inject-nan STAGE:STEP` worker option (see fault_injection.hpp).
+// Parsing of the hidden fault-injection worker options (see fault_injection.hpp).
 #include "train/fault_injection.hpp"
 
 #include <fmt/format.h>
@@ -22,19 +22,39 @@ std::optional<int64_t> parse_count(const std::string& text) {
   return value;
 }
 
+/// "A:B" with A >= min_a and B >= min_b, or nothing.
+std::optional<std::pair<int64_t, int64_t>> parse_two_counts(const std::string& text, int64_t min_a,
+                                                            int64_t min_b) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const auto a = parse_count(text.substr(0, colon));
+  const auto b = parse_count(text.substr(colon + 1));
+  if (!a || !b || *a < min_a || *b < min_b) return std::nullopt;
+  return std::pair{*a, *b};
+}
+
 }  // namespace
 
 NanInjection parse_nan_injection(const std::string& text) {
-  const auto colon = text.find(':');
-  const auto stage = colon == std::string::npos ? std::nullopt : parse_count(text.substr(0, colon));
-  const auto step = colon == std::string::npos ? std::nullopt : parse_count(text.substr(colon + 1));
-  if (!stage || !step || *step < 1) {
+  const auto parsed = parse_two_counts(text, 0, 1);
+  if (!parsed) {
     throw Error(
         fmt::format("--inject-nan '{}': expected STAGE:STEP, a stage index from 0 and a step "
                     "from 1, such as 1:3",
                     text));
   }
-  return {*stage, *step};
+  return {parsed->first, parsed->second};
+}
+
+std::pair<int64_t, int64_t> parse_checkpoint_crash(const std::string& text) {
+  const auto parsed = parse_two_counts(text, 1, 1);
+  if (!parsed) {
+    throw Error(fmt::format(
+        "--inject-crash-in-checkpoint '{}': expected STEP:FILES, a step from 1 and a number of "
+        "files from 1, such as 4:2",
+        text));
+  }
+  return *parsed;
 }
 
 }  // namespace ppctl::train

@@ -9,6 +9,8 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "train/checkpoint.hpp"
+#include "train/eval.hpp"
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
@@ -102,21 +104,34 @@ void run_training(LoopContext& ctx) {
   auto optimizer = make_optimizer(ctx.stages, spec.optimizer);
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
-  const int64_t tokens_per_step =
-      spec.pipeline.microbatches * spec.pipeline.micro_batch_size * spec.model.seq_len;
+  const int64_t sequences_per_step = spec.pipeline.microbatches * spec.pipeline.micro_batch_size;
+  const int64_t tokens_per_step = sequences_per_step * spec.model.seq_len;
   const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
   check_injection(ctx.inject_nan, num_stages);
   std::vector<comm::Communicator*> groups;  // the norm is summed over these (the pipeline)
   if (ctx.comm != nullptr) groups.push_back(ctx.comm);
 
-  // Timing summary over steps 2..N (step 1 includes one-off start-up costs).
+  int64_t first_step = 0;
+  if (!ctx.resume_from.empty()) {
+    const auto meta = read_checkpoint_meta(ctx.resume_from);
+    check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
+    load_checkpoint(ctx.resume_from, meta, ctx.stages, *optimizer);
+    first_step = meta.step;
+    spdlog::info("resumed from {} after step {} (saved with {} stage(s); next training sequence {})",
+                 ctx.resume_from, meta.step, meta.stages, meta.next_sample);
+  }
+  const CheckpointWriter checkpoint{spec,     ctx.stages,         *optimizer,
+                                    ctx.rank, ctx.comm,           sequences_per_step,
+                                    ctx.crash_in_checkpoint};
+
+  // Timing summary over the steps after the first (which includes one-off start-up costs).
   runtime::StepResult timing;
   double timed_step_ms = 0.0;
   int64_t timed_steps = 0;
   int64_t skipped_steps = 0;
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
-  for (int64_t step = 0; step < ctx.steps; ++step) {
+  for (int64_t step = first_step; step < ctx.steps; ++step) {
     const auto step_start = Clock::now();
     optimizer->zero_grad(/*set_to_none=*/true);
     model::DropoutContext dropout{true, spec.train.seed, step, 0};
@@ -151,7 +166,7 @@ void run_training(LoopContext& ctx) {
     if (finite) optimizer->step();
     ++interval_steps;
     const auto now = Clock::now();
-    if (step > 0) {
+    if (step > first_step) {
       timed_step_ms += std::chrono::duration<double, std::milli>(schedule_end - step_start).count();
       ++timed_steps;
       for (size_t k = 0; k < timing.compute_ms.size(); ++k) {
@@ -160,7 +175,7 @@ void run_training(LoopContext& ctx) {
       }
       timing.receive_wait_ms += result.receive_wait_ms;
     }
-    const bool log_now = step == 0 || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
+    const bool log_now = step == first_step || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
     if (result.loss_count > 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
@@ -175,6 +190,21 @@ void run_training(LoopContext& ctx) {
     if (log_now) {
       interval_start = now;
       interval_steps = 0;
+    }
+    if (eval_due(spec.eval, step + 1, ctx.steps)) {
+      const auto eval_start = Clock::now();
+      if (const auto loss = evaluate(ctx.executor, actions, ctx.dataset, spec)) {
+        spdlog::info("eval after step {}: loss {:.4f} ({} held-out batch(es), {:.2f} s)", step + 1, *loss,
+                     spec.eval.batches,
+                     std::chrono::duration<double>(Clock::now() - eval_start).count());
+      }
+      interval_start = Clock::now();  // tokens/s counts training only
+    }
+    const auto interval = spec.checkpoint.interval;
+    if (!spec.checkpoint.dir.empty() &&
+        (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0))) {
+      save_checkpoint(checkpoint, step + 1, lr);
+      interval_start = Clock::now();
     }
   }
   if (timed_steps > 0) log_timing(timing, timed_step_ms, timed_steps);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "comm/communicator.hpp"
@@ -28,6 +29,9 @@ struct LoopContext {
   std::string dump_gradients_dir;      ///< see WorkerOptions
   comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank
   std::optional<NanInjection> inject_nan;  ///< testing: see WorkerOptions
+  std::string resume_from;  ///< a checkpoint folder (resolve_checkpoint'ed) to continue from; empty = start afresh
+  /// Testing: (step, files): SIGKILL after writing this many files of step's checkpoint.
+  std::optional<std::pair<int64_t, int64_t>> crash_in_checkpoint;
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
@@ -35,7 +39,8 @@ struct LoopContext {
 std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
                                                     const config::OptimizerSpec& spec);
 
-/// Runs `ctx.steps` optimizer steps. Each step: run the schedule (gradients accumulate over the m
+/// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
+/// `ctx.resume_from` (its parameters and AdamW state loaded first; train/checkpoint.hpp). Each step: run the schedule (gradients accumulate over the m
 /// microbatches), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
 /// all-reduce), then
 /// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
@@ -47,6 +52,9 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 /// `step S/N | loss L | lr R | grad norm G | T tok/s | step X s` where L is the mean over the
 /// step's microbatches (nats per byte), R the optimizer's learning rate for that step and G the
 /// global gradient norm before clipping; ` | skipped` ends the line of a skipped step.
+/// After a step, when due: the held-out eval loss (eval.hpp; logged by the last stage's rank as
+/// `eval after step S: loss L`), then a checkpoint (checkpoint.dir, every checkpoint.interval
+/// steps and after the last).
 void run_training(LoopContext& ctx);
 
 }  // namespace ppctl::train

@@ -18,4 +18,10 @@ runtime::MicrobatchData microbatch(const data::TextDataset& dataset, const confi
 runtime::MicrobatchSource microbatch_source(const data::TextDataset* dataset,
                                             const config::JobSpec& spec, int64_t step);
 
+/// Microbatch j of held-out global batch `batch` (0 <= batch < eval.batches): the held-out
+/// sequences TextDataset::eval_sample(stream_index(batch, j, i, m, mbs)), the same at every
+/// evaluation. Asserts that `dataset` is not null when called.
+runtime::MicrobatchSource eval_microbatch_source(const data::TextDataset* dataset,
+                                                 const config::JobSpec& spec, int64_t batch);
+
 }  // namespace ppctl::train

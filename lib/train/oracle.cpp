@@ -77,7 +77,9 @@ GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks) {
 
 GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   model::StageModule whole(spec.model, model::whole_model_layout(spec.model), spec.train.seed);
-  const data::TextDataset dataset(spec.data.files, spec.model.seq_len, spec.train.seed);
+  whole->set_precision(spec.runtime.precision);
+  const data::TextDataset dataset(spec.data.files, spec.model.seq_len, spec.train.seed,
+                                  spec.data.eval_fraction);
   const int64_t m = spec.pipeline.microbatches;
   double loss_sum = 0.0;
   for (int64_t j = 0; j < m; ++j) {

@@ -122,6 +122,7 @@ int run_worker(const WorkerOptions& options) {
     if (s.rank != info.rank) continue;
     model::StageModule stage(spec.model, s, spec.train.seed);
     stage->to(device);
+    stage->set_precision(spec.runtime.precision);
     stage->train();
     by_stage.emplace(s.stage, stage);
     stages.push_back(stage);
@@ -132,7 +133,8 @@ int run_worker(const WorkerOptions& options) {
   }
   std::unique_ptr<data::TextDataset> dataset;
   if (needs_data) {
-    dataset = std::make_unique<data::TextDataset>(spec.data.files, spec.model.seq_len, spec.train.seed);
+    dataset = std::make_unique<data::TextDataset>(spec.data.files, spec.model.seq_len, spec.train.seed,
+                                                  spec.data.eval_fraction);
   }
 
   runtime::Executor executor(by_stage, program, info.rank, comm.get(),
@@ -140,7 +142,7 @@ int run_worker(const WorkerOptions& options) {
                              device, {spec.train.recompute, spec.train.recompute_every});
   LoopContext ctx{spec,   program,       info.rank, executor, stages, dataset.get(),
                   options.steps.value_or(spec.train.steps), options.dump_gradients_dir, comm.get(),
-                  options.inject_nan};
+                  options.inject_nan, options.resume_from, options.crash_in_checkpoint};
   run_training(ctx);
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "config/job_spec.hpp"
 #include "train/fault_injection.hpp"
@@ -18,6 +19,10 @@ struct WorkerOptions {
                                        ///< gradients (after clipping), the loss and the global
                                        ///< gradient norm to DIR/rank<R>.pt and stop
   std::optional<NanInjection> inject_nan;  ///< testing: poison one stage's gradients at one step
+  std::string resume_from;  ///< a checkpoint folder to continue from (resolved by `ppctl train --resume`)
+  /// testing: (step, files): SIGKILL this worker after it wrote `files` unit files of the
+  /// checkpoint of `step` (--inject-crash-in-checkpoint STEP:FILES)
+  std::optional<std::pair<int64_t, int64_t>> crash_in_checkpoint;
 };
 
 /// Environment variable through which the launcher hands workers the exact spec text it validated

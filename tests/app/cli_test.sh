@@ -95,6 +95,42 @@ case "$CASE" in
     grep -q "rank 1 was killed by signal 9" "$WORK/out" || fail "the failed rank is not named"
     no_leftovers
     ;;
+  checkpoint_kill)
+    # The whole job SIGKILLed at random moments while it checkpoints every step (so a kill often
+    # lands inside a save): each time `latest` names a complete checkpoint and --resume goes on.
+    tiny_job 2 100000 "checkpoint: {dir: ckpt, interval: 1, keep: 2}"
+    for round in 1 2 3; do
+      "$PPCTL" train "$WORK/job.yaml" $([ "$round" -gt 1 ] && echo --resume) > "$WORK/out" 2>&1 &
+      launcher=$!
+      wait_for_line "checkpoint of step" 120
+      sleep "0.$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
+      kill -KILL "$launcher"  # the workers die with it (PDEATHSIG)
+      wait "$launcher" 2>/dev/null
+      no_leftovers
+      latest="$WORK/ckpt/$(cat "$WORK/ckpt/latest")"
+      [ -f "$latest/meta.json" ] || fail "round $round: latest names $latest, which is not complete"
+      step=$(grep -o '"step": [0-9]*' "$latest/meta.json" | grep -o '[0-9]*$')
+      echo "round $round: killed; latest complete checkpoint is step $step" >&2
+      [ "$round" -eq 1 ] || grep -q "resumed from" "$WORK/out" || fail "round $round did not resume"
+    done
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume --steps $((step + 3)) > "$WORK/out" 2>&1 \
+      || fail "the final resume exited $?"
+    grep -q "resumed from .*step-0*$step after step $step" "$WORK/out" || fail "did not resume after step $step"
+    grep -q "step $((step + 3))/$((step + 3)) | loss" "$WORK/out" || fail "no step $((step + 3))"
+    ls "$WORK/ckpt" | grep -q partial && fail "a .partial folder was left behind"
+    no_leftovers
+    ;;
+  resume_errors)
+    tiny_job 2 4 ""
+    "$PPCTL" train "$WORK/job.yaml" --resume > "$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "--resume without checkpoint.dir: expected exit code 2"
+    grep -q "sets none (fix: add checkpoint: {dir: ...}" "$WORK/out" || fail "no hint to set checkpoint.dir"
+    "$PPCTL" train "$WORK/job.yaml" --resume "$WORK/nowhere" > "$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "--resume of a missing folder: expected exit code 2"
+    grep -q "no checkpoint at $WORK/nowhere" "$WORK/out" || fail "the missing folder is not named"
+    grep -q "starting" "$WORK/out" && fail "workers were started"
+    no_leftovers
+    ;;
   interrupt)
     tiny_job 2 100000 ""
     start_long_training

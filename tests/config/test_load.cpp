@@ -357,7 +357,7 @@ TEST_CASE("an unknown top-level section gets a did-you-mean or the list of secti
 
   const Message far = only_problem(with_data("scheduler: {x: 1}\n"));
   check(far, 1, "scheduler", std::nullopt, "unknown key");
-  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, runtime");
+  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, eval, checkpoint, runtime");
 }
 
 TEST_CASE("a key of another section says where it belongs", "[config][keys]") {
@@ -872,7 +872,7 @@ TEST_CASE("a spec that is not a mapping", "[config][document]") {
   const auto list = problems_of("- model\n- data\n");
   REQUIRE(list.size() == 1);
   CHECK_THAT(list[0], StartsWith("job.yaml:1: value [model, data]: the spec must be a mapping of sections "
-                                 "(model, pipeline, data, optimizer, train, runtime) (fix: "));
+                                 "(model, pipeline, data, optimizer, train, eval, checkpoint, runtime) (fix: "));
   const auto scalar = problems_of("just words\n");
   REQUIRE(scalar.size() == 1);
   CHECK_THAT(scalar[0], StartsWith("job.yaml:1: value \"just words\": the spec must be a mapping"));
@@ -923,7 +923,7 @@ extra: 1
       "job.yaml:11: train.steps: value 2.5: must be an integer (fix: use a whole number such as 2 or 3)",
       "job.yaml:13: runtime.backend: value \"nccl\": needs runtime.device cuda (runtime.device is cpu, the default) "
       "(fix: use backend gloo or auto on cpu, or set runtime.device: cuda)",
-      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, runtime)",
+      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, eval, checkpoint, runtime)",
   };
   CHECK(problems == expected);
 }
@@ -1056,4 +1056,39 @@ TEST_CASE("training-step fields: LR schedule, clipping, non-finite policy, recom
         "must be one of none, full, blocks");
   check(only_problem(with_data("optimizer: {clip_grad_norm: -1}\n")), 1, "optimizer.clip_grad_norm", "-1",
         "must be in [0, 1000000]");
+}
+
+TEST_CASE("eval and checkpoint sections: defaults, values, and the keys they need", "[config]") {
+  const auto defaults = parse_job_spec(with_data(""), "job.yaml", corpus_dir().str());
+  CHECK(defaults.eval.interval == 0);
+  CHECK(defaults.data.eval_fraction == 0.0);
+  CHECK(defaults.checkpoint.dir.empty());
+
+  const auto spec = parse_job_spec(
+      "data: {path: corpus.txt, eval_fraction: 0.05}\neval: {interval: 50, batches: 3}\n"
+      "checkpoint: {dir: ckpt/run1, interval: 100, keep: 2}\n",
+      "job.yaml", corpus_dir().str());
+  CHECK(spec.data.eval_fraction == 0.05);
+  CHECK(spec.eval.interval == 50);
+  CHECK(spec.eval.batches == 3);
+  CHECK(spec.checkpoint.dir == (corpus_dir().path() / "ckpt/run1").string());  // against the spec's folder
+  CHECK(spec.checkpoint.interval == 100);
+  CHECK(spec.checkpoint.keep == 2);
+
+  check(only_problem(with_data("eval: {interval: 10}\n")), 1, "eval.interval", "10",
+        "needs held-out text, but data.eval_fraction is 0");
+  check(only_problem(with_data("checkpoint: {interval: 10}\n")), 1, "checkpoint.interval", "10",
+        "needs checkpoint.dir (the folder to write checkpoints to)");
+  check(only_problem("data: {path: corpus.txt, eval_fraction: 0.6}\n"), 1, "data.eval_fraction", "0.6",
+        "must be in [0, 0.5]");
+  check(only_problem(with_data("checkpoint: {dir: corpus.txt}\n")), 1, "checkpoint.dir", "\"corpus.txt\"",
+        "names a file, not a folder");
+
+  const TempDir small;
+  small.write("short.txt", std::string(20, 'x'));  // one sequence of 16 + 1 bytes
+  const auto no_training = only_problem(
+      "model: {seq_len: 16}\ndata: {path: short.txt, eval_fraction: 0.1}\n", small.str());
+  check(no_training, 2, "data.eval_fraction", "0.1",
+        "leaves no training sequence: the text holds 1 sequence(s) of model.seq_len + 1 bytes and 1 "
+        "would be held out");
 }

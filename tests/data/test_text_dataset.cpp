@@ -1,5 +1,7 @@
 // Tests for data::TextDataset: windowing, targets, per-epoch permutation, determinism, errors.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -7,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/job_spec.hpp"
 #include "core/error.hpp"
 #include "data/text_dataset.hpp"
 
@@ -104,4 +107,48 @@ TEST_CASE("too little text or an unreadable file is a clear error") {
   } catch (const ppctl::Error& e) {
     CHECK(std::string(e.what()).find("/nonexistent/ppctl/data.txt") != std::string::npos);
   }
+}
+
+TEST_CASE("data.eval_fraction holds out the last windows, never trained on, the same every time") {
+  // 40 windows of seq_len 4 (161 bytes); byte i has value i mod 256, so a window's first token
+  // names it (4k).
+  const auto path = write_file("split.txt", counting_bytes(161));
+  const double fraction = GENERATE(0.05, 0.1, 0.25, 0.5);
+  INFO("eval_fraction " << fraction);
+  TextDataset ds({path}, 4, 7, fraction);
+  const int64_t held_out = ppctl::config::held_out_sequences(40, fraction);
+  CHECK(held_out == static_cast<int64_t>(40 * fraction));
+  CHECK(ds.num_eval_sequences() == held_out);
+  CHECK(ds.num_sequences() + ds.num_eval_sequences() == 40);
+
+  std::vector<int64_t> tokens(4), targets(4);
+  std::set<int64_t> trained;
+  for (int64_t i = 0; i < 3 * ds.num_sequences(); ++i) {  // three epochs
+    ds.sample(i, tokens.data(), targets.data());
+    trained.insert(tokens[0] / 4);
+  }
+  CHECK(static_cast<int64_t>(trained.size()) == ds.num_sequences());
+  CHECK(*trained.rbegin() == ds.num_sequences() - 1);  // only windows before the held-out ones
+
+  std::set<int64_t> evaluated;
+  for (int64_t i = 0; i < 2 * held_out; ++i) {
+    ds.eval_sample(i, tokens.data(), targets.data());
+    evaluated.insert(tokens[0] / 4);
+    CHECK(targets[0] == tokens[0] + 1);
+    std::vector<int64_t> again(4), again_targets(4);
+    ds.eval_sample(i, again.data(), again_targets.data());
+    CHECK(again == tokens);  // deterministic, no shuffle state
+  }
+  CHECK(static_cast<int64_t>(evaluated.size()) == held_out);
+  CHECK(*evaluated.begin() == ds.num_sequences());
+}
+
+TEST_CASE("without eval_fraction every window trains; a split leaving nothing to train is refused") {
+  const auto path = write_file("tiny_split.txt", counting_bytes(9));  // 2 windows of seq_len 4
+  CHECK(TextDataset({path}, 4, 7, 0.0).num_sequences() == 2);
+  CHECK(TextDataset({path}, 4, 7, 0.0).num_eval_sequences() == 0);
+  CHECK(TextDataset({path}, 4, 7, 0.5).num_sequences() == 1);
+  const auto one_window = write_file("one_window.txt", counting_bytes(5));
+  CHECK_THROWS_WITH(TextDataset({one_window}, 4, 7, 0.1),
+                    Catch::Matchers::ContainsSubstring("leaving none to train on"));
 }

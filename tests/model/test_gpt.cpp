@@ -129,3 +129,36 @@ TEST_CASE("the standard library's std::filesystem is used in torch-linked binari
   CHECK(fs::remove_all(dir) == 4);
   CHECK_FALSE(fs::exists(dir));
 }
+
+TEST_CASE("bf16 mixed precision: bf16 arithmetic, fp32 weights, gradients and logits, close to fp32") {
+  at::set_num_threads(1);
+  const auto spec = tiny_spec(2, 1, 0.0);
+  auto fp32 = build_stages(spec, 5)[0];
+  auto bf16 = build_stages(spec, 5)[0];
+  bf16->set_precision(config::Precision::Bf16);
+  const auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+  const auto targets = torch::randint(0, 256, {2, 16}, torch::kLong);
+  model::DropoutContext ctx;
+
+  const auto logits32 = fp32->forward(tokens, ctx);
+  const auto logits16 = bf16->forward(tokens, ctx);
+  CHECK(logits16.scalar_type() == torch::kFloat);  // the loss is computed in fp32
+  CHECK_FALSE(torch::equal(logits16, logits32));   // the arithmetic really was bf16 ...
+  CHECK(torch::allclose(logits16, logits32, 0.0, 0.05));  // ... and close to fp32
+
+  fp32->loss(logits32, targets).backward();
+  bf16->loss(logits16, targets).backward();
+  const auto a = params_of({fp32});
+  const auto b = params_of({bf16});
+  for (const auto& [name, param] : b) {
+    INFO(name);
+    CHECK(param.scalar_type() == torch::kFloat);  // master weights
+    REQUIRE(param.grad().defined());
+    CHECK(param.grad().scalar_type() == torch::kFloat);  // fp32 gradient accumulation
+    const auto reference = a.at(name).grad();
+    const double scale = reference.abs().max().item<double>();
+    CHECK((param.grad() - reference).abs().max().item<double>() <= 0.1 * scale + 1e-6);
+  }
+  // The guard restores the state: outside a bf16 forward nothing is autocast.
+  CHECK(torch::matmul(torch::ones({2, 2}), torch::ones({2, 2})).scalar_type() == torch::kFloat);
+}

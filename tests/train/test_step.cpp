@@ -27,93 +27,14 @@
 #include "train/local_job.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/oracle.hpp"
+#include "support/tiny_job.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
+using namespace ppctl::test;
 using Catch::Approx;
 
 namespace {
-
-/// A tiny job: 4 blocks of width 32, sequences of 16 bytes, Gloo on the CPU, one thread per worker.
-struct Job {
-  int64_t stages = 2;
-  int64_t microbatches = 4;
-  int64_t micro_batch_size = 2;
-  int64_t steps = 1;
-  std::string optimizer = "";  // more optimizer keys, e.g. ", clip_grad_norm: 0.1"
-  std::string train = "";      // more train keys
-};
-
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("ppctl_step_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-/// Writes the corpus and DIR/job.yaml; returns the spec's path.
-fs::path make_job(const Job& job, const fs::path& dir) {
-  {
-    std::ofstream text(dir / "corpus.txt");
-    for (int i = 0; i < 400; ++i)
-      text << "line " << i << ": the quick brown fox jumps over the lazy dog\n";
-  }
-  const auto spec = dir / "job.yaml";
-  std::ofstream(spec) << fmt::format(
-      R"(model: {{layers: 4, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}}
-pipeline: {{stages: {}, schedule: 1f1b, microbatches: {}, micro_batch_size: {}}}
-data: {{path: corpus.txt}}
-optimizer: {{lr: 0.001{}}}
-train: {{steps: {}, seed: 17{}}}
-runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
-)",
-      job.stages, job.microbatches, job.micro_batch_size, job.optimizer, job.steps, job.train);
-  return spec;
-}
-
-/// How a job ended and what its launcher and workers wrote (stdout and stderr together).
-struct Run {
-  launch::LaunchResult result;
-  std::string output;
-  double seconds = 0.0;
-};
-
-/// Runs the job in real worker processes (one per stage) with the worker arguments `args`,
-/// capturing everything the launcher and the workers print.
-Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
-  const auto spec = config::load_job_spec(spec_path.string());
-  const auto log = spec_path.parent_path() / "output.log";
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const int saved_out = ::dup(STDOUT_FILENO), saved_err = ::dup(STDERR_FILENO);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  REQUIRE(fd >= 0);
-  ::dup2(fd, STDOUT_FILENO);
-  ::dup2(fd, STDERR_FILENO);
-  ::close(fd);
-  struct Restore {  // the test's own output again, also when the launch throws
-    int out, err;
-    ~Restore() {
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::dup2(out, STDOUT_FILENO);
-      ::dup2(err, STDERR_FILENO);
-      ::close(out);
-      ::close(err);
-    }
-  };
-  Run run;
-  {
-    const Restore restore{saved_out, saved_err};
-    const auto start = std::chrono::steady_clock::now();
-    run.result = train::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
-                                      spec_path.string(), args);
-    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  std::ifstream in(log);
-  run.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return run;
-}
 
 /// Runs one pipelined step with --dump-gradients; returns the folder of the dumps.
 fs::path dump_step(const fs::path& spec_path) {
@@ -139,24 +60,6 @@ void check_close(const train::GradientMap& a, const train::GradientMap& b, doubl
     CHECK(row.reference_max_abs > 0.0);
     CHECK(row.max_relative_difference <= tolerance);
   }
-}
-
-/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped).
-struct LoggedStep {
-  double loss, lr, grad_norm;
-  bool skipped;
-};
-std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
-  static const std::regex line(
-      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s( \| skipped)?$)");
-  std::map<int64_t, LoggedStep> steps;
-  std::istringstream in(output);
-  for (std::string text; std::getline(in, text);) {
-    std::smatch m;
-    if (!std::regex_search(text, m, line)) continue;
-    steps[std::stoll(m[1])] = {std::stod(m[2]), std::stod(m[3]), std::stod(m[4]), m[5].matched};
-  }
-  return steps;
 }
 
 /// True when this process has no child left (every worker was reaped).
@@ -378,4 +281,24 @@ TEST_CASE("gradient statistics: norm, non-finite stages, clip factor") {
         "non-finite loss on stage 2 and non-finite gradients on stages 0, 1");
   CHECK(train::clip_coefficient(0.5, 1.0) == 1.0);
   CHECK(train::clip_coefficient(10.0, 1.0) == Approx(1.0 / (10.0 + 1e-6)));
+}
+
+TEST_CASE("bf16 mixed precision: pipelined gradients equal the unpipelined bf16 gradients") {
+  at::set_num_threads(1);
+  Job job{2, 4, 2, 1};
+  job.runtime = ", precision: bf16";
+  const auto spec_path = make_job(job, fresh_dir("bf16_p2"));
+  const auto spec = config::load_job_spec(spec_path.string());
+  const auto pipelined = train::load_gradient_dumps(dump_step(spec_path).string(), 2);
+  check_close(pipelined, train::reference_gradients(spec), 1e-5);
+
+  // bf16 was really used: the gradients differ from fp32's, by bf16's rounding only.
+  auto fp32 = spec;
+  fp32.runtime.precision = config::Precision::Fp32;
+  double largest = 0.0;
+  for (const auto& row : train::compare_gradients(pipelined, train::reference_gradients(fp32))) {
+    largest = std::max(largest, row.max_relative_difference);
+  }
+  CHECK(largest > 1e-4);
+  CHECK(largest < 0.2);
 }

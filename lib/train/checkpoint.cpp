@@ -1,0 +1,361 @@
+// Checkpoint saving (per-unit files, meta.json last, atomic renames, `latest` pointer, pruning) and
+// loading (resolving, checking against the spec, restoring parameters and AdamW state).
+#include "train/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/serialize.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <cstring>
+#include <regex>
+
+#include "core/atomic_file.hpp"
+#include "core/check.hpp"
+#include "core/error.hpp"
+
+namespace ppctl::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kMetaFile = "meta.json";
+constexpr const char* kLatestFile = "latest";
+constexpr const char* kPartialSuffix = ".partial";
+constexpr int kFormatVersion = 1;
+
+std::string checkpoint_name(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+/// The step of a complete checkpoint folder's name (`step-00000100`), or -1.
+int64_t step_of(const std::string& name) {
+  static const std::regex pattern(R"(step-(\d+))");
+  std::smatch m;
+  return std::regex_match(name, m, pattern) ? std::stoll(m[1]) : -1;
+}
+
+std::string hex(uint64_t value) { return fmt::format("{:016x}", value); }
+
+/// This rank's parameters grouped by unit file name (e.g. "block3.pt" -> its parameters).
+std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> parameters_by_file(
+    const std::vector<model::StageModule>& stages) {
+  std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> files;
+  for (const auto& stage : stages) {
+    for (const auto& item : stage->named_parameters()) {
+      files[checkpoint_unit(item.key()) + ".pt"].emplace_back(item.key(), item.value());
+    }
+  }
+  return files;
+}
+
+/// One unit file's bytes: its parameters and their AdamW state, on the CPU.
+std::vector<char> unit_bytes(const std::vector<std::pair<std::string, torch::Tensor>>& params,
+                             const torch::optim::Optimizer& optimizer) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  const auto& state = optimizer.state();
+  for (const auto& [name, param] : params) {
+    dict.insert("param/" + name, param.detach().cpu().clone());
+    const auto it = state.find(param.unsafeGetTensorImpl());
+    if (it == state.end()) continue;
+    const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    dict.insert("exp_avg/" + name, adamw.exp_avg().detach().cpu().clone());
+    dict.insert("exp_avg_sq/" + name, adamw.exp_avg_sq().detach().cpu().clone());
+    dict.insert("step/" + name, torch::tensor(adamw.step(), torch::kLong));
+  }
+  return torch::pickle_save(dict);
+}
+
+json meta_json(const CheckpointMeta& meta) {
+  json files = json::object();
+  for (const auto& [name, entry] : meta.files) {
+    files[name] = {{"bytes", entry.first}, {"fnv1a64", hex(entry.second)}};
+  }
+  const auto& m = meta.model;
+  return {{"format", "ppctl-checkpoint"},
+          {"version", kFormatVersion},
+          {"step", meta.step},
+          {"model",
+           {{"vocab_size", m.vocab_size},
+            {"layers", m.layers},
+            {"hidden", m.hidden},
+            {"heads", m.heads},
+            {"seq_len", m.seq_len}}},
+          {"sequences_per_step", meta.sequences_per_step},
+          {"next_sample", meta.next_sample},
+          {"seed", meta.seed},
+          {"stages", meta.stages},
+          {"lr", meta.lr},
+          {"files", files}};
+}
+
+[[noreturn]] void corrupt(const fs::path& file, const std::string& why) {
+  throw CheckpointError(fmt::format(
+      "checkpoint file {} {} (fix: resume from an older checkpoint: --resume {}/step-NNNNNNNN)",
+      file.string(), why, file.parent_path().parent_path().string()));
+}
+
+/// Rank 0, once every unit file is in `partial`: meta.json, the rename, `latest`, pruning.
+void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t step, double lr) {
+  const auto& spec = writer.spec;
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.model = spec.model;
+  meta.sequences_per_step = writer.sequences_per_step;
+  meta.next_sample = step * writer.sequences_per_step;
+  meta.seed = spec.train.seed;
+  meta.stages = spec.pipeline.stages;
+  meta.lr = lr;
+  for (const auto& name : checkpoint_files(spec.model.layers)) {
+    const auto bytes = core::read_file(partial / name);  // throws naming a file a rank did not write
+    meta.files[name] = {bytes.size(), core::fnv1a64(bytes)};
+  }
+  core::write_file_atomically(partial / kMetaFile, meta_json(meta).dump(2) + "\n");
+
+  const fs::path dir = spec.checkpoint.dir;
+  const fs::path final_path = dir / checkpoint_name(step);
+  fs::path replaced;
+  if (fs::exists(final_path)) {  // a checkpoint of this step from an earlier run: kept until ours is in place
+    replaced = dir / fmt::format("{}.replaced.{}", checkpoint_name(step), ::getpid());
+    fs::rename(final_path, replaced);
+  }
+  fs::rename(partial, final_path);
+  core::sync_directory(dir);
+  core::write_file_atomically(dir / kLatestFile, checkpoint_name(step) + "\n");
+  if (!replaced.empty()) fs::remove_all(replaced);
+
+  // Keep the newest checkpoint.keep complete checkpoints; drop leftovers of interrupted saves.
+  std::vector<std::pair<int64_t, fs::path>> complete;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() > std::strlen(kPartialSuffix) &&
+        name.compare(name.size() - std::strlen(kPartialSuffix), std::string::npos, kPartialSuffix) == 0) {
+      fs::remove_all(entry.path());
+    } else if (const int64_t s = step_of(name); s >= 0 && entry.is_directory()) {
+      complete.emplace_back(s, entry.path());
+    }
+  }
+  std::sort(complete.begin(), complete.end());
+  const auto keep = static_cast<size_t>(spec.checkpoint.keep);
+  for (size_t i = 0; i + keep < complete.size(); ++i) {
+    if (complete[i].first != step) fs::remove_all(complete[i].second);
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_unit(const std::string& parameter_name) {
+  const auto prefix = parameter_name.substr(0, parameter_name.find('.'));
+  if (prefix == "tok_embed" || prefix == "pos_embed") return "embedding";
+  if (prefix == "ln_f" || prefix == "lm_head") return "head";
+  PPCTL_ASSERT(prefix.rfind("block", 0) == 0 && prefix.size() > 5 &&
+                   std::all_of(prefix.begin() + 5, prefix.end(), ::isdigit),
+               fmt::format("parameter {} belongs to no checkpoint unit", parameter_name));
+  return prefix;
+}
+
+std::vector<std::string> checkpoint_files(int64_t layers) {
+  std::vector<std::string> files{"embedding.pt"};
+  for (int64_t i = 0; i < layers; ++i) files.push_back(fmt::format("block{}.pt", i));
+  files.emplace_back("head.pt");
+  return files;
+}
+
+void save_checkpoint(const CheckpointWriter& writer, int64_t step, double lr) {
+  const auto start = std::chrono::steady_clock::now();
+  const fs::path dir = writer.spec.checkpoint.dir;
+  const fs::path partial = dir / (checkpoint_name(step) + kPartialSuffix);
+  if (writer.rank == 0) {
+    fs::create_directories(dir);
+    fs::remove_all(partial);  // a leftover of an interrupted save of this step
+    fs::create_directories(partial);
+  }
+  if (writer.comm) writer.comm->barrier();
+  int64_t written = 0;
+  for (const auto& [name, params] : parameters_by_file(writer.stages)) {
+    const auto bytes = unit_bytes(params, writer.optimizer);
+    core::write_file_atomically(partial / name, std::string_view(bytes.data(), bytes.size()));
+    ++written;
+    if (writer.crash_after_files && writer.crash_after_files->first == step &&
+        writer.crash_after_files->second == written) {
+      spdlog::warn("fault injection: killing this worker after {} checkpoint file(s) of step {}",
+                   written, step);
+      std::raise(SIGKILL);
+    }
+  }
+  if (writer.comm) writer.comm->barrier();
+  if (writer.rank != 0) return;
+  finalize(writer, partial, step, lr);
+  spdlog::info("checkpoint of step {} written to {} in {:.2f} s", step,
+               (dir / checkpoint_name(step)).string(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+fs::path resolve_checkpoint(const fs::path& path) {
+  std::error_code ignored;
+  if (fs::exists(path / kMetaFile, ignored)) return path;
+  const auto name = path.filename().string();
+  if (name.size() > std::strlen(kPartialSuffix) &&
+      name.compare(name.size() - std::strlen(kPartialSuffix), std::string::npos, kPartialSuffix) == 0) {
+    throw CheckpointError(fmt::format(
+        "{} is an incomplete checkpoint (no {}): it was being written when the job stopped (fix: "
+        "resume from the latest complete one: --resume {})",
+        path.string(), kMetaFile, path.parent_path().string()));
+  }
+  if (!fs::is_directory(path, ignored)) {
+    throw CheckpointError(fmt::format(
+        "no checkpoint at {}: no such folder (fix: pass checkpoint.dir of an earlier run, or one of "
+        "its step-NNNNNNNN folders)",
+        path.string()));
+  }
+  const fs::path latest = path / kLatestFile;
+  if (!fs::exists(latest, ignored)) {
+    throw CheckpointError(fmt::format(
+        "no checkpoint at {}: it holds neither {} nor {} (fix: name a checkpoint.dir that has been "
+        "written to, or one of its step-NNNNNNNN folders)",
+        path.string(), kLatestFile, kMetaFile));
+  }
+  std::string target = core::read_file(latest);
+  target.erase(target.find_last_not_of(" \n\r\t") + 1);
+  const fs::path resolved = path / target;
+  if (target.empty() || step_of(target) < 0 || !fs::exists(resolved / kMetaFile, ignored)) {
+    std::vector<std::string> available;
+    for (const auto& entry : fs::directory_iterator(path, ignored)) {
+      const auto entry_name = entry.path().filename().string();
+      if (step_of(entry_name) >= 0 && fs::exists(entry.path() / kMetaFile, ignored)) available.push_back(entry_name);
+    }
+    std::sort(available.begin(), available.end());
+    throw CheckpointError(fmt::format(
+        "{} names '{}', which is not a complete checkpoint (fix: pass one that is with --resume "
+        "{}/step-NNNNNNNN; complete ones here: {})",
+        latest.string(), target, path.string(), available.empty() ? "none" : fmt::format("{}", fmt::join(available, ", "))));
+  }
+  return resolved;
+}
+
+CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
+  const fs::path file = checkpoint / kMetaFile;
+  CheckpointMeta meta;
+  try {
+    const json j = json::parse(core::read_file(file));
+    if (j.at("format") != "ppctl-checkpoint" || j.at("version") != kFormatVersion) {
+      corrupt(file, fmt::format("is not a version {} ppctl checkpoint", kFormatVersion));
+    }
+    meta.step = j.at("step").get<int64_t>();
+    const auto& m = j.at("model");
+    meta.model.vocab_size = m.at("vocab_size").get<int64_t>();
+    meta.model.layers = m.at("layers").get<int64_t>();
+    meta.model.hidden = m.at("hidden").get<int64_t>();
+    meta.model.heads = m.at("heads").get<int64_t>();
+    meta.model.seq_len = m.at("seq_len").get<int64_t>();
+    meta.sequences_per_step = j.at("sequences_per_step").get<int64_t>();
+    meta.next_sample = j.at("next_sample").get<int64_t>();
+    meta.seed = j.at("seed").get<uint64_t>();
+    meta.stages = j.at("stages").get<int64_t>();
+    meta.lr = j.at("lr").get<double>();
+    for (const auto& [name, entry] : j.at("files").items()) {
+      meta.files[name] = {entry.at("bytes").get<uint64_t>(),
+                          std::stoull(entry.at("fnv1a64").get<std::string>(), nullptr, 16)};
+    }
+  } catch (const json::exception& e) {
+    corrupt(file, fmt::format("cannot be read as checkpoint metadata ({})", e.what()));
+  } catch (const std::invalid_argument&) {
+    corrupt(file, "has a malformed checksum");
+  }
+  for (const auto& name : checkpoint_files(meta.model.layers)) {
+    const auto it = meta.files.find(name);
+    if (it == meta.files.end()) corrupt(file, fmt::format("does not list the unit file {}", name));
+    std::error_code error;
+    const auto size = fs::file_size(checkpoint / name, error);
+    if (error) corrupt(checkpoint / name, fmt::format("is missing ({})", error.message()));
+    if (size != it->second.first) {
+      corrupt(checkpoint / name,
+              fmt::format("has {} bytes where {} records {} (truncated or replaced)", size, kMetaFile,
+                          it->second.first));
+    }
+  }
+  return meta;
+}
+
+void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, int64_t sequences_per_step,
+                     int64_t total_steps, const fs::path& checkpoint) {
+  const auto& a = meta.model;
+  const auto& b = spec.model;
+  const std::pair<const char*, std::pair<int64_t, int64_t>> shape[] = {
+      {"model.vocab_size", {a.vocab_size, b.vocab_size}}, {"model.layers", {a.layers, b.layers}},
+      {"model.hidden", {a.hidden, b.hidden}},             {"model.heads", {a.heads, b.heads}},
+      {"model.seq_len", {a.seq_len, b.seq_len}}};
+  for (const auto& [field, values] : shape) {
+    if (values.first != values.second) {
+      throw CheckpointError(fmt::format(
+          "{}: {} is {} in the checkpoint {} but {} in {} (fix: resume with the model the "
+          "checkpoint was saved with, or start a new run with another checkpoint.dir)",
+          spec.source, field, values.first, checkpoint.string(), values.second, spec.source));
+    }
+  }
+  if (meta.sequences_per_step != sequences_per_step) {
+    throw CheckpointError(fmt::format(
+        "{}: the global batch is {} sequences per step (pipeline.microbatches x "
+        "pipeline.micro_batch_size x dp) but the checkpoint {} was saved with {}: the data position "
+        "and the LR schedule would not continue (fix: choose microbatches and micro_batch_size whose "
+        "product with dp is {})",
+        spec.source, sequences_per_step, checkpoint.string(), meta.sequences_per_step,
+        meta.sequences_per_step));
+  }
+  if (meta.step >= total_steps) {
+    throw CheckpointError(fmt::format(
+        "{}: the checkpoint {} is at step {}, and train.steps (or --steps) is {}: nothing is left to "
+        "train (fix: raise train.steps or pass --steps above {})",
+        spec.source, checkpoint.string(), meta.step, total_steps, meta.step));
+  }
+}
+
+void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
+                     const std::vector<model::StageModule>& stages, torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, params] : parameters_by_file(stages)) {
+    const fs::path file = checkpoint / name;
+    const auto bytes = core::read_file(file);
+    const auto& recorded = meta.files.at(name);
+    if (bytes.size() != recorded.first || core::fnv1a64(bytes) != recorded.second) {
+      corrupt(file, "does not match the checksum in meta.json (altered or damaged)");
+    }
+    std::map<std::string, torch::Tensor> dict;
+    try {
+      for (const auto& item :
+           torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
+        dict.emplace(item.key().toStringRef(), item.value().toTensor());
+      }
+    } catch (const std::exception&) {
+      corrupt(file, "cannot be read as a dict of tensors");
+    }
+    const auto tensor = [&](const std::string& key) -> std::optional<torch::Tensor> {
+      const auto it = dict.find(key);
+      if (it == dict.end()) return std::nullopt;
+      return it->second;
+    };
+    for (const auto& [param_name, param] : params) {
+      const auto value = tensor("param/" + param_name);
+      if (!value) corrupt(file, fmt::format("lacks the parameter {}", param_name));
+      if (value->sizes() != param.sizes()) {
+        corrupt(file, fmt::format("holds {} with shape [{}] where the model has [{}]", param_name,
+                                  fmt::join(value->sizes(), ", "), fmt::join(param.sizes(), ", ")));
+      }
+      param.copy_(*value);
+      const auto exp_avg = tensor("exp_avg/" + param_name);
+      const auto exp_avg_sq = tensor("exp_avg_sq/" + param_name);
+      const auto steps = tensor("step/" + param_name);
+      if (!exp_avg || !exp_avg_sq || !steps) continue;  // saved before AdamW's first step
+      auto state = std::make_unique<torch::optim::AdamWParamState>();
+      state->step(steps->item<int64_t>());
+      state->exp_avg(exp_avg->to(param.device()).clone());
+      state->exp_avg_sq(exp_avg_sq->to(param.device()).clone());
+      optimizer.state()[param.unsafeGetTensorImpl()] = std::move(state);
+    }
+  }
+}
+
+}  // namespace ppctl::train

@@ -1,0 +1,26 @@
+// Held-out evaluation: forward-only passes over the same held-out batches at every evaluation.
+#include "train/eval.hpp"
+
+#include "train/microbatches.hpp"
+
+namespace ppctl::train {
+
+bool eval_due(const config::EvalSpec& eval, int64_t done, int64_t total) {
+  return eval.interval > 0 && (done % eval.interval == 0 || done == total);
+}
+
+std::optional<double> evaluate(runtime::Executor& executor, const schedule::RankProgram& actions,
+                               const data::TextDataset* dataset, const config::JobSpec& spec) {
+  double loss_sum = 0.0;
+  int64_t loss_count = 0;
+  for (int64_t batch = 0; batch < spec.eval.batches; ++batch) {
+    const auto result =
+        executor.run_forward_only(actions, eval_microbatch_source(dataset, spec, batch));
+    loss_sum += result.loss_sum;
+    loss_count += result.loss_count;
+  }
+  if (loss_count == 0) return std::nullopt;
+  return loss_sum / static_cast<double>(loss_count);
+}
+
+}  // namespace ppctl::train

@@ -1,0 +1,98 @@
+// Test support: writing and running the tiny job (see tiny_job.hpp).
+#include "support/tiny_job.hpp"
+
+#include <catch2/catch_test_macros.hpp>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
+
+#include "config/load.hpp"
+#include "train/local_job.hpp"
+
+namespace ppctl::test {
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("ppctl_step_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+fs::path make_job(const Job& job, const fs::path& dir) {
+  {
+    std::ofstream text(dir / "corpus.txt");
+    for (int i = 0; i < 400; ++i)
+      text << "line " << i << ": the quick brown fox jumps over the lazy dog\n";
+  }
+  const auto spec = dir / "job.yaml";
+  std::ofstream(spec) << fmt::format(
+      R"(model: {{layers: 4, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}}
+pipeline: {{stages: {}, schedule: 1f1b, microbatches: {}, micro_batch_size: {}}}
+data: {{path: corpus.txt{}}}
+optimizer: {{lr: 0.001{}}}
+train: {{steps: {}, seed: 17{}}}
+runtime: {{comm_timeout_s: 60, threads_per_worker: 1{}}}
+{})",
+      job.stages, job.microbatches, job.micro_batch_size, job.data, job.optimizer, job.steps, job.train,
+      job.runtime, job.sections);
+  return spec;
+}
+
+Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
+  const auto spec = config::load_job_spec(spec_path.string());
+  const auto log = spec_path.parent_path() / "output.log";
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved_out = ::dup(STDOUT_FILENO), saved_err = ::dup(STDERR_FILENO);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, STDOUT_FILENO);
+  ::dup2(fd, STDERR_FILENO);
+  ::close(fd);
+  struct Restore {  // the test's own output again, also when the launch throws
+    int out, err;
+    ~Restore() {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      ::close(out);
+      ::close(err);
+    }
+  };
+  Run run;
+  {
+    const Restore restore{saved_out, saved_err};
+    const auto start = std::chrono::steady_clock::now();
+    run.result = train::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
+                                      spec_path.string(), args);
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::ifstream in(log);
+  run.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return run;
+}
+
+std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
+  static const std::regex line(
+      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s( \| skipped)?$)");
+  std::map<int64_t, LoggedStep> steps;
+  std::istringstream in(output);
+  for (std::string text; std::getline(in, text);) {
+    std::smatch m;
+    if (!std::regex_search(text, m, line)) continue;
+    steps[std::stoll(m[1])] = {std::stod(m[2]), std::stod(m[3]), std::stod(m[4]), m[5].matched};
+  }
+  return steps;
+}
+
+
+}  // namespace ppctl::test

@@ -1,0 +1,52 @@
+// Test support: a tiny GPT job written to a temporary folder and run in real worker processes, with
+// everything the launcher and workers print captured, and the logged step lines parsed back.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launch/launcher.hpp"
+
+namespace ppctl::test {
+
+/// A tiny job: 4 blocks of width 32, sequences of 16 bytes, Gloo on the CPU, one thread per worker.
+struct Job {
+  int64_t stages = 2;
+  int64_t microbatches = 4;
+  int64_t micro_batch_size = 2;
+  int64_t steps = 1;
+  std::string optimizer = "";  // more optimizer keys, e.g. ", clip_grad_norm: 0.1"
+  std::string train = "";      // more train keys
+  std::string data = "";       // more data keys, e.g. ", eval_fraction: 0.1"
+  std::string runtime = "";    // more runtime keys, e.g. ", precision: bf16"
+  std::string sections = "";   // more sections, e.g. "checkpoint: {dir: ckpt}\n"
+};
+
+/// An empty folder /tmp/ppctl_step_NAME (removed first if it exists).
+std::filesystem::path fresh_dir(const std::string& name);
+
+/// Writes the corpus and DIR/job.yaml; returns the spec's path.
+std::filesystem::path make_job(const Job& job, const std::filesystem::path& dir);
+
+/// How a job ended and what its launcher and workers wrote (stdout and stderr together).
+struct Run {
+  launch::LaunchResult result;
+  std::string output;
+  double seconds = 0.0;
+};
+
+/// Runs the job in real worker processes (one per stage) with the worker arguments `args`,
+/// capturing everything the launcher and the workers print.
+Run run_job(const std::filesystem::path& spec_path, const std::vector<std::string>& args);
+
+/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped).
+struct LoggedStep {
+  double loss, lr, grad_norm;
+  bool skipped;
+};
+std::map<int64_t, LoggedStep> logged_steps(const std::string& output);
+
+}  // namespace ppctl::test

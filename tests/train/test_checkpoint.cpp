@@ -1,0 +1,215 @@
+// Checkpoints: resuming gives the uninterrupted run's state (bitwise on the CPU with one thread),
+// also at another stage count; a worker killed mid-write leaves the previous checkpoint loadable;
+// missing, partial, corrupt and mismatched checkpoints are refused naming the file.
+#include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
+
+#include <catch2/generators/catch_generators.hpp>
+#include <fmt/format.h>
+#include <torch/serialize.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "config/load.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "support/errors.hpp"
+#include "support/tiny_job.hpp"
+#include "train/checkpoint.hpp"
+
+namespace fs = std::filesystem;
+using namespace ppctl;
+using namespace ppctl::test;
+
+namespace {
+
+/// A job of `steps` steps checkpointing into DIR/ckpt every `interval` steps.
+fs::path checkpointed_job(const std::string& name, int64_t stages, int64_t steps, int64_t interval,
+                          int64_t microbatches = 4, int64_t micro_batch_size = 2) {
+  Job job{stages, microbatches, micro_batch_size, steps};
+  job.train = ", log_interval: 1";
+  job.sections = fmt::format("checkpoint: {{dir: ckpt, interval: {}, keep: 10}}\n", interval);
+  return make_job(job, fresh_dir(name));
+}
+
+/// Runs the job; requires success.
+Run run_ok(const fs::path& spec, const std::vector<std::string>& args) {
+  auto run = run_job(spec, args);
+  INFO(run.output);
+  REQUIRE(run.result.exit_code == 0);
+  return run;
+}
+
+/// Every tensor of every unit file of a checkpoint folder, keyed "file:key".
+std::map<std::string, torch::Tensor> checkpoint_tensors(const fs::path& checkpoint) {
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& name : train::checkpoint_files(4)) {
+    const auto bytes = core::read_file(checkpoint / name);
+    for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
+      tensors.emplace(name + ":" + item.key().toStringRef(), item.value().toTensor());
+    }
+  }
+  return tensors;
+}
+
+/// The two checkpoints hold the same keys; every tensor equal bit for bit (`tolerance` 0) or within
+/// `tolerance` relative to its largest entry. AdamW's state must be there too.
+void check_same_state(const fs::path& a, const fs::path& b, double tolerance) {
+  const auto x = checkpoint_tensors(a);
+  const auto y = checkpoint_tensors(b);
+  REQUIRE(x.size() == y.size());
+  int64_t optimizer_entries = 0;
+  for (const auto& [key, tensor] : x) {
+    INFO(key);
+    REQUIRE(y.count(key) == 1);
+    const auto& other = y.at(key);
+    if (key.find(":exp_avg/") != std::string::npos) ++optimizer_entries;
+    if (tolerance == 0.0) {
+      CHECK(torch::equal(tensor, other));
+    } else {
+      const double scale = tensor.abs().max().item<double>();
+      CHECK((tensor - other).abs().max().item<double>() <= tolerance * scale);
+    }
+  }
+  CHECK(optimizer_entries > 10);
+}
+
+fs::path step_dir(const fs::path& spec, int64_t step) {
+  return spec.parent_path() / "ckpt" / fmt::format("step-{:08d}", step);
+}
+
+}  // namespace
+
+TEST_CASE("resuming after step k gives the uninterrupted run's losses and state, bit for bit") {
+  const auto whole = checkpointed_job("ckpt_whole", 2, 6, 3);
+  const auto whole_run = run_ok(whole, {});
+  const auto split = checkpointed_job("ckpt_split", 2, 6, 3);
+  run_ok(split, {"--steps", "3"});
+  REQUIRE(fs::exists(step_dir(split, 3) / "meta.json"));
+  const auto resumed = run_ok(split, {"--resume", step_dir(split, 3).string()});
+
+  CHECK(resumed.output.find("step 3/6") == std::string::npos);  // continues after step 3
+  const auto expected = logged_steps(whole_run.output);
+  const auto actual = logged_steps(resumed.output);
+  for (int64_t s = 4; s <= 6; ++s) {
+    INFO("step " << s);
+    REQUIRE(actual.count(s) == 1);
+    CHECK(actual.at(s).loss == expected.at(s).loss);
+    CHECK(actual.at(s).grad_norm == expected.at(s).grad_norm);
+  }
+  check_same_state(step_dir(whole, 6), step_dir(split, 6), 0.0);
+}
+
+TEST_CASE("a checkpoint saved with 2 stages resumes with 4 and with 1 (the layers regroup)") {
+  const auto whole = checkpointed_job("ckpt_regroup_whole", 2, 5, 2);
+  run_ok(whole, {});
+  const int64_t stages = GENERATE(4, 1);
+  INFO(stages << " stages");
+  const auto other = checkpointed_job(fmt::format("ckpt_regroup_{}", stages), stages, 5, 2);
+  const auto resumed = run_ok(other, {"--resume", step_dir(whole, 2).string()});
+  CHECK(resumed.output.find("saved with 2 stage(s)") != std::string::npos);
+  check_same_state(step_dir(whole, 5), step_dir(other, 5), 1e-5);
+}
+
+TEST_CASE("a worker killed while writing a checkpoint leaves the previous one loadable") {
+  // Each rank of the 2-stage job writes 3 unit files; kill after a random number of them.
+  std::random_device device;
+  const int64_t files = 1 + static_cast<int64_t>(device() % 3);
+  INFO("killed after " << files << " file(s) of step 4's checkpoint");
+  const auto spec = checkpointed_job("ckpt_killed", 2, 6, 2);
+  const auto crashed = run_job(spec, {"--inject-crash-in-checkpoint", fmt::format("4:{}", files)});
+  INFO(crashed.output);
+  REQUIRE(crashed.result.exit_code != 0);
+  const auto dir = spec.parent_path() / "ckpt";
+  CHECK(train::resolve_checkpoint(dir) == dir / "step-00000002");
+  CHECK(!fs::exists(step_dir(spec, 4)));
+  CHECK(fs::exists(dir / "step-00000004.partial"));
+  const auto meta = train::read_checkpoint_meta(train::resolve_checkpoint(dir));
+  CHECK(meta.step == 2);
+
+  // The resumed run ends where an uninterrupted one does, and the leftover is cleaned up.
+  run_ok(spec, {"--resume", train::resolve_checkpoint(dir).string()});
+  const auto whole = checkpointed_job("ckpt_killed_whole", 2, 6, 2);
+  run_ok(whole, {});
+  check_same_state(step_dir(whole, 6), step_dir(spec, 6), 0.0);
+  CHECK(!fs::exists(dir / "step-00000004.partial"));
+}
+
+TEST_CASE("checkpoints: latest points to the newest, older ones beyond keep are deleted") {
+  Job job{2, 4, 2, 5};
+  job.sections = "checkpoint: {dir: ckpt, interval: 1, keep: 2}\n";
+  const auto spec = make_job(job, fresh_dir("ckpt_keep"));
+  run_ok(spec, {});
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(spec.parent_path() / "ckpt")) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"latest", "step-00000004", "step-00000005"});
+  CHECK(core::read_file(spec.parent_path() / "ckpt" / "latest") == "step-00000005\n");
+}
+
+TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, naming the file") {
+  const auto spec_path = checkpointed_job("ckpt_bad", 2, 4, 2);
+  run_ok(spec_path, {});
+  const auto dir = spec_path.parent_path() / "ckpt";
+  const auto good = step_dir(spec_path, 4);
+  const auto spec = config::load_job_spec(spec_path.string());
+
+  SECTION("a folder without a checkpoint") {
+    const auto text = message_of<CheckpointError>(
+        [&] { train::resolve_checkpoint(spec_path.parent_path()); }, "no checkpoint");
+    CHECK(text.find("holds neither latest nor meta.json") != std::string::npos);
+  }
+  SECTION("an incomplete (.partial) folder") {
+    fs::create_directories(dir / "step-00000006.partial");
+    const auto text = message_of<CheckpointError>(
+        [&] { train::resolve_checkpoint(dir / "step-00000006.partial"); }, "partial");
+    CHECK(text.find("incomplete checkpoint") != std::string::npos);
+  }
+  SECTION("latest naming a folder that is gone") {
+    fs::remove_all(good);
+    const auto text =
+        message_of<CheckpointError>([&] { train::resolve_checkpoint(dir); }, "dangling latest");
+    CHECK(text.find("names 'step-00000004', which is not a complete checkpoint") != std::string::npos);
+    CHECK(text.find("step-00000002") != std::string::npos);  // offered instead
+  }
+  SECTION("a truncated unit file") {
+    fs::resize_file(good / "block2.pt", fs::file_size(good / "block2.pt") / 2);
+    const auto text = message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "truncated");
+    CHECK(text.find((good / "block2.pt").string()) != std::string::npos);
+  }
+  SECTION("a unit file altered in place: the workers refuse it, naming the file") {
+    auto bytes = core::read_file(good / "head.pt");
+    bytes[bytes.size() / 2] ^= 0x5a;
+    core::write_file_atomically(good / "head.pt", bytes);
+    const auto run = run_job(spec_path, {"--steps", "6", "--resume", good.string()});
+    INFO(run.output);
+    CHECK(run.result.exit_code != 0);
+    CHECK(run.output.find((good / "head.pt").string() + " does not match the checksum") != std::string::npos);
+  }
+  SECTION("another model shape or global batch, or no step left") {
+    const auto meta = train::read_checkpoint_meta(good);
+    auto wider = spec;
+    wider.model.hidden = 64;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, wider, 8, 10, good); }, "shape")
+              .find("model.hidden is 32 in the checkpoint") != std::string::npos);
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, spec, 16, 10, good); }, "batch")
+              .find("the global batch is 16 sequences per step") != std::string::npos);
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, spec, 8, 4, good); }, "done")
+              .find("nothing is left to train") != std::string::npos);
+    CHECK_NOTHROW(train::check_resumable(meta, spec, 8, 5, good));
+  }
+}
+
+TEST_CASE("parameters map to per-layer checkpoint units by global name") {
+  CHECK(train::checkpoint_unit("tok_embed.weight") == "embedding");
+  CHECK(train::checkpoint_unit("pos_embed.weight") == "embedding");
+  CHECK(train::checkpoint_unit("block12.fc1.bias") == "block12");
+  CHECK(train::checkpoint_unit("lm_head.weight") == "head");
+  CHECK(train::checkpoint_unit("ln_f.weight") == "head");
+  CHECK_THROWS_AS(train::checkpoint_unit("blockx.weight"), InternalError);
+  CHECK(train::checkpoint_files(2) == std::vector<std::string>{"embedding.pt", "block0.pt", "block1.pt", "head.pt"});
+}
