@@ -23,6 +23,7 @@
 #include "schedule/simulate.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
+#include "train/run_dir.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
 
@@ -79,19 +80,32 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
   return 0;
 }
 
-int cmd_train(const std::string& spec_path, std::optional<int64_t> steps) {
+int cmd_train(const std::string& spec_path, std::optional<int64_t> steps, const std::string& run_dir) {
   const auto planned = ppctl::train::prepare_job(spec_path);
   ppctl::train::check_device_available(planned.spec);
   const ppctl::schedule::CostModel costs;
-  std::cerr << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program,
-                                            ppctl::schedule::simulate(planned.program, costs), costs,
-                                            false)
-            << '\n';
+  const auto plan_text = ppctl::schedule::format_plan(
+      planned.spec, planned.layout, planned.program,
+      ppctl::schedule::simulate(planned.program, costs), costs, false);
+  std::string spec_text;
+  for (const auto& [name, value] : planned.worker_env)
+    if (name == ppctl::train::kSpecTextVariable) spec_text = value;
+  const auto run = ppctl::train::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
+  std::cerr << "config (" << spec_path << ", as validated):\n" << spec_text
+            << (spec_text.empty() || spec_text.back() == '\n' ? "" : "\n") << '\n'
+            << plan_text << '\n';
+  spdlog::info("run directory: {}", run.path);
   std::vector<std::string> extra;
-  if (steps) extra = {"--steps", std::to_string(*steps)};
-  const auto result =
-      ppctl::train::run_local_job(planned.spec, static_cast<int>(planned.layout.world_size),
-                                  self_executable(), spec_path, extra, planned.worker_env);
+  if (steps) {
+    extra = {"--steps", std::to_string(*steps)};
+    spdlog::info("--steps {} overrides train.steps ({})", *steps, planned.spec.train.steps);
+  }
+  auto env = planned.worker_env;
+  for (auto& variable : ppctl::train::run_directory_env(run)) env.push_back(std::move(variable));
+  const int world_size = static_cast<int>(planned.layout.world_size);
+  const auto result = ppctl::train::run_local_job(planned.spec, world_size, self_executable(),
+                                                  spec_path, extra, env);
+  ppctl::train::finish_run_directory(run, world_size, planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else {
@@ -184,6 +198,10 @@ int main(int argc, char** argv) {
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
   train->add_option("--steps", steps, "Override train.steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  std::string run_dir;
+  train->add_option("--run-dir", run_dir,
+                    "Folder for this run's config, logs, metrics and trace (new or empty; default: "
+                    "observe.runs_dir/<spec name>-<UTC time>)");
 
   double tolerance = 1e-5;
   auto* verify = app.add_subcommand(
@@ -222,7 +240,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*plan) return cmd_plan(spec_path, plan_options);
-    if (*train) return cmd_train(spec_path, steps);
+    if (*train) return cmd_train(spec_path, steps, run_dir);
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
   } catch (const ppctl::ConfigError& e) {

@@ -110,6 +110,17 @@ struct RuntimeSpec {
   int64_t threads_per_worker = 1;     ///< intra-op threads per worker (at::set_num_threads). Range [1, 1024].
 };
 
+/// What a run leaves behind and how it is measured (run directory, trace, MFU).
+struct ObserveSpec {
+  std::string runs_dir = "runs";  ///< folder in which each `train` makes its run directory
+                                  ///< `<spec name>-<UTC time>`; relative to the working directory.
+                                  ///< Non-empty. `ppctl train --run-dir DIR` names the run directory itself.
+  int64_t trace_steps = 20;       ///< steps (the first ones) whose executed actions are traced; 0 = off.
+                                  ///< Range [0, 1e6].
+  double peak_tflops = 0.0;       ///< peak dense fp32 TFLOP/s of one worker's device, for MFU; 0 = from the
+                                  ///< known-GPU table on CUDA, none on CPU (MFU absent). Range [0, 1e6].
+};
+
 /// A whole job. `source` is the spec file's path (for messages).
 struct JobSpec {
   ModelSpec model;
@@ -118,6 +129,7 @@ struct JobSpec {
   OptimizerSpec optimizer;
   TrainSpec train;
   RuntimeSpec runtime;
+  ObserveSpec observe;
   std::string source;
 };
 

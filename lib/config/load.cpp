@@ -526,6 +526,13 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("master_port", r.master_port, {0, 65'535}),
         real_field("comm_timeout_s", r.comm_timeout_s, {0, true, 86'400, false}),
         int_field("threads_per_worker", r.threads_per_worker, {1, 1024})}},
+      {"observe",
+       {{"runs_dir",
+         [&spec](Context& c, const Entry& e) {
+           return read_text(c, e, "folder", "a folder such as runs or /scratch/runs", spec.observe.runs_dir);
+         }},
+        int_field("trace_steps", spec.observe.trace_steps, {0, kMillion}),
+        real_field("peak_tflops", spec.observe.peak_tflops, {0, false, 1e6, false})}},
   };
 }
 

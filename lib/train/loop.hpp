@@ -13,6 +13,7 @@
 #include "model/gpt.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
+#include "train/observer.hpp"
 
 namespace ppctl::train {
 
@@ -28,6 +29,7 @@ struct LoopContext {
   std::string dump_gradients_dir;      ///< see WorkerOptions
   comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank
   std::optional<NanInjection> inject_nan;  ///< testing: see WorkerOptions
+  RunObserver* observer = nullptr;  ///< told about every step (trace, metrics, progress); may be null
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
@@ -46,7 +48,8 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 /// The rank holding the last stage logs, every train.log_interval steps and at the first and last,
 /// `step S/N | loss L | lr R | grad norm G | T tok/s | step X s` where L is the mean over the
 /// step's microbatches (nats per byte), R the optimizer's learning rate for that step and G the
-/// global gradient norm before clipping; ` | skipped` ends the line of a skipped step.
+/// global gradient norm before clipping; with an observer, ` | A TFLOP/s` (achieved, per worker) and
+/// ` | MFU M%` (when a peak is known) follow; ` | skipped` ends the line of a skipped step.
 void run_training(LoopContext& ctx);
 
 }  // namespace ppctl::train

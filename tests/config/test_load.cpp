@@ -357,7 +357,7 @@ TEST_CASE("an unknown top-level section gets a did-you-mean or the list of secti
 
   const Message far = only_problem(with_data("scheduler: {x: 1}\n"));
   check(far, 1, "scheduler", std::nullopt, "unknown key");
-  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, runtime");
+  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, runtime, observe");
 }
 
 TEST_CASE("a key of another section says where it belongs", "[config][keys]") {
@@ -923,7 +923,7 @@ extra: 1
       "job.yaml:11: train.steps: value 2.5: must be an integer (fix: use a whole number such as 2 or 3)",
       "job.yaml:13: runtime.backend: value \"nccl\": needs runtime.device cuda (runtime.device is cpu, the default) "
       "(fix: use backend gloo or auto on cpu, or set runtime.device: cuda)",
-      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, runtime)",
+      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, runtime, observe)",
   };
   CHECK(problems == expected);
 }
@@ -1056,4 +1056,24 @@ TEST_CASE("training-step fields: LR schedule, clipping, non-finite policy, recom
         "must be one of none, full, blocks");
   check(only_problem(with_data("optimizer: {clip_grad_norm: -1}\n")), 1, "optimizer.clip_grad_norm", "-1",
         "must be in [0, 1000000]");
+}
+
+TEST_CASE("observe fields: runs folder, traced steps, peak TFLOP/s", "[config]") {
+  const auto spec = parse_job_spec(with_data("observe: {runs_dir: /tmp/r, trace_steps: 0, peak_tflops: 2.5}\n"),
+                                   "job.yaml", corpus_dir().str());
+  CHECK(spec.observe.runs_dir == "/tmp/r");
+  CHECK(spec.observe.trace_steps == 0);
+  CHECK(spec.observe.peak_tflops == 2.5);
+
+  const auto defaults = parse_job_spec(with_data(""), "job.yaml", corpus_dir().str());
+  CHECK(defaults.observe.runs_dir == "runs");
+  CHECK(defaults.observe.trace_steps == 20);
+  CHECK(defaults.observe.peak_tflops == 0.0);
+
+  check(only_problem(with_data("observe: {trace_steps: -1}\n")), 1, "observe.trace_steps", "-1",
+        "must be in [0, 1000000]");
+  check(only_problem(with_data("observe: {peak_tflops: -2}\n")), 1, "observe.peak_tflops", "-2",
+        "must be in [0, 1000000]");
+  check(only_problem(with_data("observe: {runs_dir: \"\"}\n")), 1, "observe.runs_dir", "\"\"",
+        "must be a non-empty folder");
 }

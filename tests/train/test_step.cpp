@@ -141,14 +141,15 @@ void check_close(const train::GradientMap& a, const train::GradientMap& b, doubl
   }
 }
 
-/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped).
+/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped); the
+/// line may end with the achieved TFLOP/s and MFU before ` | skipped`.
 struct LoggedStep {
   double loss, lr, grad_norm;
   bool skipped;
 };
 std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
   static const std::regex line(
-      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s( \| skipped)?$)");
+      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s(?: \| \S+ TFLOP/s)?(?: \| MFU \S+%)?( \| skipped)?$)");
   std::map<int64_t, LoggedStep> steps;
   std::istringstream in(output);
   for (std::string text; std::getline(in, text);) {
