@@ -215,7 +215,7 @@ PY
   train_progress)
     # On a terminal (script(1) gives the job one) the last-stage worker redraws one progress line.
     command -v script >/dev/null || { echo "SKIP [$CASE]: script(1) not installed"; exit 0; }
-    tiny_job 2 8 ""
+    tiny_job 2 8 "observe: {peak_tflops: 0.5}"
     SHELL=/bin/bash timeout 300 script -qec "'$PPCTL' train '$WORK/job.yaml' --run-dir '$WORK/run'" /dev/null \
       > "$WORK/out" 2>&1 || fail "train under script exited $?"
     grep -q $'\r\x1b\[Kstep 8/8 | loss [0-9.]* | [0-9]* tok/s | ETA 0:00' "$WORK/out" || fail "no final progress line"
@@ -232,6 +232,13 @@ line = re.compile(r"\[\d\d:\d\d:\d\d\.\d{3}\] \[(ppctl|rank \d+)\] (\x1b\[[0-9;]
 assert all(line.match(data, s) for s in starts), [data[s:s + 120] for s in starts if not line.match(data, s)]
 PY
     [ "$(grep -c '"event": *"step"' "$WORK/run/metrics.jsonl")" -eq 8 ] || fail "metrics.jsonl does not have 8 steps"
+    # With observe.peak_tflops the step lines and metrics.jsonl carry the MFU: TFLOP/s over the peak.
+    grep -aEq "step 8/8 \| loss .* \| [0-9.e-]+ TFLOP/s \| MFU [0-9.]+%" "$WORK/out" || fail "no MFU on the step line"
+    python3 - "$WORK/run/metrics.jsonl" <<'PY' || fail "no MFU in metrics.jsonl"
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+assert all(abs(s["mfu"] - s["tflops"] / 0.5) < 1e-12 and s["peak_tflops"] == 0.5 for s in steps), steps[0]
+PY
     no_leftovers
     ;;
   trace_after_failure)
