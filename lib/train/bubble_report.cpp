@@ -6,23 +6,28 @@
 #include <algorithm>
 
 #include "core/check.hpp"
-#include "schedule/simulate.hpp"
 
 namespace ppctl::train {
 
-BubbleReport compare_bubbles(const schedule::Program& program, const std::vector<RankTiming>& timings) {
+schedule::CostModel measured_cost_model(const schedule::Program& program,
+                                        const std::vector<RankTiming>& timings) {
   PPCTL_ASSERT(static_cast<int64_t>(timings.size()) == program.num_ranks(),
                fmt::format("{} timings for {} ranks", timings.size(), program.num_ranks()));
-  BubbleReport report;
-  schedule::CostModel measured_costs;
-  measured_costs.stages.assign(static_cast<size_t>(program.num_stages), {});
-  for (size_t s = 0; s < measured_costs.stages.size(); ++s) {
+  schedule::CostModel costs;
+  costs.stages.assign(static_cast<size_t>(program.num_stages), {});
+  for (size_t s = 0; s < costs.stages.size(); ++s) {
     const RankTiming& t = timings.at(static_cast<size_t>(program.stage_to_rank[s]));
     std::array<double, 4> mean{};
     for (size_t k = 0; k < mean.size(); ++k)
       mean[k] = t.compute_count[k] > 0 ? t.compute_ms[k] / static_cast<double>(t.compute_count[k]) : 0.0;
-    measured_costs.stages[s] = {mean[0], mean[1], mean[2], mean[3]};
+    costs.stages[s] = {mean[0], mean[1], mean[2], mean[3]};
   }
+  return costs;
+}
+
+BubbleReport compare_bubbles(const schedule::Program& program, const std::vector<RankTiming>& timings) {
+  const auto measured_costs = measured_cost_model(program, timings);
+  BubbleReport report;
   for (const RankTiming& t : timings) {
     PPCTL_ASSERT(t.steps > 0 && t.schedule_ms > 0, "compare_bubbles needs timed steps on every rank");
     double compute = 0.0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "schedule/action.hpp"
+#include "schedule/simulate.hpp"
 
 namespace ppctl::train {
 
@@ -29,9 +30,15 @@ struct BubbleReport {
   double simulated_step_ms = 0.0;  ///< the simulated step with the measured costs (no transfer time)
 };
 
-/// Compares `timings` (one per rank of `program`, each with steps > 0) with the simulator. A stage's
-/// measured cost of a kind is its rank's mean for that kind (ranks holding several stages share it;
-/// kinds a rank never ran cost 0). Throws ppctl::ScheduleError when the program cannot be simulated.
+/// The simulator's cost model from `timings` (one per rank of `program`): each stage costs its
+/// rank's mean per kind (ranks holding several stages share it; kinds a rank never ran cost 0), no
+/// transfer latency.
+schedule::CostModel measured_cost_model(const schedule::Program& program,
+                                        const std::vector<RankTiming>& timings);
+
+/// Compares `timings` (one per rank of `program`, each with steps > 0) with the simulator, fed
+/// plan's default costs and measured_cost_model. Throws ppctl::ScheduleError when the program cannot
+/// be simulated.
 BubbleReport compare_bubbles(const schedule::Program& program, const std::vector<RankTiming>& timings);
 
 /// Lines for the log: per rank "rank R: measured B | planned B | simulated B", then the step time

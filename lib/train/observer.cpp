@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/memory.hpp"
 
@@ -142,6 +143,7 @@ void RunObserver::finish(comm::Communicator* comm) {
     if (timing_.steps > 0) {
       summary.bubbles = compare_bubbles(program_, timings);
       spdlog::info("{}", format_bubble_report(*summary.bubbles));
+      if (run_dir_) write_simulated_trace(timings);
     }
     if (metrics_) {
       metrics_->write(metrics_end_line(summary));
@@ -149,6 +151,14 @@ void RunObserver::finish(comm::Communicator* comm) {
     }
   }
   write_trace_part();
+}
+
+void RunObserver::write_simulated_trace(const std::vector<RankTiming>& timings) const {
+  const auto path = std::filesystem::path(*run_dir_) / "trace.simulated.json";
+  std::ofstream out(path);
+  out << schedule::to_chrome_trace(schedule::simulate(program_, measured_cost_model(program_, timings)));
+  out.close();
+  if (!out) spdlog::error("cannot write {}", path.string());
 }
 
 void RunObserver::write_trace_part() noexcept {

@@ -64,6 +64,9 @@ class RunObserver {
   /// The most memory this rank has held so far: CUDA allocated bytes (the caching allocator's peak,
   /// read after every step since the executor resets it per step) or the CPU's max resident set.
   int64_t read_peak_memory();
+  /// Writes `<run dir>/trace.simulated.json`: ppctl plan's timeline of the same program with the
+  /// measured per-stage costs (one step, from 0), to open beside trace.json.
+  void write_simulated_trace(const std::vector<RankTiming>& timings) const;
 
   const config::JobSpec& spec_;
   const schedule::Program& program_;

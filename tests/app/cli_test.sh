@@ -202,6 +202,9 @@ for r in (0, 1):
     assert len(computes) == 6 * 4 * 2, (r, len(computes))  # steps x microbatches x (F, B)
     assert sum(1 for e in slices if e["tid"] == r and e["cat"] == "step") == 6
 assert any(e["name"].startswith("wait 1RECV_F") for e in slices)
+# The plan's timeline of one step with the measured costs, to open beside trace.json.
+simulated = json.load(open(f"{run}/trace.simulated.json"))["traceEvents"]
+assert sorted(e["tid"] for e in simulated if e["ph"] == "X") == [0] * 8 + [1] * 8, simulated
 PY
     # Without --run-dir: a new folder under observe.runs_dir (relative to the working directory).
     (cd "$WORK" && timeout 300 "$PPCTL" train job.yaml --steps 1 > "$WORK/out" 2>&1) || fail "second train exited $?"

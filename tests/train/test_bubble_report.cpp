@@ -56,3 +56,17 @@ TEST_CASE("a slow last stage: the simulation with measured costs shows the bubbl
   CHECK(text.find("rank 0: 0.600 | 0.200 | ") != std::string::npos);
   CHECK(text.find("measured 30.00 ms") != std::string::npos);
 }
+
+TEST_CASE("the measured cost model: each stage gets its rank's mean per kind", "[train][bubble]") {
+  const auto program = one_f_one_b();
+  auto slow = timing(2, 4, 28);
+  slow.compute_ms[2] = 9.0;  // I ran on no rank: a count of 0 keeps its cost at 0
+  const auto costs = measured_cost_model(program, {timing(1, 2, 30), slow});
+  REQUIRE(costs.stages.size() == 2);
+  CHECK(costs.stages[0].forward == Approx(1.0));
+  CHECK(costs.stages[0].backward == Approx(2.0));
+  CHECK(costs.stages[1].forward == Approx(2.0));
+  CHECK(costs.stages[1].backward == Approx(4.0));
+  CHECK(costs.stages[1].input_grad == 0.0);
+  CHECK(costs.p2p_latency == 0.0);
+}
