@@ -24,6 +24,7 @@
 #include "train/checkpoint.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
+#include "train/run_dir.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
 
@@ -102,23 +103,36 @@ std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
-              std::optional<std::string> resume) {
+              std::optional<std::string> resume, const std::string& run_dir) {
   const auto planned = ppctl::train::prepare_job(spec_path);
   ppctl::train::check_device_available(planned.spec);
   std::vector<std::string> extra;
-  if (steps) extra = {"--steps", std::to_string(*steps)};
+  if (steps) {
+    extra = {"--steps", std::to_string(*steps)};
+    spdlog::info("--steps {} overrides train.steps ({})", *steps, planned.spec.train.steps);
+  }
   if (resume) {
     extra.push_back("--resume");
     extra.push_back(resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps)));
   }
   const ppctl::schedule::CostModel costs;
-  std::cerr << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program,
-                                            ppctl::schedule::simulate(planned.program, costs), costs,
-                                            false)
-            << '\n';
-  const auto result =
-      ppctl::train::run_local_job(planned.spec, static_cast<int>(planned.layout.world_size),
-                                  self_executable(), spec_path, extra, planned.worker_env);
+  const auto plan_text = ppctl::schedule::format_plan(
+      planned.spec, planned.layout, planned.program,
+      ppctl::schedule::simulate(planned.program, costs), costs, false);
+  std::string spec_text;
+  for (const auto& [name, value] : planned.worker_env)
+    if (name == ppctl::train::kSpecTextVariable) spec_text = value;
+  const auto run = ppctl::train::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
+  std::cerr << "config (" << spec_path << ", as validated):\n" << spec_text
+            << (spec_text.empty() || spec_text.back() == '\n' ? "" : "\n") << '\n'
+            << plan_text << '\n';
+  spdlog::info("run directory: {}", run.path);
+  auto env = planned.worker_env;
+  for (auto& variable : ppctl::train::run_directory_env(run)) env.push_back(std::move(variable));
+  const int world_size = static_cast<int>(planned.layout.world_size);
+  const auto result = ppctl::train::run_local_job(planned.spec, world_size, self_executable(),
+                                                  spec_path, extra, env);
+  ppctl::train::finish_run_directory(run, world_size, planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else {
@@ -241,6 +255,10 @@ int main(int argc, char** argv) {
       "Continue from a checkpoint: the latest in checkpoint.dir, or the checkpoint folder given "
       "(after the spec: ppctl train job.yaml --resume [FOLDER])");
   resume->expected(0, 1)->type_name("[FOLDER]");
+  std::string run_dir;
+  train->add_option("--run-dir", run_dir,
+                    "Folder for this run's config, logs, metrics and trace (new or empty; default: "
+                    "observe.runs_dir/<spec name>-<UTC time>)");
 
   double tolerance = 1e-5;
   auto* verify = app.add_subcommand(
@@ -279,7 +297,8 @@ int main(int argc, char** argv) {
     if (*plan) return cmd_plan(spec_path, plan_options);
     if (*train) {
       return cmd_train(spec_path, steps,
-                       resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt);
+                       resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt,
+                       run_dir);
     }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);

@@ -137,6 +137,17 @@ struct RuntimeSpec {
   Precision precision = Precision::Fp32;  ///< `fp32` (default) or `bf16`.
 };
 
+/// What a run leaves behind and how it is measured (run directory, trace, MFU).
+struct ObserveSpec {
+  std::string runs_dir = "runs";  ///< folder in which each `train` makes its run directory
+                                  ///< `<spec name>-<UTC time>`; relative to the working directory.
+                                  ///< Non-empty. `ppctl train --run-dir DIR` names the run directory itself.
+  int64_t trace_steps = 20;       ///< steps (the first ones) whose executed actions are traced; 0 = off.
+                                  ///< Range [0, 1e6].
+  double peak_tflops = 0.0;       ///< peak dense fp32 TFLOP/s of one worker's device, for MFU; 0 = from the
+                                  ///< known-GPU table on CUDA, none on CPU (MFU absent). Range [0, 1e6].
+};
+
 /// A whole job. `source` is the spec file's path (for messages).
 struct JobSpec {
   ModelSpec model;
@@ -147,6 +158,7 @@ struct JobSpec {
   EvalSpec eval;
   CheckpointSpec checkpoint;
   RuntimeSpec runtime;
+  ObserveSpec observe;
   std::string source;
 };
 

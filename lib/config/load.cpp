@@ -545,6 +545,13 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("threads_per_worker", r.threads_per_worker, {1, 1024}),
         enum_field("precision", r.precision, std::vector{Precision::Fp32, Precision::Bf16},
                    {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}})}},
+      {"observe",
+       {{"runs_dir",
+         [&spec](Context& c, const Entry& e) {
+           return read_text(c, e, "folder", "a folder such as runs or /scratch/runs", spec.observe.runs_dir);
+         }},
+        int_field("trace_steps", spec.observe.trace_steps, {0, kMillion}),
+        real_field("peak_tflops", spec.observe.peak_tflops, {0, false, 1e6, false})}},
   };
 }
 
@@ -950,7 +957,7 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
                  "write at least data: {path: ...}; configs/README.md has a full example");
   } else if (!documents[0].IsMap()) {
     problems.add(line_of(documents[0]), "", describe(documents[0]),
-                 "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, eval, checkpoint, runtime)",
+                 "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, eval, checkpoint, runtime, observe)",
                  "start each section at the left margin, e.g. 'model:' with its keys indented below");
   } else {
     Loader(spec, context).read(documents[0]);

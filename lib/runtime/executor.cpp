@@ -41,6 +41,9 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   const int64_t start_bytes = memory_.read().live;
   const int64_t start_gradient_bytes = gradient_bytes();
   size_t position = 0;
+  step_ = dropout.step;
+  tracing_ = !forward_only_ && trace_ != nullptr && trace_->active(step_);  // eval is not traced
+  const auto step_start = std::chrono::steady_clock::now();
   try {
     for (; position < actions.size(); ++position) {
       const auto& action = actions[position];
@@ -52,16 +55,33 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       result.kept_bytes =
           std::max(result.kept_bytes,
                    held - communication_bytes() - (gradient_bytes() - start_gradient_bytes));
-      if (!schedule::is_compute(action.kind)) continue;
+      if (!schedule::is_compute(action.kind)) {
+        if (tracing_) {
+          trace_->add(TraceRecorder::Kind::Post, step_, action, start, std::chrono::steady_clock::now());
+        }
+        continue;
+      }
+      const auto end = std::chrono::steady_clock::now();
       const double waited = receive_wait_ms_ - waited_before;
       const auto kind = static_cast<size_t>(action.kind);
       result.compute_ms[kind] +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
-          waited;
+          std::chrono::duration<double, std::milli>(end - start).count() - waited;
       result.compute_count[kind] += 1;
       result.receive_wait_ms += waited;
+      if (tracing_) {
+        trace_->add(TraceRecorder::Kind::Compute, step_, action, waited > 0 ? last_wait_end_ : start,
+                    end);
+      }
     }
+    const auto sends_start = std::chrono::steady_clock::now();
     for (auto& [op, tensor] : sends_) comm_->wait(op);
+    if (tracing_) {
+      const auto end = std::chrono::steady_clock::now();
+      if (!sends_.empty()) {
+        trace_->add(TraceRecorder::Kind::Wait, step_, {}, sends_start, end, "wait sends");
+      }
+      trace_->add(TraceRecorder::Kind::Step, step_, {}, step_start, end);
+    }
   } catch (const std::exception&) {
     std::string row;
     for (size_t i = 0; i < actions.size(); ++i) {
@@ -147,8 +167,12 @@ torch::Tensor Executor::take_received(const Action& consumer, ActionKind recv_ki
                fmt::format("{} needs a posted receive", schedule::to_string(consumer)));
   const auto start = std::chrono::steady_clock::now();
   comm_->wait(it->second.op);
-  receive_wait_ms_ +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  last_wait_end_ = std::chrono::steady_clock::now();
+  receive_wait_ms_ += std::chrono::duration<double, std::milli>(last_wait_end_ - start).count();
+  if (tracing_) {
+    trace_->add(TraceRecorder::Kind::Wait, step_, {recv_kind, consumer.stage, consumer.microbatch},
+                start, last_wait_end_);
+  }
   auto tensor = std::move(it->second.buffer);
   recvs_.erase(it);
   return tensor;

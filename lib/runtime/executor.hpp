@@ -14,6 +14,7 @@
 #include "config/job_spec.hpp"
 #include "model/gpt.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/trace.hpp"
 #include "schedule/action.hpp"
 
 namespace ppctl::runtime {
@@ -97,6 +98,11 @@ class Executor {
   /// to 9.8 MiB, peak 20.0 MiB above the step's start".
   std::string memory_report() const;
 
+  /// Records every action of the steps `trace` is active for (compute slices start when their
+  /// receive wait ended; waits, posted sends/receives and the whole step are slices of their own).
+  /// Null (the default) records nothing. `trace` must outlive the executor's steps.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+
  private:
   using Key = std::pair<int64_t, int64_t>;  // (stage, microbatch)
   /// Parts [begin, end) of a stage (StageModule::forward_parts) and what F kept of them.
@@ -164,6 +170,10 @@ class Executor {
   std::vector<std::pair<comm::PendingOp, torch::Tensor>> sends_;
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
   bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
+  TraceRecorder* trace_ = nullptr;
+  bool tracing_ = false;  // trace_ records the step being run
+  int64_t step_ = 0;      // the step being run (from 0)
+  TraceRecorder::Clock::time_point last_wait_end_;  // when the latest receive wait ended
   MemoryMeter memory_;
   StepResult max_memory_;  // the largest *_bytes over the steps run so far
 };

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/eval.hpp"
 #include "train/grad_norm.hpp"
@@ -38,8 +39,11 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 namespace {
 
 /// One line per rank: mean time of the schedule (run_step, without the optimizer), mean cost of each
-/// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting).
-void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps) {
+/// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting), next to
+/// the planned one: this rank's bubble in the simulation of the same program with ppctl plan's
+/// default costs (F 1, B 2, I and W 1 ms per stage).
+void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps,
+                double planned_bubble) {
   static constexpr const char* kNames[] = {"F", "B", "I", "W"};
   std::string costs;
   double compute = 0.0;
@@ -52,9 +56,9 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
   }
   const double n = static_cast<double>(steps);
   spdlog::info("timing over {} steps: schedule {:.2f} ms per step, compute {:.2f} ms ({}), receive waits {:.2f} ms, "
-               "measured bubble {:.3f}",
+               "measured bubble {:.3f} (planned {:.3f})",
                steps, step_ms / n, compute / n, costs.empty() ? "none" : costs.substr(1),
-               totals.receive_wait_ms / n, 1.0 - compute / step_ms);
+               totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble);
 }
 
 /// Throws ppctl::Error when --inject-nan names a stage the job does not have.
@@ -164,6 +168,7 @@ void run_training(LoopContext& ctx) {
     const double lr = learning_rate(spec.optimizer, step, ctx.steps);
     for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
     if (finite) optimizer->step();
+    if (ctx.observer) ctx.observer->on_step(step, result, lr, grad_norm, !finite, step_start, schedule_end);
     ++interval_steps;
     const auto now = Clock::now();
     if (step > first_step) {
@@ -181,11 +186,11 @@ void run_training(LoopContext& ctx) {
       const double step_time = std::chrono::duration<double>(now - step_start).count();
       spdlog::info(
           "step {}/{} | loss {:.4f} | lr {:.6g} | grad norm {:.4g} | {:.0f} tok/s | "
-          "step {:.3f} s{}",
+          "step {:.3f} s{}{}",
           step + 1, ctx.steps, result.loss_sum / static_cast<double>(result.loss_count),
           optimizer->param_groups().front().options().get_lr(), grad_norm,
           static_cast<double>(tokens_per_step * interval_steps) / elapsed, step_time,
-          finite ? "" : " | skipped");
+          ctx.observer ? ctx.observer->log_suffix() : "", finite ? "" : " | skipped");
     }
     if (log_now) {
       interval_start = now;
@@ -207,7 +212,10 @@ void run_training(LoopContext& ctx) {
       interval_start = Clock::now();
     }
   }
-  if (timed_steps > 0) log_timing(timing, timed_step_ms, timed_steps);
+  if (timed_steps > 0) {
+    log_timing(timing, timed_step_ms, timed_steps,
+               schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)));
+  }
   if (skipped_steps > 0) {
     spdlog::warn(
         "{} of {} optimizer steps skipped for non-finite values "

@@ -14,6 +14,7 @@
 #include "model/gpt.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
+#include "train/observer.hpp"
 
 namespace ppctl::train {
 
@@ -29,6 +30,7 @@ struct LoopContext {
   std::string dump_gradients_dir;      ///< see WorkerOptions
   comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank
   std::optional<NanInjection> inject_nan;  ///< testing: see WorkerOptions
+  RunObserver* observer = nullptr;  ///< told about every step (trace, metrics, progress); may be null
   std::string resume_from;  ///< a checkpoint folder (resolve_checkpoint'ed) to continue from; empty = start afresh
   /// Testing: (step, files): SIGKILL after writing this many files of step's checkpoint.
   std::optional<std::pair<int64_t, int64_t>> crash_in_checkpoint;
@@ -51,7 +53,8 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 /// The rank holding the last stage logs, every train.log_interval steps and at the first and last,
 /// `step S/N | loss L | lr R | grad norm G | T tok/s | step X s` where L is the mean over the
 /// step's microbatches (nats per byte), R the optimizer's learning rate for that step and G the
-/// global gradient norm before clipping; ` | skipped` ends the line of a skipped step.
+/// global gradient norm before clipping; with an observer, ` | A TFLOP/s` (achieved, per worker) and
+/// ` | MFU M%` (when a peak is known) follow; ` | skipped` ends the line of a skipped step.
 /// After a step, when due: the held-out eval loss (eval.hpp; logged by the last stage's rank as
 /// `eval after step S: loss L`), then a checkpoint (checkpoint.dir, every checkpoint.interval
 /// steps and after the last).

@@ -13,11 +13,14 @@
 #include "comm/communicator.hpp"
 #include "comm/rendezvous.hpp"
 #include "config/load.hpp"
+#include "core/log.hpp"
 #include "core/error.hpp"
 #include "plan/layout.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "train/loop.hpp"
+#include "train/observer.hpp"
+#include "train/run_dir.hpp"
 
 namespace ppctl::train {
 namespace {
@@ -89,6 +92,10 @@ void check_device_available(const config::JobSpec& spec) {
 }
 
 int run_worker(const WorkerOptions& options) {
+  const auto run_dir = run_directory_from_env();
+  if (const char* rank = std::getenv("RANK"); run_dir && rank != nullptr) {
+    core::add_log_file(fmt::format("{}/rank{}.log", *run_dir, rank));
+  }
   const auto spec = load_spec(options.spec_path);
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
@@ -140,10 +147,20 @@ int run_worker(const WorkerOptions& options) {
   runtime::Executor executor(by_stage, program, info.rank, comm.get(),
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
                              device, {spec.train.recompute, spec.train.recompute_every});
+  const int64_t steps = options.steps.value_or(spec.train.steps);
+  RunObserver observer(spec, program, info.rank, device, run_dir, steps);
+  executor.set_trace(&observer.trace());
   LoopContext ctx{spec,   program,       info.rank, executor, stages, dataset.get(),
-                  options.steps.value_or(spec.train.steps), options.dump_gradients_dir, comm.get(),
-                  options.inject_nan, options.resume_from, options.crash_in_checkpoint};
-  run_training(ctx);
+                  steps, options.dump_gradients_dir, comm.get(),
+                  options.inject_nan, &observer, options.resume_from,
+                  options.crash_in_checkpoint};
+  try {
+    run_training(ctx);
+  } catch (...) {
+    observer.write_trace_part();  // what ran until the failure
+    throw;
+  }
+  observer.finish(comm.get());
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),
                executor.memory_report());

@@ -2,7 +2,7 @@
 # Issue 5's acceptance run: the example job with recomputation, clipping, warmup + cosine, eval and
 # checkpoints every 100 steps, trained (a) uninterrupted, (b) SIGKILLed at a random step and resumed
 # with the same 4 stages, (c) killed and resumed with 2 stages. Prints each run's logged losses side
-# by side. Usage: scripts/bench/resume_example.sh [PPCTL_BINARY]   (about 8 minutes on 2 cores)
+# by side (every 25th step and every eval). Usage: scripts/bench/resume_example.sh [PPCTL_BINARY]   (about 8 minutes on 2 cores)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PPCTL="${1:-$ROOT/build/app/ppctl}"
@@ -12,7 +12,7 @@ trap 'pkill -KILL -f "$WORK/" 2>/dev/null || true' EXIT
 # $1 = name, $2 = stages: the example plus the issue's training-step features.
 spec() {
   mkdir -p "$WORK/$1"
-  sed -e "s/^  stages: 4/  stages: $2/" -e 's/^  log_interval: 25/  log_interval: 25\n  recompute: full/' \
+  sed -e "s/^  stages: 4/  stages: $2/" -e 's/^  log_interval: 25/  log_interval: 1\n  recompute: full/' \
       -e 's/^  weight_decay: 0.1/  weight_decay: 0.1\n  lr_schedule: cosine\n  warmup_steps: 30\n  min_lr: 0.0002\n  clip_grad_norm: 1.0/' \
       -e 's|^  path: \(.*\)|  path: \1\n  eval_fraction: 0.02|' \
       "$ROOT/configs/example.yaml" > "$WORK/$1/job.yaml"
@@ -43,10 +43,9 @@ train_and_kill regroup
 sed -i 's/^  stages: 4/  stages: 2/' "$WORK/regroup/job.yaml"
 "$PPCTL" train "$WORK/regroup/job.yaml" --resume > "$WORK/regroup/run.log" 2>&1
 
-losses() { grep -o "$2 [0-9]*/300 | loss [0-9.]*\|eval after step [0-9]*: loss [0-9.]*" "$WORK/$1/run.log"; }
 echo "| logged line | uninterrupted (4 stages) | killed, resumed at 4 stages | killed, resumed at 2 stages |"
 echo "|---|---|---|---|"
-grep -o "step [0-9]*/300 | loss [0-9.]*\|eval after step [0-9]*: loss [0-9.]*" "$WORK/whole/run.log" |
+grep -o "step [0-9]*[05]0/300 | loss [0-9.]*\|step [0-9]*[27]5/300 | loss [0-9.]*\|eval after step [0-9]*: loss [0-9.]*" "$WORK/whole/run.log" |
   while read -r line; do
     key="${line% [0-9.]*}"
     value="${line##* }"

@@ -186,6 +186,119 @@ PY
     grep -q "runtime.master_addr '192.0.2.1' is not an address of this machine" "$WORK/out" || fail "no clear message"
     no_leftovers
     ;;
+  train_observe)
+    # The run directory: exact spec text, plan, per-rank logs, metrics.jsonl and a merged trace with one
+    # track per rank; the measured bubble next to the planned one; no progress redraws off a terminal.
+    tiny_job 2 6 ""
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 || fail "train exited $?"
+    grep -q "run directory: $WORK/run" "$WORK/out" || fail "the run directory is not printed"
+    grep -q "^config ($WORK/job.yaml, as validated):" "$WORK/out" || fail "the config is not printed at start"
+    grep -q "^rank  *stage  *parameters" "$WORK/out" || fail "the plan table is not printed at start"
+    cmp -s "$WORK/job.yaml" "$WORK/run/config.yaml" || fail "config.yaml is not the exact spec text"
+    grep -q "^bubble" "$WORK/run/plan.txt" || fail "no plan.txt"
+    grep -q "all 2 workers finished" "$WORK/run/launcher.log" || fail "launcher.log incomplete"
+    for r in 0 1; do
+      grep -q "\[rank $r\] info: stage $r " "$WORK/run/rank$r.log" || fail "rank$r.log lacks the rank's lines"
+      grep -Eq "\[rank $r\] .*measured bubble [0-9.]+ \(planned [0-9.]+\)" "$WORK/out" \
+        || fail "rank $r: no measured bubble next to the planned one"
+    done
+    grep -q "bubble per rank: measured | planned (plan's costs) | simulated (measured costs)" "$WORK/out" \
+      || fail "no bubble report"
+    grep -Eq "step \(schedule only\): measured [0-9.]+ ms, simulated with the measured costs [0-9.]+ ms" "$WORK/out" \
+      || fail "no measured against simulated step time"
+    grep -q $'\r' "$WORK/out" && fail "carriage returns in output that is not a terminal"
+    ls "$WORK/run"/trace.rank*.json >/dev/null 2>&1 && fail "trace parts left after the merge"
+    python3 - "$WORK/run" <<'PY' || fail "metrics.jsonl or trace.json is not what it should be"
+import json, sys
+run = sys.argv[1]
+lines = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+steps = [l for l in lines if l["event"] == "step"]
+assert [l["step"] for l in steps] == list(range(1, 7)), lines
+for l in steps:
+    for key in ("loss", "lr", "grad_norm", "tokens_per_s", "step_time_s", "tflops", "model_flops", "peak_memory_bytes"):
+        assert isinstance(l[key], (int, float)) and l[key] > 0, (key, l)
+    assert l["mfu"] is None and l["peak_tflops"] is None, l  # CPU without observe.peak_tflops
+end = lines[-1]
+assert end["event"] == "end" and len(end["peak_memory_bytes"]) == 2 and min(end["peak_memory_bytes"]) > 0, end
+assert end["stages"] == [[0], [1]], end
+for key in ("bubble_measured", "bubble_planned", "bubble_simulated"):
+    assert len(end[key]) == 2 and all(0 <= b < 1 for b in end[key]), (key, end)
+assert all(abs(b - 0.2) < 1e-9 for b in end["bubble_planned"]), end  # 1F1B, p = 2, m = 4: (p-1)/(m+p-1)
+assert end["step_ms_measured"] > 0 and end["step_ms_simulated"] > 0, end
+events = json.load(open(f"{run}/trace.json"))["traceEvents"]
+tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+assert tracks == {0: "rank 0", 1: "rank 1"}, tracks
+slices = [e for e in events if e["ph"] == "X"]
+for e in slices:
+    for field in ("ph", "ts", "dur", "pid", "tid", "name"):
+        assert field in e, (field, e)
+    assert e["dur"] >= 0 and e["ts"] >= 0, e
+for r in (0, 1):
+    computes = [e for e in slices if e["tid"] == r and e["cat"] in ("F", "B")]
+    assert len(computes) == 6 * 4 * 2, (r, len(computes))  # steps x microbatches x (F, B)
+    assert sum(1 for e in slices if e["tid"] == r and e["cat"] == "step") == 6
+assert any(e["name"].startswith("wait 1RECV_F") for e in slices)
+# The plan's timeline of one step with the measured costs, to open beside trace.json.
+simulated = json.load(open(f"{run}/trace.simulated.json"))["traceEvents"]
+assert sorted(e["tid"] for e in simulated if e["ph"] == "X") == [0] * 8 + [1] * 8, simulated
+PY
+    # Without --run-dir: a new folder under observe.runs_dir (relative to the working directory).
+    (cd "$WORK" && timeout 300 "$PPCTL" train job.yaml --steps 1 > "$WORK/out" 2>&1) || fail "second train exited $?"
+    ls -d "$WORK"/runs/job-*Z >/dev/null 2>&1 || fail "no runs/job-<time>Z folder"
+    # A non-empty --run-dir is refused before anything starts.
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 && fail "a non-empty --run-dir was accepted"
+    grep -q "not empty" "$WORK/out" || fail "no reason given for refusing --run-dir"
+    grep -q "starting" "$WORK/out" && fail "workers were started"
+    no_leftovers
+    ;;
+  train_progress)
+    # On a terminal (script(1) gives the job one) the last-stage worker redraws one progress line.
+    command -v script >/dev/null || { echo "SKIP [$CASE]: script(1) not installed"; exit 0; }
+    tiny_job 2 8 "observe: {peak_tflops: 0.5}"
+    SHELL=/bin/bash timeout 300 script -qec "'$PPCTL' train '$WORK/job.yaml' --run-dir '$WORK/run'" /dev/null \
+      > "$WORK/out" 2>&1 || fail "train under script exited $?"
+    grep -q $'\r\x1b\[Kstep 8/8 | loss [0-9.]* | [0-9]* tok/s | ETA 0:00' "$WORK/out" || fail "no final progress line"
+    grep -q $'\r\x1b\[Kstep [1-7]/8 | loss' "$WORK/out" || fail "no intermediate progress line"
+    # Every log line first erases whatever the progress line left on the terminal's current line.
+    python3 - "$WORK/out" <<'PY' || fail "a log line does not begin by erasing the progress line"
+import re, sys
+data = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+starts = [m.start() for m in re.finditer(r"\[\d\d:\d\d:\d\d\.\d{3}\] \[", data)]
+assert len(starts) > 10, len(starts)
+assert all(data[:s].endswith("\r\x1b[K") for s in starts)
+# ... and is written whole: processes sharing the terminal do not interleave pieces of lines.
+line = re.compile(r"\[\d\d:\d\d:\d\d\.\d{3}\] \[(ppctl|rank \d+)\] (\x1b\[[0-9;]*m)?(info|warning|error)(\x1b\[m)?: [^\x1b\r]+\r?\n")
+assert all(line.match(data, s) for s in starts), [data[s:s + 120] for s in starts if not line.match(data, s)]
+PY
+    [ "$(grep -c '"event": *"step"' "$WORK/run/metrics.jsonl")" -eq 8 ] || fail "metrics.jsonl does not have 8 steps"
+    # With observe.peak_tflops the step lines and metrics.jsonl carry the MFU: TFLOP/s over the peak.
+    grep -aEq "step 8/8 \| loss .* \| [0-9.e-]+ TFLOP/s \| MFU [0-9.]+%" "$WORK/out" || fail "no MFU on the step line"
+    python3 - "$WORK/run/metrics.jsonl" <<'PY' || fail "no MFU in metrics.jsonl"
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+assert all(abs(s["mfu"] - s["tflops"] / 0.5) < 1e-12 and s["peak_tflops"] == 0.5 for s in steps), steps[0]
+PY
+    no_leftovers
+    ;;
+  trace_after_failure)
+    # A rank killed after the traced steps: the launcher still merges the parts the ranks left.
+    tiny_job 3 100000 "observe: {trace_steps: 2}"
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 &
+    launcher=$!
+    wait_for_line "step 5/" 120
+    victim=$(pid_of_rank 1)
+    [ -n "$victim" ] || fail "no worker with RANK=1"
+    kill -KILL "$victim"
+    wait "$launcher" && fail "launcher exited 0 after a worker was killed"
+    grep -q "trace of 3 ranks written to $WORK/run/trace.json" "$WORK/out" || fail "the trace was not merged"
+    python3 - "$WORK/run/trace.json" <<'PY' || fail "the merged trace is incomplete"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+assert {e["tid"] for e in events if e["ph"] == "X"} == {0, 1, 2}
+assert {e["args"]["step"] for e in events if e["ph"] == "X"} == {1, 2}
+PY
+    no_leftovers
+    ;;
   no_driver_dependency)
     # The binary must start where no GPU driver is installed: libcuda must not be a load-time need.
     ldd "$PPCTL" > "$WORK/out" 2>&1 || fail "ldd failed"

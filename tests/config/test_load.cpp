@@ -357,7 +357,7 @@ TEST_CASE("an unknown top-level section gets a did-you-mean or the list of secti
 
   const Message far = only_problem(with_data("scheduler: {x: 1}\n"));
   check(far, 1, "scheduler", std::nullopt, "unknown key");
-  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, eval, checkpoint, runtime");
+  CHECK(far.hint == "valid sections are model, pipeline, data, optimizer, train, eval, checkpoint, runtime, observe");
 }
 
 TEST_CASE("a key of another section says where it belongs", "[config][keys]") {
@@ -872,7 +872,7 @@ TEST_CASE("a spec that is not a mapping", "[config][document]") {
   const auto list = problems_of("- model\n- data\n");
   REQUIRE(list.size() == 1);
   CHECK_THAT(list[0], StartsWith("job.yaml:1: value [model, data]: the spec must be a mapping of sections "
-                                 "(model, pipeline, data, optimizer, train, eval, checkpoint, runtime) (fix: "));
+                                 "(model, pipeline, data, optimizer, train, eval, checkpoint, runtime, observe) (fix: "));
   const auto scalar = problems_of("just words\n");
   REQUIRE(scalar.size() == 1);
   CHECK_THAT(scalar[0], StartsWith("job.yaml:1: value \"just words\": the spec must be a mapping"));
@@ -923,7 +923,7 @@ extra: 1
       "job.yaml:11: train.steps: value 2.5: must be an integer (fix: use a whole number such as 2 or 3)",
       "job.yaml:13: runtime.backend: value \"nccl\": needs runtime.device cuda (runtime.device is cpu, the default) "
       "(fix: use backend gloo or auto on cpu, or set runtime.device: cuda)",
-      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, eval, checkpoint, runtime)",
+      "job.yaml:14: extra: unknown key (fix: valid sections are model, pipeline, data, optimizer, train, eval, checkpoint, runtime, observe)",
   };
   CHECK(problems == expected);
 }
@@ -1091,4 +1091,24 @@ TEST_CASE("eval and checkpoint sections: defaults, values, and the keys they nee
   check(no_training, 2, "data.eval_fraction", "0.1",
         "leaves no training sequence: the text holds 1 sequence(s) of model.seq_len + 1 bytes and 1 "
         "would be held out");
+}
+
+TEST_CASE("observe fields: runs folder, traced steps, peak TFLOP/s", "[config]") {
+  const auto spec = parse_job_spec(with_data("observe: {runs_dir: /tmp/r, trace_steps: 0, peak_tflops: 2.5}\n"),
+                                   "job.yaml", corpus_dir().str());
+  CHECK(spec.observe.runs_dir == "/tmp/r");
+  CHECK(spec.observe.trace_steps == 0);
+  CHECK(spec.observe.peak_tflops == 2.5);
+
+  const auto defaults = parse_job_spec(with_data(""), "job.yaml", corpus_dir().str());
+  CHECK(defaults.observe.runs_dir == "runs");
+  CHECK(defaults.observe.trace_steps == 20);
+  CHECK(defaults.observe.peak_tflops == 0.0);
+
+  check(only_problem(with_data("observe: {trace_steps: -1}\n")), 1, "observe.trace_steps", "-1",
+        "must be in [0, 1000000]");
+  check(only_problem(with_data("observe: {peak_tflops: -2}\n")), 1, "observe.peak_tflops", "-2",
+        "must be in [0, 1000000]");
+  check(only_problem(with_data("observe: {runs_dir: \"\"}\n")), 1, "observe.runs_dir", "\"\"",
+        "must be a non-empty folder");
 }

@@ -83,7 +83,7 @@ Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
 
 std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
   static const std::regex line(
-      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s( \| skipped)?$)");
+      R"(step (\d+)/\d+ \| loss (\S+) \| lr (\S+) \| grad norm (\S+) \| \S+ tok/s \| step \S+ s(?: \| \S+ TFLOP/s)?(?: \| MFU \S+%)?( \| skipped)?$)");
   std::map<int64_t, LoggedStep> steps;
   std::istringstream in(output);
   for (std::string text; std::getline(in, text);) {

@@ -42,7 +42,8 @@ struct Run {
 /// capturing everything the launcher and the workers print.
 Run run_job(const std::filesystem::path& spec_path, const std::vector<std::string>& args);
 
-/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped).
+/// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped); the
+/// line may end with the achieved TFLOP/s and MFU before ` | skipped`.
 struct LoggedStep {
   double loss, lr, grad_norm;
   bool skipped;

@@ -1,0 +1,89 @@
+// What a worker records about its run besides training itself: the trace of executed actions, the
+// per-step metrics (metrics.jsonl, MFU), the terminal progress line and the peak memory per rank.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "config/job_spec.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/trace.hpp"
+#include "schedule/action.hpp"
+#include "train/bubble_report.hpp"
+#include "train/metrics.hpp"
+#include "train/progress.hpp"
+
+namespace ppctl::train {
+
+/// One per worker. Every rank records its trace (the first observe.trace_steps steps) and its peak
+/// memory; the rank holding the last stage (the one that sees the loss) also writes
+/// `<run dir>/metrics.jsonl` and, when stderr is a terminal, draws the progress line. Without a run
+/// directory nothing is written (the progress line and the log suffix still work).
+/// Observing never touches tensors: the training numbers are the same with it or without it.
+class RunObserver {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// `run_dir`: the run directory (kRunDirVariable), or none. `steps`: steps of this run.
+  /// Peak FLOP/s per device for MFU: observe.peak_tflops when set, else the known-GPU table for the
+  /// CUDA device's name, else none. Throws ppctl::Error when metrics.jsonl cannot be created.
+  RunObserver(const config::JobSpec& spec, const schedule::Program& program, int rank,
+              torch::Device device, std::optional<std::string> run_dir, int64_t steps);
+
+  runtime::TraceRecorder& trace() { return trace_; }
+
+  /// After optimizer step `step` (from 0), on every rank: `result` from the executor, the learning
+  /// rate used, the global gradient norm, whether the step was skipped, when the step began and
+  /// when its schedule ended (the rest, up to now, is the norm all-reduce and the optimizer: a trace
+  /// slice `optimizer`).
+  void on_step(int64_t step, const runtime::StepResult& result, double lr, double grad_norm,
+               bool skipped, Clock::time_point step_start, Clock::time_point schedule_end);
+
+  /// " | 0.42 TFLOP/s | MFU 3.1%" for the last step seen (" | 0.42 TFLOP/s" without a peak), to end
+  /// the step's log line.
+  std::string log_suffix() const;
+
+  /// After the last step, on every rank together (one all-reduce over `comm`, when not null):
+  /// closes the progress line and gathers every rank's peak memory and timing (steps after the
+  /// first); the last-stage rank logs the peak memory per rank and the bubble report (measured,
+  /// planned and simulated with the measured costs, train/bubble_report.hpp) and writes the `end`
+  /// line of metrics.jsonl; then every rank writes its trace part.
+  void finish(comm::Communicator* comm);
+
+  /// Writes this rank's trace part into the run directory: once the last traced step is done (so a
+  /// run stopped later keeps it), after a failure (what ran until then) and at finish. A rank killed
+  /// while its steps are still being traced leaves none. Logs instead of throwing.
+  void write_trace_part() noexcept;
+
+ private:
+  /// The most memory this rank has held so far: CUDA allocated bytes (the caching allocator's peak,
+  /// read after every step since the executor resets it per step) or the CPU's max resident set.
+  int64_t read_peak_memory();
+  /// Writes `<run dir>/trace.simulated.json`: ppctl plan's timeline of the same program with the
+  /// measured per-stage costs (one step, from 0), to open beside trace.json.
+  void write_simulated_trace(const std::vector<RankTiming>& timings) const;
+
+  const config::JobSpec& spec_;
+  const schedule::Program& program_;
+  int rank_;
+  torch::Device device_;
+  std::optional<std::string> run_dir_;
+  int64_t steps_;
+  bool writes_metrics_;  // this rank holds the last stage
+  runtime::TraceRecorder trace_;
+  std::unique_ptr<JsonlWriter> metrics_;
+  ProgressLine progress_;
+  StepMetrics last_;
+  int64_t peak_memory_ = 0;
+  Clock::time_point start_ = Clock::now();
+  double after_first_s_ = 0.0;  // seconds of the steps after the first (for the ETA)
+  RankTiming timing_;           // this rank's schedule and compute times, steps after the first
+  bool finished_ = false;
+};
+
+}  // namespace ppctl::train
