@@ -7,6 +7,7 @@ PPCTL="$2"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_cli_${CASE}_XXXXXX")"
 trap 'pkill -KILL -f "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1  # `ppctl train` makes runs/<job>-<time>Z/ in the working directory: keep it in $WORK
 
 fail() { echo "FAIL [$CASE]: $*" >&2; [ -f "$WORK/out" ] && sed 's/^/  | /' "$WORK/out" >&2; exit 1; }
 
