@@ -17,8 +17,10 @@
 #include <optional>
 
 #include "comm/error_text.hpp"
+#include "comm/launch_env.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "plan/parallel.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/local_job.hpp"
@@ -79,7 +81,38 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
   return 0;
 }
 
-int cmd_train(const std::string& spec_path, std::optional<int64_t> steps) {
+/// `ppctl train` under torchrun-style variables or Slurm: this process is one worker (rank 0 hosts
+/// the rendezvous store). The spec is validated completely here, in every worker, before any
+/// connection; a bad environment is bad input (exit 2).
+int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> steps,
+                        const ppctl::comm::EnvMap& env, ppctl::comm::LaunchMode mode) {
+  ppctl::comm::RendezvousInfo info;
+  try {
+    info = ppctl::comm::external_identity(env, mode);
+  } catch (const ppctl::CommError& e) {
+    std::cerr << "error: " << e.what() << "\nnothing was started\n";
+    return kExitBadInput;
+  }
+  ppctl::core::setup_logging(info.rank);
+  const auto planned = ppctl::train::prepare_job(spec_path);
+  const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
+  spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
+               ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
+               planned.spec.pipeline.stages, info.master_addr, info.master_port,
+               info.host_store ? " (hosted here)" : "");
+  ppctl::train::WorkerOptions options;
+  options.spec_path = spec_path;
+  options.steps = steps;
+  options.identity = info;
+  return ppctl::train::run_worker(options);
+}
+
+int cmd_train(const std::string& spec_path, std::optional<int64_t> steps, bool force_local) {
+  const auto env = ppctl::comm::environment_map();
+  const auto mode = ppctl::comm::detect_launch_mode(env);
+  if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
+    return train_as_one_worker(spec_path, steps, env, mode);
+  }
   const auto planned = ppctl::train::prepare_job(spec_path);
   ppctl::train::check_device_available(planned.spec);
   const ppctl::schedule::CostModel costs;
@@ -184,6 +217,10 @@ int main(int argc, char** argv) {
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
   train->add_option("--steps", steps, "Override train.steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  bool force_local = false;
+  train->add_flag("--local", force_local,
+                  "Spawn every worker here even when RANK/WORLD_SIZE or SLURM_PROCID are set (by "
+                  "default `ppctl train` then runs as that one worker)");
 
   double tolerance = 1e-5;
   auto* verify = app.add_subcommand(
@@ -222,7 +259,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*plan) return cmd_plan(spec_path, plan_options);
-    if (*train) return cmd_train(spec_path, steps);
+    if (*train) return cmd_train(spec_path, steps, force_local);
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
   } catch (const ppctl::ConfigError& e) {

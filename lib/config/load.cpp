@@ -493,6 +493,7 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("micro_batch_size", p.micro_batch_size, {1, kMillion}),
         int_field("virtual_stages", p.virtual_stages, {1, 64}),
         int_field("microbatch_group_size", p.microbatch_group_size, {0, kMillion}),
+        int_field("data_parallel", p.data_parallel, {0, 65'536}),
         // Checked against the schedule once every key is read (Loader::check_schedule_file).
         {"schedule_file", [&p](Context& c, const Entry& e) {
            return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);

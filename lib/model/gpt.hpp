@@ -21,7 +21,8 @@ struct DropoutContext {
   bool training = true;
   uint64_t seed = 0;
   int64_t step = 0;
-  int64_t microbatch = 0;
+  int64_t microbatch = 0;  ///< global microbatch index in the step; runtime::Executor::run_step
+                           ///< takes it as the base (replica dp's offset dp x m) and adds its own
 };
 
 /// Seed of the generator that initialises one part of the model. `part` is -1 for the embedding,

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.hpp"
 
 namespace ppctl::plan {
@@ -98,7 +100,9 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
                                 source, spec.model.layers, p, v, e.what()));
   }
   Layout layout;
-  layout.world_size = p;
+  layout.pipeline_size = p;
+  layout.data_parallel = std::max<int64_t>(spec.pipeline.data_parallel, 1);
+  layout.world_size = layout.data_parallel * p;
   layout.num_stages = num_stages;
   layout.num_microbatches = m;
   layout.bubble_fraction = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);

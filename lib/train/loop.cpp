@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "train/data_parallel.hpp"
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
@@ -103,7 +104,7 @@ void run_training(LoopContext& ctx) {
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
   const int64_t tokens_per_step =
-      spec.pipeline.microbatches * spec.pipeline.micro_batch_size * spec.model.seq_len;
+      ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size * spec.model.seq_len;
   const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
   check_injection(ctx.inject_nan, num_stages);
   std::vector<comm::Communicator*> groups;  // the norm is summed over these (the pipeline)
@@ -119,10 +120,21 @@ void run_training(LoopContext& ctx) {
   for (int64_t step = 0; step < ctx.steps; ++step) {
     const auto step_start = Clock::now();
     optimizer->zero_grad(/*set_to_none=*/true);
-    model::DropoutContext dropout{true, spec.train.seed, step, 0};
-    const auto result = ctx.executor.run_step(
-        actions, microbatch_source(ctx.dataset, spec, step), dropout, loss_scale);
+    model::DropoutContext dropout{true, spec.train.seed, step,
+                                  ctx.dp_rank * spec.pipeline.microbatches};
+    auto result = ctx.executor.run_step(
+        actions, microbatch_source(ctx.dataset, spec, step, ctx.dp_rank, ctx.dp_size), dropout,
+        loss_scale);
     const auto schedule_end = Clock::now();
+    if (ctx.data_parallel != nullptr) {  // once per step, before the norm: the norm is global
+      average_gradients(ctx.stages, *ctx.data_parallel);
+      if (result.loss_count > 0) {  // every replica of the last stage: the global batch's loss
+        const auto sums = ctx.data_parallel->all_reduce_sum(
+            {result.loss_sum, static_cast<double>(result.loss_count)});
+        result.loss_sum = sums[0];
+        result.loss_count = static_cast<int64_t>(sums[1]);
+      }
+    }
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1) {
       poison_gradients(ctx.stages, ctx.inject_nan->stage);
     }
@@ -142,7 +154,7 @@ void run_training(LoopContext& ctx) {
     }
     if (!ctx.dump_gradients_dir.empty()) {
       dump_gradients(ctx.stages, result.loss_sum, result.loss_count, grad_norm,
-                     fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.rank));
+                     fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.global_rank));
       return;
     }
     // Once per optimizer step, whatever the number of microbatches.
@@ -161,7 +173,7 @@ void run_training(LoopContext& ctx) {
       timing.receive_wait_ms += result.receive_wait_ms;
     }
     const bool log_now = step == 0 || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
-    if (result.loss_count > 0 && log_now) {
+    if (result.loss_count > 0 && ctx.dp_rank == 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
       spdlog::info(

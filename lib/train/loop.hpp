@@ -28,6 +28,10 @@ struct LoopContext {
   std::string dump_gradients_dir;      ///< see WorkerOptions
   comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank
   std::optional<NanInjection> inject_nan;  ///< testing: see WorkerOptions
+  comm::Communicator* data_parallel = nullptr;  ///< this stage's replicas; null when dp = 1
+  int64_t dp_rank = 0;     ///< this rank's replica (data-parallel rank), in [0, dp_size)
+  int64_t dp_size = 1;     ///< data-parallel size dp
+  int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
@@ -35,8 +39,9 @@ struct LoopContext {
 std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
                                                     const config::OptimizerSpec& spec);
 
-/// Runs `ctx.steps` optimizer steps. Each step: run the schedule (gradients accumulate over the m
-/// microbatches), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
+/// Runs `ctx.steps` optimizer steps. Each step: run the schedule on this replica's share of the global
+/// batch (gradients accumulate over the m microbatches), average the gradients over the replicas
+/// (data_parallel.hpp; with dp > 1), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
 /// all-reduce), then
 /// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
 ///   ppctl::Error naming the step and the stage(s); with `skip` every rank logs a warning, discards

@@ -17,6 +17,9 @@
 #include "plan/layout.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
+#include "core/check.hpp"
+#include "plan/parallel.hpp"
+#include "train/data_parallel.hpp"
 #include "train/loop.hpp"
 
 namespace ppctl::train {
@@ -89,37 +92,35 @@ void check_device_available(const config::JobSpec& spec) {
 }
 
 int run_worker(const WorkerOptions& options) {
-  const auto spec = load_spec(options.spec_path);
+  auto spec = load_spec(options.spec_path);
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
   at::set_num_interop_threads(1);
 
-  const auto info = comm::rendezvous_from_env();
+  const auto info = options.identity ? *options.identity : comm::rendezvous_from_env();
+  spec.pipeline.data_parallel = plan::resolve_data_parallel(spec, info.world_size);
   const char* schedule_text = std::getenv(kScheduleTextVariable);
   const std::string schedule_copy = schedule_text ? schedule_text : "";
   const auto program = schedule::job_program(spec, schedule_text ? &schedule_copy : nullptr);
   check_planned_program(program);
   const auto layout = plan::make_layout(spec, &program.stage_to_rank);
-  if (info.world_size != layout.world_size) {
-    throw CommError(fmt::format("WORLD_SIZE={} but {} needs {} ranks (pipeline.stages) (fix: start "
-                                "exactly {} workers)",
-                                info.world_size, spec.source, layout.world_size, layout.world_size));
-  }
+  PPCTL_ASSERT(info.world_size == layout.world_size, "world size differs from dp x pp");
+  const auto coords = plan::rank_coords(info.rank, layout.data_parallel);
 
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  std::unique_ptr<comm::Communicator> comm;
-  if (info.world_size > 1) {
-    comm = comm::Communicator::create(info, backend_kind(spec.runtime), timeout, device);
-    check_same_program(*comm, program);
+  auto groups = make_worker_groups(info, layout, backend_kind(spec.runtime), timeout, device);
+  for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
+    if (group != nullptr) check_same_program(*group, program);
   }
+  comm::Communicator* comm = groups.pipeline.get();
 
   std::map<int64_t, model::StageModule> by_stage;
   std::vector<model::StageModule> stages;
   bool needs_data = false;
   for (const auto& s : layout.stages) {
-    if (s.rank != info.rank) continue;
+    if (s.rank != coords.pp) continue;
     model::StageModule stage(spec.model, s, spec.train.seed);
     stage->to(device);
     stage->train();
@@ -135,17 +136,23 @@ int run_worker(const WorkerOptions& options) {
     dataset = std::make_unique<data::TextDataset>(spec.data.files, spec.model.seq_len, spec.train.seed);
   }
 
-  runtime::Executor executor(by_stage, program, info.rank, comm.get(),
+  runtime::Executor executor(by_stage, program, static_cast<int>(coords.pp), comm,
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
                              device, {spec.train.recompute, spec.train.recompute_every});
-  LoopContext ctx{spec,   program,       info.rank, executor, stages, dataset.get(),
-                  options.steps.value_or(spec.train.steps), options.dump_gradients_dir, comm.get(),
+  LoopContext ctx{spec,   program,       static_cast<int>(coords.pp), executor, stages, dataset.get(),
+                  options.steps.value_or(spec.train.steps), options.dump_gradients_dir, comm,
                   options.inject_nan};
+  ctx.data_parallel = groups.data_parallel.get();
+  ctx.dp_rank = coords.dp;
+  ctx.dp_size = layout.data_parallel;
+  ctx.global_rank = info.rank;
   run_training(ctx);
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),
                executor.memory_report());
-  if (comm) comm->barrier();
+  for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
+    if (group != nullptr) group->barrier();
+  }
   return 0;
 }
 
