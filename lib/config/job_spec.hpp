@@ -52,6 +52,9 @@ struct ModelSpec {
   int64_t heads = 4;         ///< attention heads. Range [1, hidden].
   int64_t seq_len = 128;     ///< tokens per training sequence. Range [1, 1e6].
   double dropout = 0.0;      ///< dropout probability after embedding, attention and MLP. Range [0, 1).
+  bool tie_embeddings = true;  ///< the LM head uses the token embedding's weight (Press & Wolf, arXiv
+                               ///< 1608.05859); with several stages the last one holds a copy whose
+                               ///< gradient is summed with the first stage's every step. `true` / `false`.
 };
 
 /// How the model is cut and scheduled.

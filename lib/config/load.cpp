@@ -460,6 +460,19 @@ Field real_field(std::string key, double& out, RealRange range) {
           }};
 }
 
+/// A YAML boolean written `true` or `false` (lower case, unquoted).
+Field bool_field(std::string key, bool& out) {
+  return {std::move(key), [&out](Context& c, const Entry& e) {
+            if (e.value.IsScalar() && e.value.Tag() != "!" &&
+                (e.value.Scalar() == "true" || e.value.Scalar() == "false")) {
+              out = e.value.Scalar() == "true";
+              return true;
+            }
+            c.bad(e, "must be true or false", "write true or false");
+            return false;
+          }};
+}
+
 template <typename Enum>
 Field enum_field(std::string key, Enum& out, std::vector<Enum> values, HintAliases aliases = {}) {
   return {std::move(key), [&out, values = std::move(values), aliases = std::move(aliases)](Context& c, const Entry& e) {
@@ -481,7 +494,8 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("hidden", m.hidden, {1, 65'536}),
         int_field("heads", m.heads, {1, 65'536}),
         int_field("seq_len", m.seq_len, {1, kMillion}),
-        real_field("dropout", m.dropout, {0, false, 1, true})}},
+        real_field("dropout", m.dropout, {0, false, 1, true}),
+        bool_field("tie_embeddings", m.tie_embeddings)}},
       {"pipeline",
        {int_field("stages", p.stages, {1, 1024}),
         enum_field("schedule", p.schedule,

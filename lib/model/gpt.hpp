@@ -79,6 +79,12 @@ class StageModuleImpl : public torch::nn::Module {
   /// [batch, seq_len] int64. Only meaningful on the last stage.
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
 
+  /// With model.tie_embeddings and the embedding and head on different stages: this stage's copy
+  /// of the tied weight [vocab, hidden] (the first stage's `tok_embed.weight`, the last stage's
+  /// `lm_head.weight`, initialised identically); undefined otherwise (untied, a middle stage, or one
+  /// stage holding both ends, where the head simply uses `tok_embed.weight`).
+  torch::Tensor tied_weight() const;
+
   bool has_embedding() const { return layout_.has_embedding; }
   bool has_head() const { return layout_.has_head; }
   const plan::StageLayout& layout() const { return layout_; }

@@ -128,7 +128,13 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
     stage.parameters = stage.layers.size() * block +
                        (stage.has_embedding ? embedding_parameters(spec.model) : 0) +
                        (stage.has_head ? head_parameters(spec.model) : 0);
-    layout.total_parameters += stage.parameters;
+    // Tied: one stage with both ends shares one weight; otherwise the last stage's LM head is a copy
+    // of the token embedding (counted on its stage, not again in the total).
+    const int64_t tied = spec.model.tie_embeddings && stage.has_head
+                             ? spec.model.vocab_size * spec.model.hidden
+                             : 0;
+    if (stage.has_embedding) stage.parameters -= tied;
+    layout.total_parameters += stage.parameters - (stage.has_embedding ? 0 : tied);
     layout.stages.push_back(stage);
   }
   return layout;

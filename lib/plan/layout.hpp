@@ -49,7 +49,8 @@ struct StageLayout {
   LayerRange layers;           ///< blocks it owns
   bool has_embedding = false;  ///< true on stage 0
   bool has_head = false;       ///< true on stage p-1 (final norm, LM head, loss)
-  int64_t parameters = 0;      ///< parameters it owns (count, not bytes)
+  int64_t parameters = 0;      ///< parameters it holds (count, not bytes); with tied embeddings the
+                               ///< last stage's LM head counts here (a copy), a lone stage's does not
 };
 
 /// The whole layout for a job.
@@ -61,7 +62,8 @@ struct Layout {
   int64_t num_microbatches = 0;   ///< m
   std::vector<StageLayout> stages;         ///< indexed by stage
   std::vector<int64_t> stage_to_rank;      ///< size num_stages
-  int64_t total_parameters = 0;   ///< sum over stages
+  int64_t total_parameters = 0;   ///< distinct parameters: the sum over stages, less the last
+                                  ///< stage's copy of the tied embedding (model.tie_embeddings)
   double bubble_fraction = 0.0;   ///< (p-1)/(m+p-1), equal-cost F and B (GPipe paper §2.2; arXiv 2104.04473 §2.2)
 };
 

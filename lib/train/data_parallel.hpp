@@ -17,15 +17,19 @@ namespace ppctl::train {
 struct WorkerGroups {
   std::unique_ptr<comm::Communicator> pipeline;       ///< this replica's p ranks; group rank = pp rank
   std::unique_ptr<comm::Communicator> data_parallel;  ///< this pipeline rank in every replica; = dp rank
+  /// With tied embeddings on two pipeline ranks: the replica's ranks holding the first and the last
+  /// stage (train/tied_embeddings.hpp); null elsewhere, and when one rank holds both.
+  std::unique_ptr<comm::Communicator> embedding;
 };
 
 /// The process groups of global rank `info.rank` in `layout` (rank mapping of plan/parallel.hpp):
-/// first its pipeline group ("pp/dD"), then its data-parallel group ("dp/pP"); every rank builds
-/// them in this order, so building (which waits for a group's members) cannot deadlock.
+/// first its pipeline group ("pp/dD"), then its data-parallel group ("dp/pP"), then, with tied
+/// embeddings, its embedding group ("emb/dD"); every rank builds them in this order, so building
+/// (which waits for a group's members) cannot deadlock.
 /// Nothing is built for a one-rank job.
 WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::Layout& layout,
-                                comm::BackendKind backend, std::chrono::milliseconds timeout,
-                                at::Device device);
+                                bool tie_embeddings, comm::BackendKind backend,
+                                std::chrono::milliseconds timeout, at::Device device);
 
 /// Sums every gradient of `stages` over `group` and divides by its size: afterwards each replica
 /// holds the gradient of the mean loss over the global batch, bitwise identical on every replica.

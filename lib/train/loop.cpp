@@ -13,6 +13,7 @@
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
+#include "train/tied_embeddings.hpp"
 #include "train/oracle.hpp"
 
 namespace ppctl::train {
@@ -135,6 +136,9 @@ void run_training(LoopContext& ctx) {
         result.loss_count = static_cast<int64_t>(sums[1]);
       }
     }
+    // After the replicas' average (Megatron-LM's order in finalize_model_grads): both copies then
+    // hold the same sum on every replica.
+    if (spec.model.tie_embeddings) sync_tied_embeddings(ctx.stages, ctx.embedding);
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1) {
       poison_gradients(ctx.stages, ctx.inject_nan->stage);
     }
@@ -190,6 +194,7 @@ void run_training(LoopContext& ctx) {
     }
   }
   if (timed_steps > 0) log_timing(timing, timed_step_ms, timed_steps);
+  log_tied_weights(ctx.stages);
   if (skipped_steps > 0) {
     spdlog::warn(
         "{} of {} optimizer steps skipped for non-finite values "

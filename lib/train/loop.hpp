@@ -32,6 +32,7 @@ struct LoopContext {
   int64_t dp_rank = 0;     ///< this rank's replica (data-parallel rank), in [0, dp_size)
   int64_t dp_size = 1;     ///< data-parallel size dp
   int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
+  comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks; else null
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
@@ -41,7 +42,8 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 
 /// Runs `ctx.steps` optimizer steps. Each step: run the schedule on this replica's share of the global
 /// batch (gradients accumulate over the m microbatches), average the gradients over the replicas
-/// (data_parallel.hpp; with dp > 1), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
+/// (data_parallel.hpp; with dp > 1), then sum the tied embedding copies' gradients over the first
+/// and last stage (tied_embeddings.hpp), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
 /// all-reduce), then
 /// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
 ///   ppctl::Error naming the step and the stage(s); with `skip` every rank logs a warning, discards

@@ -110,7 +110,8 @@ int run_worker(const WorkerOptions& options) {
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  auto groups = make_worker_groups(info, layout, backend_kind(spec.runtime), timeout, device);
+  auto groups = make_worker_groups(info, layout, spec.model.tie_embeddings,
+                                   backend_kind(spec.runtime), timeout, device);
   for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);
   }
@@ -146,6 +147,7 @@ int run_worker(const WorkerOptions& options) {
   ctx.dp_rank = coords.dp;
   ctx.dp_size = layout.data_parallel;
   ctx.global_rank = info.rank;
+  ctx.embedding = groups.embedding.get();
   run_training(ctx);
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),

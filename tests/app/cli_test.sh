@@ -188,6 +188,31 @@ PY
     diff "$WORK/external.loss" "$WORK/local.loss" > /dev/null || fail "losses differ: $(paste "$WORK/external.loss" "$WORK/local.loss")"
     no_leftovers
     ;;
+  tied_bitwise)
+    # Tied embeddings, dp = 2 x pp = 2: after 6 steps the first stage's embedding and the last stage's
+    # copy are bitwise equal on both replicas (each rank logs a hash of its copy's bytes at the end).
+    tiny_job 2 6 ""
+    sed -i 's/micro_batch_size: 4}/micro_batch_size: 4, data_parallel: 2}/; s/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train exited $?"
+    grep -o "\[rank [0-9]\] info: tied embedding on stage [0-9]: fnv1a64 [0-9a-f]*" "$WORK/out" | sort > "$WORK/hashes"
+    [ "$(wc -l < "$WORK/hashes")" -eq 4 ] || fail "expected 4 tied-embedding hashes (2 stages x 2 replicas): $(cat "$WORK/hashes")"
+    [ "$(awk '{print $NF}' "$WORK/hashes" | sort -u | wc -l)" -eq 1 ] || fail "the copies differ: $(cat "$WORK/hashes")"
+    # Over several steps the pipelined copies train as the one shared weight of a single stage: the
+    # same losses (to 1e-3; sums in another order differ in the last bits).
+    grep -o "step [0-9]/6 | loss [0-9.]*" "$WORK/out" | awk '{print $NF}' > "$WORK/pipelined.loss"
+    sed -i 's/stages: 2, schedule/stages: 1, schedule/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "one-stage train exited $?"
+    grep -o "step [0-9]/6 | loss [0-9.]*" "$WORK/out" | awk '{print $NF}' > "$WORK/single.loss"
+    [ "$(wc -l < "$WORK/single.loss")" -eq 6 ] || fail "expected 6 loss lines"
+    paste "$WORK/pipelined.loss" "$WORK/single.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3) bad = 1 } END { exit bad }' \
+      || fail "pipelined and one-stage losses differ: $(paste "$WORK/pipelined.loss" "$WORK/single.loss" | tr '\n' ';')"
+    sed -i 's/stages: 1, schedule/stages: 2, schedule/' "$WORK/job.yaml"
+    # Untied, the two weights are different parameters: no copies to log.
+    sed -i 's/^model: {layers: 4,/model: {tie_embeddings: false, layers: 4,/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --steps 2 > "$WORK/out" 2>&1 || fail "untied train exited $?"
+    grep -q "tied embedding on stage" "$WORK/out" && fail "untied job logged tied copies"
+    no_leftovers
+    ;;
   bad_launch_env)
     tiny_job 2 2 ""
     RANK=0 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
