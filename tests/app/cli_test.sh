@@ -219,6 +219,9 @@ PY
     rc=$?
     [ "$rc" -eq 2 ] || fail "RANK without WORLD_SIZE: exit code $rc, expected 2"
     grep -q "WORLD_SIZE is not set" "$WORK/out" || fail "the missing variable is not named"
+    # --local ignores the variables and spawns the workers itself.
+    RANK=0 timeout 120 "$PPCTL" train --local "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train --local exited $?"
+    grep -q "starting 2 workers" "$WORK/out" || fail "train --local did not spawn 2 workers"
     SLURM_PROCID=4 SLURM_NTASKS=4 SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
     rc=$?
     [ "$rc" -eq 2 ] || fail "SLURM_PROCID >= SLURM_NTASKS: exit code $rc, expected 2"
