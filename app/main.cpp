@@ -17,8 +17,10 @@
 #include <optional>
 
 #include "comm/error_text.hpp"
+#include "comm/launch_env.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "plan/parallel.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
@@ -84,7 +86,7 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
 /// `--resume [PATH]`: the checkpoint folder to continue from (PATH, else checkpoint.dir), checked
 /// against the spec before anything starts. Throws ppctl::CheckpointError.
 std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::string& path,
-                           int64_t total_steps) {
+                           int64_t total_steps, int64_t dp) {
   const auto& spec = planned.spec;
   if (path.empty() && spec.checkpoint.dir.empty()) {
     throw ppctl::CheckpointError(fmt::format(
@@ -96,14 +98,51 @@ std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::
       ppctl::train::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
   const auto meta = ppctl::train::read_checkpoint_meta(checkpoint);
   ppctl::train::check_resumable(
-      meta, spec, spec.pipeline.microbatches * spec.pipeline.micro_batch_size, total_steps, checkpoint);
+      meta, spec, dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size, total_steps,
+      checkpoint);
   spdlog::info("resuming from {} (step {}, saved with {} stage(s))", checkpoint.string(), meta.step,
                meta.stages);
   return std::filesystem::absolute(checkpoint).string();
 }
 
+/// `ppctl train` under torchrun-style variables or Slurm: this process is one worker (rank 0 hosts
+/// the rendezvous store). The spec is validated completely here, in every worker, before any
+/// connection; a bad environment is bad input (exit 2).
+int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> steps,
+                        const std::optional<std::string>& resume, const ppctl::comm::EnvMap& env,
+                        ppctl::comm::LaunchMode mode) {
+  ppctl::comm::RendezvousInfo info;
+  try {
+    info = ppctl::comm::external_identity(env, mode);
+  } catch (const ppctl::CommError& e) {
+    std::cerr << "error: " << e.what() << "\nnothing was started\n";
+    return kExitBadInput;
+  }
+  ppctl::core::setup_logging(info.rank);
+  const auto planned = ppctl::train::prepare_job(spec_path);
+  const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
+  spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
+               ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
+               planned.spec.pipeline.stages, info.master_addr, info.master_port,
+               info.host_store ? " (hosted here)" : "");
+  ppctl::train::WorkerOptions options;
+  options.spec_path = spec_path;
+  options.steps = steps;
+  options.identity = info;
+  if (resume) {
+    options.resume_from =
+        resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps), dp);
+  }
+  return ppctl::train::run_worker(options);
+}
+
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
-              std::optional<std::string> resume, const std::string& run_dir) {
+              std::optional<std::string> resume, const std::string& run_dir, bool force_local) {
+  const auto env = ppctl::comm::environment_map();
+  const auto mode = ppctl::comm::detect_launch_mode(env);
+  if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
+    return train_as_one_worker(spec_path, steps, resume, env, mode);
+  }
   const auto planned = ppctl::train::prepare_job(spec_path);
   ppctl::train::check_device_available(planned.spec);
   std::vector<std::string> extra;
@@ -113,7 +152,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   if (resume) {
     extra.push_back("--resume");
-    extra.push_back(resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps)));
+    extra.push_back(resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps),
+                                   planned.layout.data_parallel));
   }
   const ppctl::schedule::CostModel costs;
   const auto plan_text = ppctl::schedule::format_plan(
@@ -127,11 +167,11 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
             << (spec_text.empty() || spec_text.back() == '\n' ? "" : "\n") << '\n'
             << plan_text << '\n';
   spdlog::info("run directory: {}", run.path);
-  auto env = planned.worker_env;
-  for (auto& variable : ppctl::train::run_directory_env(run)) env.push_back(std::move(variable));
+  auto worker_env = planned.worker_env;
+  for (auto& variable : ppctl::train::run_directory_env(run)) worker_env.push_back(std::move(variable));
   const int world_size = static_cast<int>(planned.layout.world_size);
   const auto result = ppctl::train::run_local_job(planned.spec, world_size, self_executable(),
-                                                  spec_path, extra, env);
+                                                  spec_path, extra, worker_env);
   ppctl::train::finish_run_directory(run, world_size, planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
@@ -259,6 +299,10 @@ int main(int argc, char** argv) {
   train->add_option("--run-dir", run_dir,
                     "Folder for this run's config, logs, metrics and trace (new or empty; default: "
                     "observe.runs_dir/<spec name>-<UTC time>)");
+  bool force_local = false;
+  train->add_flag("--local", force_local,
+                  "Spawn every worker here even when RANK/WORLD_SIZE or SLURM_PROCID are set (by "
+                  "default `ppctl train` then runs as that one worker)");
 
   double tolerance = 1e-5;
   auto* verify = app.add_subcommand(
@@ -298,7 +342,7 @@ int main(int argc, char** argv) {
     if (*train) {
       return cmd_train(spec_path, steps,
                        resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt,
-                       run_dir);
+                       run_dir, force_local);
     }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);

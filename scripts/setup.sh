@@ -10,7 +10,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv procps
-  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev fortunes)
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev fortunes
+  munge slurmctld slurmd slurm-client)  # the last four: the local Slurm cluster of tests/slurm/
 BACKPORTS_PACKAGES=(catch2)
 
 missing=()

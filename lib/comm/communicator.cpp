@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <string>
 
 #include "comm/error_text.hpp"
@@ -72,13 +73,17 @@ class ProcessGroupCommunicator final : public Communicator {
 
   std::vector<double> all_reduce_sum(const std::vector<double>& values) override {
     if (values.empty()) return {};
-    const auto options = at::TensorOptions().dtype(at::kDouble);
-    std::vector<at::Tensor> tensors{at::tensor(values, options).to(device_)};
+    auto tensor = at::tensor(values, at::TensorOptions().dtype(at::kDouble)).to(device_);
+    all_reduce_sum_inplace(tensor);
+    const auto sums = tensor.cpu().contiguous();
+    return {sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel()};
+  }
+
+  void all_reduce_sum_inplace(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions reduce;
     reduce.reduceOp = c10d::ReduceOp::SUM;
     wait(post([&] { return backend_->allreduce(tensors, reduce); }, -1, "all-reduce"));
-    const auto sums = tensors[0].cpu().contiguous();
-    return {sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel()};
   }
 
  private:
@@ -126,7 +131,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
                                               std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(info.master_port);
-  options.isServer = false;
+  options.isServer = info.host_store;  // rank 0 under torchrun / Slurm; else the launcher hosts it
   options.numWorkers = static_cast<size_t>(info.world_size);
   options.waitWorkers = false;
   options.timeout = timeout;
@@ -140,10 +145,13 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
 
 }  // namespace
 
-std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, BackendKind backend,
-                                                   std::chrono::milliseconds timeout,
-                                                   at::Device device) {
-  auto store = c10::make_intrusive<c10d::PrefixStore>("ppctl/pp", connect_store(info, timeout));
+namespace {
+
+/// One process group over `store`: this process is `rank` of `size`.
+std::unique_ptr<Communicator> make_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                         const RendezvousInfo& info, int rank, int size,
+                                         const std::string& name, BackendKind backend,
+                                         std::chrono::milliseconds timeout, at::Device device) {
   c10::intrusive_ptr<c10d::Backend> pg;
   try {
     if (backend == BackendKind::Gloo) {
@@ -154,21 +162,49 @@ std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, B
       } else {
         options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       }
-      pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, info.rank, info.world_size, options);
+      pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
     } else {
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
-      pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, info.rank, info.world_size, options);
+      pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
     }
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: cannot build the {} process group ({} ranks): {}",
-                                info.rank, backend == BackendKind::Gloo ? "gloo" : "nccl",
-                                info.world_size, error_text(e)));
+    throw CommError(fmt::format("rank {}: cannot build the {} process group '{}' ({} ranks): {}",
+                                info.rank, backend == BackendKind::Gloo ? "gloo" : "nccl", name,
+                                size, error_text(e)));
   }
-  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), info.rank, info.world_size,
-                                                    timeout, device);
+  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), rank, size, timeout, device);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, BackendKind backend,
+                                                   std::chrono::milliseconds timeout,
+                                                   at::Device device) {
+  std::vector<int> all(static_cast<size_t>(info.world_size));
+  for (int r = 0; r < info.world_size; ++r) all[static_cast<size_t>(r)] = r;
+  return std::move(create_groups(info, backend, timeout, device, {{"pp", all}}).front());
+}
+
+std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
+    const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
+    at::Device device, const std::vector<GroupSpec>& groups) {
+  const auto store = connect_store(info, timeout);
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (const auto& group : groups) {
+    const auto it = std::find(group.ranks.begin(), group.ranks.end(), info.rank);
+    if (it == group.ranks.end()) {
+      throw InternalError(fmt::format("rank {} is not a member of process group '{}'", info.rank,
+                                      group.name));
+    }
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("ppctl/" + group.name, store);
+    out.push_back(make_group(prefixed, info, static_cast<int>(it - group.ranks.begin()),
+                             static_cast<int>(group.ranks.size()), group.name, backend, timeout,
+                             device));
+  }
+  return out;
 }
 
 }  // namespace ppctl::comm

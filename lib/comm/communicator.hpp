@@ -24,7 +24,15 @@ struct PendingOp {
   int peer = -1;
 };
 
-/// Point-to-point communication between the ranks of one job.
+/// One process group of a job: a name unique in the job (it prefixes the group's keys in the store)
+/// and its members as global ranks; the group rank of a member is its index in `ranks`.
+struct GroupSpec {
+  std::string name;
+  std::vector<int> ranks;
+};
+
+/// Point-to-point communication between the ranks of one job (or of one of its process groups:
+/// then rank() and peers are group ranks).
 /// Sends and receives only post the operation; wait() blocks until it completes or the timeout
 /// passes. Gloo completes a send only once the peer has posted the matching receive (DESIGN.md), so
 /// callers post all operations first and wait later. Both sides must agree on each tensor's shape
@@ -40,6 +48,14 @@ class Communicator {
   /// Collectives (all_gather, all_reduce_sum) use tensors on `device` (a CUDA device for NCCL).
   static std::unique_ptr<Communicator> create(const RendezvousInfo& info, BackendKind backend,
                                               std::chrono::milliseconds timeout, at::Device device);
+
+  /// Connects to the store once (hosting it when info.host_store) and builds one process group per
+  /// entry of `groups`, in order, each over c10d::PrefixStore("ppctl/" + name). This rank must be a
+  /// member of every group; every member must build its groups in the same global order (building
+  /// a group waits for all its members). Same errors as create().
+  static std::vector<std::unique_ptr<Communicator>> create_groups(
+      const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
+      at::Device device, const std::vector<GroupSpec>& groups);
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
@@ -59,6 +75,10 @@ class Communicator {
   /// sum over the ranks in fp64, identical on every rank (c10d allreduce, ReduceOp::SUM, on the
   /// collectives' device). Bounded by the timeout.
   virtual std::vector<double> all_reduce_sum(const std::vector<double>& values) = 0;
+  /// Sums `tensor` (contiguous, on the collectives' device, the same shape and dtype on every rank)
+  /// element-wise over the ranks, in place; the result is bitwise identical on every rank. Bounded
+  /// by the timeout.
+  virtual void all_reduce_sum_inplace(at::Tensor& tensor) = 0;
 };
 
 }  // namespace ppctl::comm

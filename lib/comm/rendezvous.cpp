@@ -11,39 +11,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include <cstdlib>
-#include <optional>
-
 #include "comm/error_text.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::comm {
 namespace {
-
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
-int env_int(const char* name, std::optional<int> fallback, int min, int max) {
-  auto text = env(name);
-  if (!text) {
-    if (fallback) return *fallback;
-    throw CommError(fmt::format(
-        "environment variable {} is not set (fix: start workers with `ppctl train`, or set RANK, "
-        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)",
-        name));
-  }
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text->c_str(), &end, 10);
-  if (text->empty() || *end != '\0' || errno != 0 || value < min || value > max) {
-    throw CommError(fmt::format("environment variable {}='{}' must be an integer in [{}, {}]", name,
-                                *text, min, max));
-  }
-  return static_cast<int>(value);
-}
 
 /// The launcher hosts the store on `host`, so it must resolve to an address of this machine: try to
 /// bind a socket to it (port 0), which fails at once otherwise, instead of a connect that would time
@@ -77,19 +49,7 @@ void check_local_address(const std::string& host) {
 
 }  // namespace
 
-RendezvousInfo rendezvous_from_env() {
-  RendezvousInfo info;
-  info.world_size = env_int("WORLD_SIZE", std::nullopt, 1, 1 << 20);
-  info.rank = env_int("RANK", std::nullopt, 0, info.world_size - 1);
-  info.local_rank = env_int("LOCAL_RANK", 0, 0, info.world_size - 1);
-  info.master_addr = env("MASTER_ADDR").value_or("");
-  if (info.master_addr.empty()) {
-    throw CommError("environment variable MASTER_ADDR is not set or empty (fix: set it to the host "
-                    "of rank 0's TCPStore)");
-  }
-  info.master_port = env_int("MASTER_PORT", std::nullopt, 1, 65535);
-  return info;
-}
+RendezvousInfo rendezvous_from_env() { return local_worker_identity(environment_map()); }
 
 struct StoreServer::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;

@@ -6,20 +6,13 @@
 #include <memory>
 #include <string>
 
+#include "comm/launch_env.hpp"
+
 namespace ppctl::comm {
 
-/// A worker's identity and the store's address.
-struct RendezvousInfo {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;
-};
-
-/// Reads RANK, WORLD_SIZE, LOCAL_RANK (default 0), MASTER_ADDR and MASTER_PORT.
-/// Throws ppctl::CommError naming the variable when one is missing, not an integer, or out of range
-/// (rank outside [0, world size), port outside [1, 65535]).
+/// A worker the local launcher started: local_worker_identity(environment_map()) (RANK,
+/// WORLD_SIZE, LOCAL_RANK (default 0), MASTER_ADDR and MASTER_PORT). Throws ppctl::CommError naming
+/// the variable when one is missing, not an integer, or out of range.
 RendezvousInfo rendezvous_from_env();
 
 /// A TCPStore server hosted by the launcher, so workers never reach the store before it exists.

@@ -60,6 +60,9 @@ struct ModelSpec {
   int64_t heads = 4;         ///< attention heads. Range [1, hidden].
   int64_t seq_len = 128;     ///< tokens per training sequence. Range [1, 1e6].
   double dropout = 0.0;      ///< dropout probability after embedding, attention and MLP. Range [0, 1).
+  bool tie_embeddings = true;  ///< the LM head uses the token embedding's weight (Press & Wolf, arXiv
+                               ///< 1608.05859); with several stages the last one holds a copy whose
+                               ///< gradient is summed with the first stage's every step. `true` / `false`.
 };
 
 /// How the model is cut and scheduled.
@@ -75,6 +78,9 @@ struct PipelineSpec {
                                       ///< microbatch_group_size_per_vp_stage); 0 = stages. Range [0, 1e6],
                                       ///< non-zero only for interleaved-1f1b. schedule::check_params asks
                                       ///< g >= stages and a last group m % g of 0 or >= stages (or m <= g).
+  int64_t data_parallel = 0;    ///< data-parallel size dp: replicas of the whole pipeline, each on its own
+                                ///< p ranks (world size = dp x p). 0 = derived: WORLD_SIZE / p under
+                                ///< torchrun or Slurm, 1 for the local launcher. Range [0, 65536].
   std::string schedule_file;    ///< custom: CSV schedule, one row per rank (relative to the spec's folder; resolved
                                 ///< to an absolute path by the loader). Required for custom, not allowed otherwise.
 };

@@ -460,6 +460,19 @@ Field real_field(std::string key, double& out, RealRange range) {
           }};
 }
 
+/// A YAML boolean written `true` or `false` (lower case, unquoted).
+Field bool_field(std::string key, bool& out) {
+  return {std::move(key), [&out](Context& c, const Entry& e) {
+            if (e.value.IsScalar() && e.value.Tag() != "!" &&
+                (e.value.Scalar() == "true" || e.value.Scalar() == "false")) {
+              out = e.value.Scalar() == "true";
+              return true;
+            }
+            c.bad(e, "must be true or false", "write true or false");
+            return false;
+          }};
+}
+
 template <typename Enum>
 Field enum_field(std::string key, Enum& out, std::vector<Enum> values, HintAliases aliases = {}) {
   return {std::move(key), [&out, values = std::move(values), aliases = std::move(aliases)](Context& c, const Entry& e) {
@@ -487,7 +500,8 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("hidden", m.hidden, {1, 65'536}),
         int_field("heads", m.heads, {1, 65'536}),
         int_field("seq_len", m.seq_len, {1, kMillion}),
-        real_field("dropout", m.dropout, {0, false, 1, true})}},
+        real_field("dropout", m.dropout, {0, false, 1, true}),
+        bool_field("tie_embeddings", m.tie_embeddings)}},
       {"pipeline",
        {int_field("stages", p.stages, {1, 1024}),
         enum_field("schedule", p.schedule,
@@ -499,6 +513,7 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("micro_batch_size", p.micro_batch_size, {1, kMillion}),
         int_field("virtual_stages", p.virtual_stages, {1, 64}),
         int_field("microbatch_group_size", p.microbatch_group_size, {0, kMillion}),
+        int_field("data_parallel", p.data_parallel, {0, 65'536}),
         // Checked against the schedule once every key is read (Loader::check_schedule_file).
         {"schedule_file", [&p](Context& c, const Entry& e) {
            return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);

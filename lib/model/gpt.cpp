@@ -98,11 +98,19 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
   }
   if (layout.has_head) {
     ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({spec.hidden})));
-    lm_head_ = register_module(
-        "lm_head",
-        torch::nn::Linear(torch::nn::LinearOptions(spec.hidden, spec.vocab_size).bias(false)));
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -2));
-    init_linear(lm_head_, gen, kInitStd);
+    if (!(spec.tie_embeddings && layout.has_embedding)) {  // else the head uses tok_embed's weight
+      lm_head_ = register_module(
+          "lm_head",
+          torch::nn::Linear(torch::nn::LinearOptions(spec.hidden, spec.vocab_size).bias(false)));
+      if (spec.tie_embeddings) {
+        // The copy of the token embedding: the same generator and first draw as tok_embed.
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -1));
+        lm_head_->weight.normal_(0.0, kInitStd, gen);
+      } else {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -2));
+        init_linear(lm_head_, gen, kInitStd);
+      }
+    }
   }
 }
 
@@ -133,7 +141,8 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
     } else if (block < blocks) {
       x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
     } else {
-      x = lm_head_->forward(ln_f_->forward(x));
+      x = ln_f_->forward(x);
+      x = lm_head_ ? lm_head_->forward(x) : torch::nn::functional::linear(x, tok_embed_->weight);
       if (bf16) x = x.to(torch::kFloat);  // fp32 logits: the loss and its gradient in fp32
     }
   }
@@ -156,13 +165,21 @@ torch::Tensor StageModuleImpl::loss(const torch::Tensor& logits, const torch::Te
                                               targets.reshape({-1}));
 }
 
+torch::Tensor StageModuleImpl::tied_weight() const {
+  if (!spec_.tie_embeddings || (layout_.has_embedding && layout_.has_head)) return {};
+  if (layout_.has_embedding) return tok_embed_->weight;
+  if (layout_.has_head) return lm_head_->weight;
+  return {};
+}
+
 plan::StageLayout whole_model_layout(const config::ModelSpec& spec) {
   plan::StageLayout layout;
   layout.layers = {0, spec.layers};
   layout.has_embedding = true;
   layout.has_head = true;
   layout.parameters = plan::embedding_parameters(spec) + spec.layers * plan::block_parameters(spec) +
-                      plan::head_parameters(spec);
+                      plan::head_parameters(spec) -
+                      (spec.tie_embeddings ? spec.vocab_size * spec.hidden : 0);
   return layout;
 }
 

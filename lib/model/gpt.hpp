@@ -21,7 +21,8 @@ struct DropoutContext {
   bool training = true;
   uint64_t seed = 0;
   int64_t step = 0;
-  int64_t microbatch = 0;
+  int64_t microbatch = 0;  ///< global microbatch index in the step; runtime::Executor::run_step
+                           ///< takes it as the base (replica dp's offset dp x m) and adds its own
 };
 
 /// Seed of the generator that initialises one part of the model. `part` is -1 for the embedding,
@@ -81,6 +82,12 @@ class StageModuleImpl : public torch::nn::Module {
   /// runtime.precision: with Bf16 every forward_parts runs under AutocastGuard (bf16 matrix
   /// products, fp32 master weights) and the head returns fp32 logits, so the loss is fp32.
   void set_precision(config::Precision precision) { precision_ = precision; }
+
+  /// With model.tie_embeddings and the embedding and head on different stages: this stage's copy
+  /// of the tied weight [vocab, hidden] (the first stage's `tok_embed.weight`, the last stage's
+  /// `lm_head.weight`, initialised identically); undefined otherwise (untied, a middle stage, or one
+  /// stage holding both ends, where the head simply uses `tok_embed.weight`).
+  torch::Tensor tied_weight() const;
 
   bool has_embedding() const { return layout_.has_embedding; }
   bool has_head() const { return layout_.has_head; }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.hpp"
 
 namespace ppctl::plan {
@@ -98,7 +100,9 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
                                 source, spec.model.layers, p, v, e.what()));
   }
   Layout layout;
-  layout.world_size = p;
+  layout.pipeline_size = p;
+  layout.data_parallel = std::max<int64_t>(spec.pipeline.data_parallel, 1);
+  layout.world_size = layout.data_parallel * p;
   layout.num_stages = num_stages;
   layout.num_microbatches = m;
   layout.bubble_fraction = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
@@ -124,7 +128,13 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
     stage.parameters = stage.layers.size() * block +
                        (stage.has_embedding ? embedding_parameters(spec.model) : 0) +
                        (stage.has_head ? head_parameters(spec.model) : 0);
-    layout.total_parameters += stage.parameters;
+    // Tied: one stage with both ends shares one weight; otherwise the last stage's LM head is a copy
+    // of the token embedding (counted on its stage, not again in the total).
+    const int64_t tied = spec.model.tie_embeddings && stage.has_head
+                             ? spec.model.vocab_size * spec.model.hidden
+                             : 0;
+    if (stage.has_embedding) stage.parameters -= tied;
+    layout.total_parameters += stage.parameters - (stage.has_embedding ? 0 : tied);
     layout.stages.push_back(stage);
   }
   return layout;

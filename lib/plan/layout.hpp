@@ -45,28 +45,33 @@ Placement default_placement(config::ScheduleKind kind);
 /// One pipeline stage.
 struct StageLayout {
   int64_t stage = 0;           ///< stage index s in [0, p)
-  int64_t rank = 0;            ///< rank that runs it (stage_to_rank[s])
+  int64_t rank = 0;            ///< pipeline rank that runs it (stage_to_rank[s]), in every replica
   LayerRange layers;           ///< blocks it owns
   bool has_embedding = false;  ///< true on stage 0
   bool has_head = false;       ///< true on stage p-1 (final norm, LM head, loss)
-  int64_t parameters = 0;      ///< parameters it owns (count, not bytes)
+  int64_t parameters = 0;      ///< parameters it holds (count, not bytes); with tied embeddings the
+                               ///< last stage's LM head counts here (a copy), a lone stage's does not
 };
 
 /// The whole layout for a job.
 struct Layout {
-  int64_t world_size = 0;         ///< ranks = p (pipeline.stages)
+  int64_t world_size = 0;         ///< ranks = dp x p
+  int64_t pipeline_size = 0;      ///< pipeline-parallel size p (pipeline.stages): ranks per replica
+  int64_t data_parallel = 1;      ///< data-parallel size dp (plan/parallel.hpp; 0 in the spec = 1)
   int64_t num_stages = 0;         ///< p x v (every virtual stage counted)
   int64_t num_microbatches = 0;   ///< m
   std::vector<StageLayout> stages;         ///< indexed by stage
   std::vector<int64_t> stage_to_rank;      ///< size num_stages
-  int64_t total_parameters = 0;   ///< sum over stages
+  int64_t total_parameters = 0;   ///< distinct parameters: the sum over stages, less the last
+                                  ///< stage's copy of the tied embedding (model.tie_embeddings)
   double bubble_fraction = 0.0;   ///< (p-1)/(m+p-1), equal-cost F and B (GPipe paper §2.2; arXiv 2104.04473 §2.2)
 };
 
 /// Bubble fraction of GPipe and 1F1B with equal per-stage costs: (p-1)/(m+p-1).
 double bubble_fraction(int64_t stages, int64_t microbatches);
 
-/// Lays out the spec's model as p x v stages (partition_uniform over all of them) on p ranks.
+/// Lays out the spec's model as p x v stages (partition_uniform over all of them) on p ranks, in
+/// each of pipeline.data_parallel replicas (0 counts as 1).
 /// `stage_to_rank` overrides the schedule's default placement (custom schedules infer it from their
 /// file); it must have p x v entries, each in [0, p). Throws ppctl::PlanError when the model cannot be
 /// split (layers < p x v) or the placement does not fit.

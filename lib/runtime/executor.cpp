@@ -251,7 +251,7 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   Slot slot;
   slot.stage = action.stage;
   slot.dropout = dropout;
-  slot.dropout.microbatch = action.microbatch;
+  slot.dropout.microbatch += action.microbatch;  // the step's base (replica offset) + microbatch
   slot.loss_scale = loss_scale;
   if (last) slot.targets = batch.targets.to(device_);
 

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "plan/parallel.hpp"
+#include "plan/slurm_resources.hpp"
+
 namespace ppctl::schedule {
 namespace {
 
@@ -39,29 +42,31 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                         bool with_communication) {
   const auto& m = spec.model;
   const auto& p = spec.pipeline;
-  const int64_t global_batch = p.microbatches * p.micro_batch_size;
+  const int64_t global_batch = p.microbatches * p.micro_batch_size * layout.data_parallel;
   std::string out;
   out += fmt::format("job        {}\n", spec.source);
   out += fmt::format("model      GPT: {} blocks, hidden {}, {} heads, seq_len {}, vocab {}: {} parameters\n",
                      m.layers, m.hidden, m.heads, m.seq_len, m.vocab_size, layout.total_parameters);
   out += fmt::format("pipeline   {} stages on {} ranks ({} per rank), schedule {}, {} microbatches x "
-                     "{} sequences = global batch {} sequences ({} tokens)\n",
-                     layout.num_stages, layout.world_size, p.virtual_stages,
-                     config::to_string(p.schedule), p.microbatches, p.micro_batch_size, global_batch,
-                     global_batch * m.seq_len);
+                     "{} sequences x dp {} = global batch {} sequences ({} tokens)\n",
+                     layout.num_stages, layout.pipeline_size, p.virtual_stages,
+                     config::to_string(p.schedule), p.microbatches, p.micro_batch_size,
+                     layout.data_parallel, global_batch, global_batch * m.seq_len);
+  out += "parallel   " + plan::format_rank_mapping(layout.data_parallel, layout.pipeline_size);
+  out += "slurm      " + plan::format_slurm_resources(spec, layout.world_size);
   out += fmt::format("runtime    device {}, backend {}, {} thread(s) per worker\n",
                      config::to_string(spec.runtime.device), config::to_string(spec.runtime.backend),
                      spec.runtime.threads_per_worker);
   out += fmt::format("bubble     (p-1)/(v*m+p-1) = {}/{} = {:.3f} (equal F and B costs, non-split backward)\n",
-                     layout.world_size - 1, p.virtual_stages * p.microbatches + layout.world_size - 1,
+                     layout.pipeline_size - 1, p.virtual_stages * p.microbatches + layout.pipeline_size - 1,
                      layout.bubble_fraction);
   out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
                      simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs));
-  out += fmt::format("\n{:>4}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "rank", "stage",
+  out += fmt::format("\n{:>7}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage",
                      "parameters", "F before", "bubble", "peak act", "holds");
   for (const auto& stage : layout.stages) {
     const auto r = static_cast<size_t>(stage.rank);
-    out += fmt::format("{:>4}  {:>5}  {:>12}  {:>9}  {:>6.3f}  {:>9}  {}\n", stage.rank, stage.stage,
+    out += fmt::format("{:>7}  {:>5}  {:>12}  {:>9}  {:>6.3f}  {:>9}  {}\n", stage.rank, stage.stage,
                        stage.parameters, forwards_before_backward(program.ranks[r]),
                        simulation.bubble_fraction[r], simulation.peak_activations[r],
                        stage_contents(stage));

@@ -83,7 +83,8 @@ json meta_json(const CheckpointMeta& meta) {
             {"layers", m.layers},
             {"hidden", m.hidden},
             {"heads", m.heads},
-            {"seq_len", m.seq_len}}},
+            {"seq_len", m.seq_len},
+            {"tie_embeddings", m.tie_embeddings}}},
           {"sequences_per_step", meta.sequences_per_step},
           {"next_sample", meta.next_sample},
           {"seed", meta.seed},
@@ -104,6 +105,7 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
   CheckpointMeta meta;
   meta.step = step;
   meta.model = spec.model;
+  meta.tie_embeddings = spec.model.tie_embeddings;
   meta.sequences_per_step = writer.sequences_per_step;
   meta.next_sample = step * writer.sequences_per_step;
   meta.seed = spec.train.seed;
@@ -251,6 +253,8 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
     meta.model.hidden = m.at("hidden").get<int64_t>();
     meta.model.heads = m.at("heads").get<int64_t>();
     meta.model.seq_len = m.at("seq_len").get<int64_t>();
+    meta.tie_embeddings = m.at("tie_embeddings").get<bool>();
+    meta.model.tie_embeddings = meta.tie_embeddings;
     meta.sequences_per_step = j.at("sequences_per_step").get<int64_t>();
     meta.next_sample = j.at("next_sample").get<int64_t>();
     meta.seed = j.at("seed").get<uint64_t>();
@@ -296,6 +300,13 @@ void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, in
           spec.source, field, values.first, checkpoint.string(), values.second, spec.source));
     }
   }
+  if (meta.tie_embeddings != spec.model.tie_embeddings) {
+    throw CheckpointError(fmt::format(
+        "{}: model.tie_embeddings is {} in the checkpoint {} but {} in {} (fix: resume with "
+        "model.tie_embeddings: {})",
+        spec.source, meta.tie_embeddings, checkpoint.string(), spec.model.tie_embeddings, spec.source,
+        meta.tie_embeddings));
+  }
   if (meta.sequences_per_step != sequences_per_step) {
     throw CheckpointError(fmt::format(
         "{}: the global batch is {} sequences per step (pipeline.microbatches x "
@@ -316,7 +327,9 @@ void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, in
 void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
                      const std::vector<model::StageModule>& stages, torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;
-  for (const auto& [name, params] : parameters_by_file(stages)) {
+  std::map<std::string, std::map<std::string, torch::Tensor>> units;  // file name -> its entries
+  const auto unit = [&](const std::string& name) -> const std::map<std::string, torch::Tensor>& {
+    if (const auto it = units.find(name); it != units.end()) return it->second;
     const fs::path file = checkpoint / name;
     const auto bytes = core::read_file(file);
     const auto& recorded = meta.files.at(name);
@@ -332,22 +345,33 @@ void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
     } catch (const std::exception&) {
       corrupt(file, "cannot be read as a dict of tensors");
     }
-    const auto tensor = [&](const std::string& key) -> std::optional<torch::Tensor> {
-      const auto it = dict.find(key);
-      if (it == dict.end()) return std::nullopt;
-      return it->second;
-    };
+    return units[name] = std::move(dict);
+  };
+  for (const auto& [name, params] : parameters_by_file(stages)) {
     for (const auto& [param_name, param] : params) {
-      const auto value = tensor("param/" + param_name);
-      if (!value) corrupt(file, fmt::format("lacks the parameter {}", param_name));
+      // A tied head copy saved with one stage (where the head used the embedding itself) comes
+      // from the embedding: both copies are kept identical, AdamW state included.
+      const bool from_embedding = meta.tie_embeddings && param_name == "lm_head.weight" &&
+                                  unit(name).count("param/lm_head.weight") == 0;
+      const std::string file_name = from_embedding ? "embedding.pt" : name;
+      const std::string key = from_embedding ? "tok_embed.weight" : param_name;
+      const auto& dict = unit(file_name);
+      const auto tensor = [&](const std::string& prefix) -> std::optional<torch::Tensor> {
+        const auto it = dict.find(prefix + key);
+        if (it == dict.end()) return std::nullopt;
+        return it->second;
+      };
+      const fs::path file = checkpoint / file_name;
+      const auto value = tensor("param/");
+      if (!value) corrupt(file, fmt::format("lacks the parameter {}", key));
       if (value->sizes() != param.sizes()) {
-        corrupt(file, fmt::format("holds {} with shape [{}] where the model has [{}]", param_name,
+        corrupt(file, fmt::format("holds {} with shape [{}] where the model has [{}]", key,
                                   fmt::join(value->sizes(), ", "), fmt::join(param.sizes(), ", ")));
       }
       param.copy_(*value);
-      const auto exp_avg = tensor("exp_avg/" + param_name);
-      const auto exp_avg_sq = tensor("exp_avg_sq/" + param_name);
-      const auto steps = tensor("step/" + param_name);
+      const auto exp_avg = tensor("exp_avg/");
+      const auto exp_avg_sq = tensor("exp_avg_sq/");
+      const auto steps = tensor("step/");
       if (!exp_avg || !exp_avg_sq || !steps) continue;  // saved before AdamW's first step
       auto state = std::make_unique<torch::optim::AdamWParamState>();
       state->step(steps->item<int64_t>());

@@ -23,12 +23,15 @@ namespace ppctl::train {
 /// Each unit file is torch::pickle_save of a dict (loadable with Python's torch.load) with, for
 /// every parameter NAME of the unit (names as StageModule::named_parameters, e.g.
 /// `block3.fc1.weight`): `param/NAME`, and once AdamW has stepped `exp_avg/NAME`,
-/// `exp_avg_sq/NAME`, `step/NAME` (int64 scalar).
+/// `exp_avg_sq/NAME`, `step/NAME` (int64 scalar). With tied embeddings over several stages the
+/// last stage's copy `lm_head.weight` is saved in head.pt; saved by one stage (no copy) it is
+/// loaded from embedding.pt's `tok_embed.weight`, the two being identical by construction.
 /// No global random state exists to save: weights come from (seed, layer) and dropout masks from
 /// (seed, step, microbatch, layer); the data position is step x sequences_per_step.
 struct CheckpointMeta {
   int64_t step = 0;                ///< optimizer steps completed; training resumes at step + 1
   config::ModelSpec model;         ///< the model's shape (must match the resuming spec)
+  bool tie_embeddings = true;      ///< model.tie_embeddings when saved (must match)
   int64_t sequences_per_step = 0;  ///< global batch in sequences (microbatches x micro_batch_size x dp)
   int64_t next_sample = 0;         ///< data position: the stream index of the next training sequence
   uint64_t seed = 0;               ///< train.seed when saved
@@ -78,7 +81,7 @@ std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& checkpoint);
 
 /// Throws ppctl::CheckpointError when the job `spec` cannot continue from `meta`: another model
-/// shape, another global batch (the data position and LR schedule would not continue), or no step
+/// shape or model.tie_embeddings, another global batch (the data position and LR schedule would not continue), or no step
 /// left (meta.step >= `total_steps`). Each message names the field, both values and the fix.
 void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec,
                      int64_t sequences_per_step, int64_t total_steps,

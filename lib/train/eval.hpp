@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "data/text_dataset.hpp"
 #include "runtime/executor.hpp"
@@ -14,12 +15,16 @@ namespace ppctl::train {
 /// every eval.interval steps and after the last, never when eval.interval is 0.
 bool eval_due(const config::EvalSpec& eval, int64_t done, int64_t total);
 
-/// Collective over the pipeline: every rank runs the forward half of its `actions`
-/// (Executor::run_forward_only) on each of the spec.eval.batches held-out global batches
-/// (eval_microbatch_source). Returns the mean loss over all held-out microbatches (nats per byte)
-/// on the rank holding the last stage, std::nullopt elsewhere. `dataset` may be null on ranks
-/// holding neither the first nor the last stage.
+/// Collective over the pipeline (and, on the last stage, over `data_parallel`): every rank runs
+/// the forward half of its `actions` (Executor::run_forward_only) on replica `replica`'s share of
+/// each of the spec.eval.batches held-out global batches (eval_microbatch_source). Returns the mean
+/// loss over every held-out microbatch of every replica (nats per byte; the last stage's replicas
+/// sum their losses in one all-reduce over `data_parallel` when it is not null) on the ranks
+/// holding the last stage, std::nullopt elsewhere. `dataset` may be null on ranks holding neither
+/// the first nor the last stage.
 std::optional<double> evaluate(runtime::Executor& executor, const schedule::RankProgram& actions,
-                               const data::TextDataset* dataset, const config::JobSpec& spec);
+                               const data::TextDataset* dataset, const config::JobSpec& spec,
+                               int64_t replica = 0, int64_t replicas = 1,
+                               comm::Communicator* data_parallel = nullptr);
 
 }  // namespace ppctl::train

@@ -56,7 +56,10 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
     // Accumulated on the device in fp64 (a NaN or inf entry makes the sum non-finite); one
     // transfer per stage.
     torch::Tensor sum;
+    // A tied embedding counts once: on the first stage, not again as the last stage's copy.
+    const auto copy = stage->has_head() ? stage->tied_weight() : torch::Tensor();
     for (const auto& p : stage->parameters()) {
+      if (copy.defined() && p.is_same(copy)) continue;
       const auto& grad = p.grad();
       if (!grad.defined()) continue;
       auto squares = grad.detach().to(torch::kDouble).square().sum();

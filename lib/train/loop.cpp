@@ -11,10 +11,12 @@
 #include "core/error.hpp"
 #include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/data_parallel.hpp"
 #include "train/eval.hpp"
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
+#include "train/tied_embeddings.hpp"
 #include "train/oracle.hpp"
 
 namespace ppctl::train {
@@ -108,7 +110,8 @@ void run_training(LoopContext& ctx) {
   auto optimizer = make_optimizer(ctx.stages, spec.optimizer);
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
-  const int64_t sequences_per_step = spec.pipeline.microbatches * spec.pipeline.micro_batch_size;
+  const int64_t sequences_per_step =
+      ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;  // the global batch
   const int64_t tokens_per_step = sequences_per_step * spec.model.seq_len;
   const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
   check_injection(ctx.inject_nan, num_stages);
@@ -138,10 +141,24 @@ void run_training(LoopContext& ctx) {
   for (int64_t step = first_step; step < ctx.steps; ++step) {
     const auto step_start = Clock::now();
     optimizer->zero_grad(/*set_to_none=*/true);
-    model::DropoutContext dropout{true, spec.train.seed, step, 0};
-    const auto result = ctx.executor.run_step(
-        actions, microbatch_source(ctx.dataset, spec, step), dropout, loss_scale);
+    model::DropoutContext dropout{true, spec.train.seed, step,
+                                  ctx.dp_rank * spec.pipeline.microbatches};
+    auto result = ctx.executor.run_step(
+        actions, microbatch_source(ctx.dataset, spec, step, ctx.dp_rank, ctx.dp_size), dropout,
+        loss_scale);
     const auto schedule_end = Clock::now();
+    if (ctx.data_parallel != nullptr) {  // once per step, before the norm: the norm is global
+      average_gradients(ctx.stages, *ctx.data_parallel);
+      if (result.loss_count > 0) {  // every replica of the last stage: the global batch's loss
+        const auto sums = ctx.data_parallel->all_reduce_sum(
+            {result.loss_sum, static_cast<double>(result.loss_count)});
+        result.loss_sum = sums[0];
+        result.loss_count = static_cast<int64_t>(sums[1]);
+      }
+    }
+    // After the replicas' average (Megatron-LM's order in finalize_model_grads): both copies then
+    // hold the same sum on every replica.
+    if (spec.model.tie_embeddings) sync_tied_embeddings(ctx.stages, ctx.embedding);
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1) {
       poison_gradients(ctx.stages, ctx.inject_nan->stage);
     }
@@ -161,7 +178,7 @@ void run_training(LoopContext& ctx) {
     }
     if (!ctx.dump_gradients_dir.empty()) {
       dump_gradients(ctx.stages, result.loss_sum, result.loss_count, grad_norm,
-                     fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.rank));
+                     fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.global_rank));
       return;
     }
     // Once per optimizer step, whatever the number of microbatches.
@@ -181,7 +198,7 @@ void run_training(LoopContext& ctx) {
       timing.receive_wait_ms += result.receive_wait_ms;
     }
     const bool log_now = step == first_step || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
-    if (result.loss_count > 0 && log_now) {
+    if (result.loss_count > 0 && ctx.dp_rank == 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
       spdlog::info(
@@ -198,7 +215,9 @@ void run_training(LoopContext& ctx) {
     }
     if (eval_due(spec.eval, step + 1, ctx.steps)) {
       const auto eval_start = Clock::now();
-      if (const auto loss = evaluate(ctx.executor, actions, ctx.dataset, spec)) {
+      const auto loss = evaluate(ctx.executor, actions, ctx.dataset, spec, ctx.dp_rank, ctx.dp_size,
+                                 ctx.data_parallel);
+      if (loss && ctx.dp_rank == 0) {
         spdlog::info("eval after step {}: loss {:.4f} ({} held-out batch(es), {:.2f} s)", step + 1, *loss,
                      spec.eval.batches,
                      std::chrono::duration<double>(Clock::now() - eval_start).count());
@@ -206,7 +225,8 @@ void run_training(LoopContext& ctx) {
       interval_start = Clock::now();  // tokens/s counts training only
     }
     const auto interval = spec.checkpoint.interval;
-    if (!spec.checkpoint.dir.empty() &&
+    // Replicas hold the same weights: the first one (dp rank 0) writes, the others go on.
+    if (!spec.checkpoint.dir.empty() && ctx.dp_rank == 0 &&
         (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0))) {
       save_checkpoint(checkpoint, step + 1, lr);
       interval_start = Clock::now();
@@ -216,6 +236,7 @@ void run_training(LoopContext& ctx) {
     log_timing(timing, timed_step_ms, timed_steps,
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)));
   }
+  log_tied_weights(ctx.stages);
   if (skipped_steps > 0) {
     spdlog::warn(
         "{} of {} optimizer steps skipped for non-finite values "

@@ -34,6 +34,11 @@ struct LoopContext {
   std::string resume_from;  ///< a checkpoint folder (resolve_checkpoint'ed) to continue from; empty = start afresh
   /// Testing: (step, files): SIGKILL after writing this many files of step's checkpoint.
   std::optional<std::pair<int64_t, int64_t>> crash_in_checkpoint;
+  comm::Communicator* data_parallel = nullptr;  ///< this stage's replicas; null when dp = 1
+  int64_t dp_rank = 0;     ///< this rank's replica (data-parallel rank), in [0, dp_size)
+  int64_t dp_size = 1;     ///< data-parallel size dp
+  int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
+  comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks; else null
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
@@ -42,8 +47,10 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
                                                     const config::OptimizerSpec& spec);
 
 /// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
-/// `ctx.resume_from` (its parameters and AdamW state loaded first; train/checkpoint.hpp). Each step: run the schedule (gradients accumulate over the m
-/// microbatches), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
+/// `ctx.resume_from` (its parameters and AdamW state loaded first; train/checkpoint.hpp). Each step: run the schedule on this replica's share of the global
+/// batch (gradients accumulate over the m microbatches), average the gradients over the replicas
+/// (data_parallel.hpp; with dp > 1), then sum the tied embedding copies' gradients over the first
+/// and last stage (tied_embeddings.hpp), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
 /// all-reduce), then
 /// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
 ///   ppctl::Error naming the step and the stage(s); with `skip` every rank logs a warning, discards

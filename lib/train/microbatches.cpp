@@ -1,25 +1,26 @@
-// Microbatch tensors from the byte dataset.
+// Microbatch tensors from the byte dataset (training and held-out).
 #include "train/microbatches.hpp"
 
 #include "core/check.hpp"
 
 namespace ppctl::train {
-
 namespace {
 
-/// Tensors [micro_batch_size, seq_len] of sequences `index`(i) for i < micro_batch_size, written by
+/// Tensors [micro_batch_size, seq_len] of replica `replica`'s microbatch j: sequences
+/// stream_index(step, replica x m + j, i, replicas x m, mbs) for i < micro_batch_size, written by
 /// `write(index, tokens, targets)`.
 template <typename Write>
 runtime::MicrobatchData gather(const config::JobSpec& spec, int64_t step, int64_t microbatch_index,
-                               const Write& write) {
+                               int64_t replica, int64_t replicas, const Write& write) {
   const int64_t mbs = spec.pipeline.micro_batch_size;
   const int64_t seq = spec.model.seq_len;
+  const int64_t m = spec.pipeline.microbatches;
   runtime::MicrobatchData out;
   out.tokens = torch::empty({mbs, seq}, torch::kLong);
   out.targets = torch::empty({mbs, seq}, torch::kLong);
   for (int64_t i = 0; i < mbs; ++i) {
-    const int64_t index = data::TextDataset::stream_index(step, microbatch_index, i,
-                                                          spec.pipeline.microbatches, mbs);
+    const int64_t index =
+        data::TextDataset::stream_index(step, replica * m + microbatch_index, i, replicas * m, mbs);
     write(index, out.tokens[i].data_ptr<int64_t>(), out.targets[i].data_ptr<int64_t>());
   }
   return out;
@@ -28,27 +29,32 @@ runtime::MicrobatchData gather(const config::JobSpec& spec, int64_t step, int64_
 }  // namespace
 
 runtime::MicrobatchData microbatch(const data::TextDataset& dataset, const config::JobSpec& spec,
-                                   int64_t step, int64_t microbatch_index) {
-  return gather(spec, step, microbatch_index, [&dataset](int64_t index, int64_t* tokens, int64_t* targets) {
-    dataset.sample(index, tokens, targets);
-  });
-}
-
-runtime::MicrobatchSource eval_microbatch_source(const data::TextDataset* dataset,
-                                                 const config::JobSpec& spec, int64_t batch) {
-  return [dataset, &spec, batch](int64_t microbatch_index) {
-    PPCTL_ASSERT(dataset != nullptr, "a stage without data asked for a microbatch");
-    return gather(spec, batch, microbatch_index, [dataset](int64_t index, int64_t* tokens, int64_t* targets) {
-      dataset->eval_sample(index, tokens, targets);
-    });
-  };
+                                   int64_t step, int64_t microbatch_index, int64_t replica,
+                                   int64_t replicas) {
+  return gather(spec, step, microbatch_index, replica, replicas,
+                [&dataset](int64_t index, int64_t* tokens, int64_t* targets) {
+                  dataset.sample(index, tokens, targets);
+                });
 }
 
 runtime::MicrobatchSource microbatch_source(const data::TextDataset* dataset,
-                                            const config::JobSpec& spec, int64_t step) {
-  return [dataset, &spec, step](int64_t microbatch_index) {
+                                            const config::JobSpec& spec, int64_t step,
+                                            int64_t replica, int64_t replicas) {
+  return [dataset, &spec, step, replica, replicas](int64_t microbatch_index) {
     PPCTL_ASSERT(dataset != nullptr, "a stage without data asked for a microbatch");
-    return microbatch(*dataset, spec, step, microbatch_index);
+    return microbatch(*dataset, spec, step, microbatch_index, replica, replicas);
+  };
+}
+
+runtime::MicrobatchSource eval_microbatch_source(const data::TextDataset* dataset,
+                                                 const config::JobSpec& spec, int64_t batch,
+                                                 int64_t replica, int64_t replicas) {
+  return [dataset, &spec, batch, replica, replicas](int64_t microbatch_index) {
+    PPCTL_ASSERT(dataset != nullptr, "a stage without data asked for a microbatch");
+    return gather(spec, batch, microbatch_index, replica, replicas,
+                  [dataset](int64_t index, int64_t* tokens, int64_t* targets) {
+                    dataset->eval_sample(index, tokens, targets);
+                  });
   };
 }
 

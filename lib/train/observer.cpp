@@ -32,14 +32,16 @@ std::optional<double> peak_tflops(const config::ObserveSpec& observe, torch::Dev
 }  // namespace
 
 RunObserver::RunObserver(const config::JobSpec& spec, const schedule::Program& program, int rank,
-                         torch::Device device, std::optional<std::string> run_dir, int64_t steps)
+                         torch::Device device, std::optional<std::string> run_dir, int64_t steps,
+                         bool first_replica)
     : spec_(spec),
       program_(program),
       rank_(rank),
       device_(device),
       run_dir_(std::move(run_dir)),
       steps_(steps),
-      writes_metrics_(!program.stage_to_rank.empty() && program.stage_to_rank.back() == rank),
+      writes_metrics_(first_replica && !program.stage_to_rank.empty() &&
+                      program.stage_to_rank.back() == rank),
       trace_(rank, run_dir_ ? spec.observe.trace_steps : 0),
       progress_(writes_metrics_ && stderr_is_terminal()) {
   if (writes_metrics_ && run_dir_) {
@@ -48,9 +50,10 @@ RunObserver::RunObserver(const config::JobSpec& spec, const schedule::Program& p
   }
   const auto& p = spec.pipeline;
   last_.steps = steps;
-  last_.tokens = p.microbatches * p.micro_batch_size * spec.model.seq_len;
-  last_.model_flops = model_flops_per_step(spec.model, p.microbatches * p.micro_batch_size);
-  last_.devices = program.num_ranks();
+  const int64_t dp = std::max<int64_t>(p.data_parallel, 1);  // resolved by the worker
+  last_.tokens = dp * p.microbatches * p.micro_batch_size * spec.model.seq_len;
+  last_.model_flops = model_flops_per_step(spec.model, dp * p.microbatches * p.micro_batch_size);
+  last_.devices = dp * program.num_ranks();
   last_.peak_tflops = peak_tflops(spec.observe, device);
 }
 

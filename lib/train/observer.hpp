@@ -29,11 +29,15 @@ class RunObserver {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// `run_dir`: the run directory (kRunDirVariable), or none. `steps`: steps of this run.
+  /// `rank`: this worker's rank in `program` (its pipeline rank). `run_dir`: the run directory
+  /// (kRunDirVariable), or none; with data parallelism only the first replica (dp rank 0) gets it,
+  /// so the trace, metrics and progress line are those of replica 0 (`first_replica`), while the
+  /// tokens and FLOPs counted are the whole global batch's. `steps`: steps of this run.
   /// Peak FLOP/s per device for MFU: observe.peak_tflops when set, else the known-GPU table for the
   /// CUDA device's name, else none. Throws ppctl::Error when metrics.jsonl cannot be created.
   RunObserver(const config::JobSpec& spec, const schedule::Program& program, int rank,
-              torch::Device device, std::optional<std::string> run_dir, int64_t steps);
+              torch::Device device, std::optional<std::string> run_dir, int64_t steps,
+              bool first_replica = true);
 
   runtime::TraceRecorder& trace() { return trace_; }
 

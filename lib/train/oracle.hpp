@@ -31,13 +31,14 @@ void dump_gradients(const std::vector<model::StageModule>& stages, double loss_s
 /// file.
 GradientMap load_gradient_dump(const std::string& path);
 
-/// Reads DIR/rank0.pt .. DIR/rank<ranks-1>.pt into one map. Throws ppctl::Error naming a missing or
-/// unreadable file, a parameter found in two dumps, or a step-wide entry ("__grad_norm__", which
-/// every rank writes) that differs between dumps.
+/// Reads DIR/rank0.pt .. DIR/rank<ranks-1>.pt into one map. An entry found in several dumps (the
+/// global norm, which every rank writes; a stage's gradients on each data-parallel replica) must be
+/// bitwise equal in all of them. Throws ppctl::Error naming a missing or unreadable file, or an
+/// entry whose copies differ.
 GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks);
 
 /// One process, no pipeline: the whole model built from the spec's seed, gradients of step `step`
-/// accumulated over the same m microbatches (loss scaled by 1/m) with the same dropout masks, then
+/// accumulated over the same global batch, dp x m microbatches (loss scaled by 1/(dp m)) with the same dropout masks, then
 /// clipped to optimizer.clip_grad_norm when that is on (the same formula as the workers).
 GradientMap reference_gradients(const config::JobSpec& spec, int64_t step = 0);
 

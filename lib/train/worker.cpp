@@ -18,6 +18,9 @@
 #include "plan/layout.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
+#include "core/check.hpp"
+#include "plan/parallel.hpp"
+#include "train/data_parallel.hpp"
 #include "train/loop.hpp"
 #include "train/observer.hpp"
 #include "train/run_dir.hpp"
@@ -96,37 +99,36 @@ int run_worker(const WorkerOptions& options) {
   if (const char* rank = std::getenv("RANK"); run_dir && rank != nullptr) {
     core::add_log_file(fmt::format("{}/rank{}.log", *run_dir, rank));
   }
-  const auto spec = load_spec(options.spec_path);
+  auto spec = load_spec(options.spec_path);
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
   at::set_num_interop_threads(1);
 
-  const auto info = comm::rendezvous_from_env();
+  const auto info = options.identity ? *options.identity : comm::rendezvous_from_env();
+  spec.pipeline.data_parallel = plan::resolve_data_parallel(spec, info.world_size);
   const char* schedule_text = std::getenv(kScheduleTextVariable);
   const std::string schedule_copy = schedule_text ? schedule_text : "";
   const auto program = schedule::job_program(spec, schedule_text ? &schedule_copy : nullptr);
   check_planned_program(program);
   const auto layout = plan::make_layout(spec, &program.stage_to_rank);
-  if (info.world_size != layout.world_size) {
-    throw CommError(fmt::format("WORLD_SIZE={} but {} needs {} ranks (pipeline.stages) (fix: start "
-                                "exactly {} workers)",
-                                info.world_size, spec.source, layout.world_size, layout.world_size));
-  }
+  PPCTL_ASSERT(info.world_size == layout.world_size, "world size differs from dp x pp");
+  const auto coords = plan::rank_coords(info.rank, layout.data_parallel);
 
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  std::unique_ptr<comm::Communicator> comm;
-  if (info.world_size > 1) {
-    comm = comm::Communicator::create(info, backend_kind(spec.runtime), timeout, device);
-    check_same_program(*comm, program);
+  auto groups = make_worker_groups(info, layout, spec.model.tie_embeddings,
+                                   backend_kind(spec.runtime), timeout, device);
+  for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
+    if (group != nullptr) check_same_program(*group, program);
   }
+  comm::Communicator* comm = groups.pipeline.get();
 
   std::map<int64_t, model::StageModule> by_stage;
   std::vector<model::StageModule> stages;
   bool needs_data = false;
   for (const auto& s : layout.stages) {
-    if (s.rank != info.rank) continue;
+    if (s.rank != coords.pp) continue;
     model::StageModule stage(spec.model, s, spec.train.seed);
     stage->to(device);
     stage->set_precision(spec.runtime.precision);
@@ -144,27 +146,35 @@ int run_worker(const WorkerOptions& options) {
                                                   spec.data.eval_fraction);
   }
 
-  runtime::Executor executor(by_stage, program, info.rank, comm.get(),
+  runtime::Executor executor(by_stage, program, static_cast<int>(coords.pp), comm,
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
                              device, {spec.train.recompute, spec.train.recompute_every});
   const int64_t steps = options.steps.value_or(spec.train.steps);
-  RunObserver observer(spec, program, info.rank, device, run_dir, steps);
+  RunObserver observer(spec, program, static_cast<int>(coords.pp), device,
+                       coords.dp == 0 ? run_dir : std::nullopt, steps, coords.dp == 0);
   executor.set_trace(&observer.trace());
-  LoopContext ctx{spec,   program,       info.rank, executor, stages, dataset.get(),
-                  steps, options.dump_gradients_dir, comm.get(),
-                  options.inject_nan, &observer, options.resume_from,
-                  options.crash_in_checkpoint};
+  LoopContext ctx{spec,   program,       static_cast<int>(coords.pp), executor, stages, dataset.get(),
+                  steps, options.dump_gradients_dir, comm, options.inject_nan, &observer};
+  ctx.resume_from = options.resume_from;
+  ctx.crash_in_checkpoint = options.crash_in_checkpoint;
+  ctx.data_parallel = groups.data_parallel.get();
+  ctx.dp_rank = coords.dp;
+  ctx.dp_size = layout.data_parallel;
+  ctx.global_rank = info.rank;
+  ctx.embedding = groups.embedding.get();
   try {
     run_training(ctx);
   } catch (...) {
     observer.write_trace_part();  // what ran until the failure
     throw;
   }
-  observer.finish(comm.get());
+  observer.finish(comm);
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),
                executor.memory_report());
-  if (comm) comm->barrier();
+  for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
+    if (group != nullptr) group->barrier();
+  }
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "comm/launch_env.hpp"
 #include "config/job_spec.hpp"
 #include "train/fault_injection.hpp"
 
@@ -23,6 +24,9 @@ struct WorkerOptions {
   /// testing: (step, files): SIGKILL this worker after it wrote `files` unit files of the
   /// checkpoint of `step` (--inject-crash-in-checkpoint STEP:FILES)
   std::optional<std::pair<int64_t, int64_t>> crash_in_checkpoint;
+  /// Set by `ppctl train` under torchrun or Slurm (comm::external_identity; rank 0 hosts the
+  /// store); unset for workers of the local launcher, which read RANK etc. it set.
+  std::optional<comm::RendezvousInfo> identity;
 };
 
 /// Environment variable through which the launcher hands workers the exact spec text it validated
@@ -36,7 +40,9 @@ inline constexpr const char* kScheduleTextVariable = "PPCTL_SCHEDULE_TEXT";
 /// launcher calls it before spawning local workers).
 void check_device_available(const config::JobSpec& spec);
 
-/// Runs one worker: sets the thread counts first, reads RANK/WORLD_SIZE/... (comm::rendezvous_from_env),
+/// Runs one worker: sets the thread counts first, takes options.identity or reads RANK/WORLD_SIZE/...
+/// (comm::rendezvous_from_env), resolves the data-parallel size from the world size
+/// (plan::resolve_data_parallel),
 /// loads the spec (from PPCTL_SPEC_TEXT when set, else from the file), builds and validates the schedule
 /// (and checks it against PPCTL_PROGRAM_HASH when set), connects the process group, builds only this
 /// rank's stage and trains. Returns 0 on success; throws ppctl errors (the caller logs them and

@@ -308,6 +308,85 @@ PY
     grep -q "not found" "$WORK/out" && fail "a shared library is not found"
     "$PPCTL" --version > "$WORK/out" 2>&1 || fail "ppctl --version failed"
     ;;
+  torchrun_env)
+    # Four `ppctl train` processes started by hand with torchrun's variables: each is one worker,
+    # rank 0 hosts the store; dp = 4 / 2 stages = 2. The local launcher on the same spec with
+    # pipeline.data_parallel: 2 must log the same losses.
+    tiny_job 2 4 ""
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    pids=()
+    for r in 0 1 2 3; do
+      RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/rank$r.out" 2>&1 &
+      pids+=($!)
+    done
+    for r in 0 1 2 3; do
+      wait "${pids[$r]}" || { cp "$WORK/rank$r.out" "$WORK/out"; fail "rank $r exited $?"; }
+    done
+    cat "$WORK"/rank*.out > "$WORK/out"
+    grep -q "launched by torchrun: rank 0 of 4 (local rank 0), dp 2 x pp 2" "$WORK/rank0.out" || fail "rank 0 does not say how it was launched"
+    grep -q "(hosted here)" "$WORK/rank0.out" || fail "rank 0 does not host the store"
+    # rank = pp_rank x dp + dp_rank: rank 2 holds the last stage of replica 0 and logs the loss.
+    [ "$(grep -c "| loss " "$WORK/rank2.out")" -eq 4 ] || fail "rank 2 logged no 4 loss lines"
+    for r in 0 1 3; do grep -q "| loss " "$WORK/rank$r.out" && fail "rank $r logged a loss line"; done
+    grep -o "step [0-9]/4 | loss [0-9.]*" "$WORK/rank2.out" > "$WORK/external.loss"
+    sed -i 's/micro_batch_size: 4}/micro_batch_size: 4, data_parallel: 2}/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "the local launch exited $?"
+    grep -q "starting 4 workers" "$WORK/out" || fail "the local launcher did not start dp x pp = 4 workers"
+    grep -o "step [0-9]/4 | loss [0-9.]*" "$WORK/out" > "$WORK/local.loss"
+    diff "$WORK/external.loss" "$WORK/local.loss" > /dev/null || fail "losses differ: $(paste "$WORK/external.loss" "$WORK/local.loss")"
+    no_leftovers
+    ;;
+  tied_bitwise)
+    # Tied embeddings, dp = 2 x pp = 2: after 6 steps the first stage's embedding and the last stage's
+    # copy are bitwise equal on both replicas (each rank logs a hash of its copy's bytes at the end).
+    tiny_job 2 6 ""
+    sed -i 's/micro_batch_size: 4}/micro_batch_size: 4, data_parallel: 2}/; s/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train exited $?"
+    grep -o "\[rank [0-9]\] info: tied embedding on stage [0-9]: fnv1a64 [0-9a-f]*" "$WORK/out" | sort > "$WORK/hashes"
+    [ "$(wc -l < "$WORK/hashes")" -eq 4 ] || fail "expected 4 tied-embedding hashes (2 stages x 2 replicas): $(cat "$WORK/hashes")"
+    [ "$(awk '{print $NF}' "$WORK/hashes" | sort -u | wc -l)" -eq 1 ] || fail "the copies differ: $(cat "$WORK/hashes")"
+    # Over several steps the pipelined copies train as the one shared weight of a single stage: the
+    # same losses (to 1e-3; sums in another order differ in the last bits).
+    grep -o "step [0-9]/6 | loss [0-9.]*" "$WORK/out" | awk '{print $NF}' > "$WORK/pipelined.loss"
+    sed -i 's/stages: 2, schedule/stages: 1, schedule/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "one-stage train exited $?"
+    grep -o "step [0-9]/6 | loss [0-9.]*" "$WORK/out" | awk '{print $NF}' > "$WORK/single.loss"
+    [ "$(wc -l < "$WORK/single.loss")" -eq 6 ] || fail "expected 6 loss lines"
+    paste "$WORK/pipelined.loss" "$WORK/single.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3) bad = 1 } END { exit bad }' \
+      || fail "pipelined and one-stage losses differ: $(paste "$WORK/pipelined.loss" "$WORK/single.loss" | tr '\n' ';')"
+    sed -i 's/stages: 1, schedule/stages: 2, schedule/' "$WORK/job.yaml"
+    # Untied, the two weights are different parameters: no copies to log.
+    sed -i 's/^model: {layers: 4,/model: {tie_embeddings: false, layers: 4,/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --steps 2 > "$WORK/out" 2>&1 || fail "untied train exited $?"
+    grep -q "tied embedding on stage" "$WORK/out" && fail "untied job logged tied copies"
+    no_leftovers
+    ;;
+  bad_launch_env)
+    tiny_job 2 2 ""
+    RANK=0 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "RANK without WORLD_SIZE: exit code $rc, expected 2"
+    grep -q "WORLD_SIZE is not set" "$WORK/out" || fail "the missing variable is not named"
+    # --local ignores the variables and spawns the workers itself.
+    RANK=0 timeout 120 "$PPCTL" train --local "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train --local exited $?"
+    grep -q "starting 2 workers" "$WORK/out" || fail "train --local did not spawn 2 workers"
+    SLURM_PROCID=4 SLURM_NTASKS=4 SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "SLURM_PROCID >= SLURM_NTASKS: exit code $rc, expected 2"
+    grep -q "SLURM_PROCID='4' must be an integer in \[0, 3\]" "$WORK/out" || fail "SLURM_PROCID is not named"
+    RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 20 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "WORLD_SIZE=3 with 2 stages: exit code $rc, expected 2"
+    grep -q "WORLD_SIZE=3 is not a multiple of pipeline.stages = 2" "$WORK/out" || fail "no clear message for WORLD_SIZE"
+    sed -i 's/hidden: 32/hiden: 32/' "$WORK/job.yaml"
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 20 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "a bad spec under torchrun variables: exit code $rc, expected 2"
+    grep -q "model.hiden: unknown key" "$WORK/out" || fail "the spec is not validated in the worker"
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

@@ -338,7 +338,7 @@ TEST_CASE("an unknown key in a section gets a did-you-mean", "[config][keys]") {
 TEST_CASE("an unknown key with nothing close lists the valid keys", "[config][keys]") {
   const Message m = only_problem(with_data("model:\n  colour: red\n"));
   check(m, 2, "model.colour", std::nullopt, "unknown key");
-  CHECK(m.hint == "valid keys are vocab_size, layers, hidden, heads, seq_len, dropout");
+  CHECK(m.hint == "valid keys are vocab_size, layers, hidden, heads, seq_len, dropout, tie_embeddings");
 }
 
 TEST_CASE("unknown keys are caught in every section", "[config][keys]") {
@@ -457,6 +457,16 @@ TEST_CASE("master_addr must be a non-empty string", "[config][types]") {
   CHECK(m.line == 2);
   CHECK(m.path == "runtime.master_addr");
   CHECK(m.rule == "must be a non-empty host name or address");
+}
+
+TEST_CASE("model.tie_embeddings: true by default, true or false only", "[config][types]") {
+  CHECK(parse_ok(with_data("model: {layers: 4}\n")).model.tie_embeddings);
+  CHECK_FALSE(parse_ok(with_data("model:\n  tie_embeddings: false\n")).model.tie_embeddings);
+  const std::string value = GENERATE("yes", "1", "\"true\"", "True", "[true]");
+  const Message m = only_problem(with_data("model:\n  tie_embeddings: " + value + "\n"));
+  CHECK(m.line == 2);
+  CHECK(m.path == "model.tie_embeddings");
+  CHECK(m.rule == "must be true or false");
 }
 
 TEST_CASE("a section that is not a mapping", "[config][types]") {

@@ -56,7 +56,8 @@ int64_t numel(const std::vector<model::StageModule>& stages) {
 
 TEST_CASE("parameter counts equal plan/'s formulas, per stage and in total") {
   for (int64_t stages : {1, 2, 3}) {
-    const auto spec = tiny_spec(5, stages, 0.0);
+    auto spec = tiny_spec(5, stages, 0.0);
+    spec.model.tie_embeddings = false;  // tied: the next test
     const auto layout = plan::make_layout(spec);
     const auto built = build_stages(spec, 1);
     for (size_t s = 0; s < built.size(); ++s) {
@@ -68,11 +69,42 @@ TEST_CASE("parameter counts equal plan/'s formulas, per stage and in total") {
   }
 }
 
+TEST_CASE("tied embeddings: one weight in one stage, an identical copy on the last of several") {
+  for (int64_t stages : {1, 2, 3}) {
+    CAPTURE(stages);
+    const auto spec = tiny_spec(5, stages, 0.0);
+    REQUIRE(spec.model.tie_embeddings);  // the default
+    const auto layout = plan::make_layout(spec);
+    const auto built = build_stages(spec, 1);
+    int64_t copies = 0;
+    for (size_t s = 0; s < built.size(); ++s) {
+      int64_t n = 0;
+      for (const auto& p : built[s]->parameters()) n += p.numel();
+      CHECK(n == layout.stages[s].parameters);
+      if (built[s]->has_head() && built[s]->tied_weight().defined()) copies += built[s]->tied_weight().numel();
+    }
+    CHECK(numel(built) - copies == layout.total_parameters);
+    const auto params = params_of(built);
+    CHECK(params.count("lm_head.weight") == (stages > 1 ? 1u : 0u));
+    CHECK(built.front()->tied_weight().defined() == (stages > 1));
+    if (stages > 1) {
+      CHECK(torch::equal(params.at("lm_head.weight"), params.at("tok_embed.weight")));
+      CHECK(built.back()->tied_weight().is_same(params.at("lm_head.weight")));
+    }
+  }
+  // Untied, the head has its own, different initialisation.
+  auto untied = tiny_spec(4, 2, 0.0);
+  untied.model.tie_embeddings = false;
+  const auto params = params_of(build_stages(untied, 1));
+  CHECK_FALSE(torch::equal(params.at("lm_head.weight"), params.at("tok_embed.weight")));
+  CHECK_FALSE(build_stages(untied, 1).back()->tied_weight().defined());
+}
+
 TEST_CASE("initial weights depend on the seed and the global layer only, not the partition") {
   const auto whole = params_of(build_stages(tiny_spec(4, 1, 0.0), 5));
   for (int64_t stages : {2, 4}) {
     const auto split = params_of(build_stages(tiny_spec(4, stages, 0.0), 5));
-    REQUIRE(split.size() == whole.size());
+    REQUIRE(split.size() == whole.size() + 1);  // + the last stage's copy of the tied embedding
     for (const auto& [name, tensor] : whole) {
       INFO(name << " with " << stages << " stages");
       CHECK(torch::equal(split.at(name), tensor));

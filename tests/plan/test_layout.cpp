@@ -115,7 +115,8 @@ TEST_CASE("make_layout: one stage per rank, parameters add up, embedding first, 
   for (int64_t layers : {1, 3, 7, 12}) {
     for (int64_t stages = 1; stages <= layers; ++stages) {
       CAPTURE(layers, stages);
-      const auto spec = spec_with(layers, stages, 6);
+      auto spec = spec_with(layers, stages, 6);
+      spec.model.tie_embeddings = false;  // tied counts: the next test
       const plan::Layout layout = plan::make_layout(spec);
       REQUIRE(layout.world_size == stages);
       REQUIRE(layout.num_stages == stages);
@@ -161,4 +162,22 @@ TEST_CASE("make_layout: more stages than layers names the spec fields") {
   REQUIRE_THROWS_WITH(plan::make_layout(spec_with(2, 4)),
                       ContainsSubstring("job.yaml") && ContainsSubstring("model.layers = 2") &&
                           ContainsSubstring("pipeline.stages = 4") && ContainsSubstring("fix:"));
+}
+
+TEST_CASE("make_layout with tied embeddings: a lone stage shares the weight, the last stage holds a copy") {
+  for (int64_t stages : {1, 2, 3}) {
+    CAPTURE(stages);
+    auto spec = spec_with(3, stages, 4);
+    spec.model.tie_embeddings = true;
+    auto untied = spec;
+    untied.model.tie_embeddings = false;
+    const auto tied_layout = plan::make_layout(spec);
+    const auto untied_layout = plan::make_layout(untied);
+    const int64_t head_weight = spec.model.vocab_size * spec.model.hidden;
+    // One weight fewer in the model, whatever the split.
+    CHECK(tied_layout.total_parameters == untied_layout.total_parameters - head_weight);
+    const int64_t lone = stages == 1 ? head_weight : 0;  // the head reuses tok_embed
+    CHECK(tied_layout.stages.back().parameters == untied_layout.stages.back().parameters - lone);
+    CHECK(tied_layout.stages.front().parameters == untied_layout.stages.front().parameters - lone);
+  }
 }

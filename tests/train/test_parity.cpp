@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -30,11 +31,12 @@ struct Case {
   double dropout = 0.0;
   int64_t virtual_stages = 1;
   std::string extra = "";  // more pipeline keys
+  bool tied = true;        // model.tie_embeddings
 };
 
 std::string name_of(const Case& c) {
-  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}", c.schedule, c.ranks, c.virtual_stages, c.microbatches,
-                     c.layers, c.dropout > 0 ? 1 : 0);
+  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}{}", c.schedule, c.ranks, c.virtual_stages,
+                     c.microbatches, c.layers, c.dropout > 0 ? 1 : 0, c.tied ? "" : "_untied");
 }
 
 fs::path make_job(const Case& c, const fs::path& dir) {
@@ -45,14 +47,14 @@ fs::path make_job(const Case& c, const fs::path& dir) {
   }
   const auto spec = dir / "job.yaml";
   std::ofstream out(spec);
-  out << fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}}}
+  out << fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}, tie_embeddings: {}}}
 pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, micro_batch_size: 2{}}}
 data: {{path: corpus.txt}}
 train: {{steps: 1, seed: 17}}
 runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
 )",
-                     c.layers, c.dropout, c.ranks, c.virtual_stages, c.schedule, c.microbatches,
-                     c.extra);
+                     c.layers, c.dropout, c.tied, c.ranks, c.virtual_stages, c.schedule,
+                     c.microbatches, c.extra);
   return spec;
 }
 
@@ -70,11 +72,16 @@ void check_parity(const Case& c, const fs::path& dir, const fs::path& spec_path)
   at::set_num_threads(1);
   const auto spec = config::load_job_spec(spec_path.string());
   INFO(name_of(c));
-  const auto pipelined = pipelined_gradients(spec, spec_path, c.ranks, dir / "dump");
+  // Every rank of every replica writes a dump; copies (a stage on each replica, the global norm on
+  // every rank) must be bitwise equal (load_gradient_dumps checks).
+  const int64_t world = c.ranks * std::max<int64_t>(spec.pipeline.data_parallel, 1);
+  const auto pipelined = pipelined_gradients(spec, spec_path, world, dir / "dump");
   const auto reference = train::reference_gradients(spec);
-  REQUIRE(pipelined.size() == reference.size());
+  // Tied embeddings over several stages: the last stage's copy is one more entry and one more row.
+  const size_t copies = c.tied && c.ranks * c.virtual_stages > 1 ? 1 : 0;
+  REQUIRE(pipelined.size() == reference.size() + copies);
   const auto rows = train::compare_gradients(pipelined, reference);
-  REQUIRE(rows.size() == reference.size());  // every parameter and the loss are compared
+  REQUIRE(rows.size() == reference.size() + copies);  // every parameter and the loss are compared
   for (const auto& row : rows) {
     INFO(row.name);
     CHECK(row.reference_max_abs > 0.0);  // the comparison is not vacuous
@@ -101,6 +108,28 @@ TEST_CASE("pipelined gradients equal unpipelined gradients for every schedule") 
                           Case{2, "zb-h1", 4, 4}, Case{4, "zb-h1", 6, 4, 0.1},
                           Case{2, "zbv", 4, 4, 0.0, 2}, Case{4, "zbv", 6, 8, 0.0, 2});
   const auto dir = fresh_dir(name_of(c));
+  check_parity(c, dir, make_job(c, dir));
+}
+
+TEST_CASE("data parallel x pipeline parallel meets the oracle over the whole global batch") {
+  // dp replicas each run m microbatches of their own; the reference runs all dp x m in one process.
+  // Replicas reading the same data, or a missing / unaveraged all-reduce, would fail the comparison.
+  const auto c = GENERATE(Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2"},
+                          Case{2, "1f1b", 2, 4, 0.1, 1, ", data_parallel: 2"},  // dropout per replica
+                          Case{1, "1f1b", 2, 2, 0.0, 1, ", data_parallel: 3"},  // pure data parallel
+                          Case{2, "zbv", 4, 4, 0.0, 2, ", data_parallel: 2"});
+  const auto dir = fresh_dir(name_of(c) + "_dp");
+  check_parity(c, dir, make_job(c, dir));
+}
+
+TEST_CASE("tied embeddings meet the oracle of one shared weight; untied ones that of two") {
+  // Tied (the default, also in every case above): the first stage's tok_embed and the last stage's
+  // copy must both hold the gradient of the reference's one shared weight (compare_gradients adds
+  // the copy as a row). zbv puts the first and the last stage on rank 0 (a local sum, no group).
+  const auto c = GENERATE(Case{2, "1f1b", 4, 4, 0.0, 1, "", false}, Case{4, "1f1b", 4, 4, 0.0, 1, "", false},
+                          Case{1, "1f1b", 2, 2}, Case{4, "gpipe", 4, 4, 0.1},
+                          Case{2, "zbv", 4, 4, 0.0, 2}, Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2"});
+  const auto dir = fresh_dir(name_of(c) + "_tied");
   check_parity(c, dir, make_job(c, dir));
 }
 

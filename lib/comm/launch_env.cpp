@@ -1,0 +1,146 @@
+// Launch-mode detection and worker identity from environment variables (see launch_env.hpp).
+#include "comm/launch_env.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "comm/hostlist.hpp"
+#include "core/error.hpp"
+
+extern char** environ;
+
+namespace ppctl::comm {
+namespace {
+
+std::optional<std::string> lookup(const EnvMap& env, const std::string& name) {
+  const auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  return it->second;
+}
+
+/// The integer in `name`, in [min, max]; `fallback` when unset (an error when there is none).
+long long env_int(const EnvMap& env, const std::string& name, std::optional<long long> fallback,
+                  long long min, long long max, const std::string& how_to_set) {
+  const auto text = lookup(env, name);
+  if (!text) {
+    if (fallback) return *fallback;
+    throw CommError(fmt::format("environment variable {} is not set (fix: {})", name, how_to_set));
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || errno != 0 || value < min || value > max) {
+    throw CommError(fmt::format("environment variable {}='{}' must be an integer in [{}, {}] (fix: "
+                                "{})",
+                                name, *text, min, max, how_to_set));
+  }
+  return value;
+}
+
+constexpr const char* kTorchrunHint =
+    "set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for every worker as torchrun does, or unset "
+    "them all to let `ppctl train` spawn its workers itself";
+constexpr const char* kSlurmHint =
+    "start workers with `srun ppctl train`, which sets SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID "
+    "per task";
+
+/// MASTER_ADDR when set and non-empty; else, under Slurm, the first host of the job's node list.
+std::string master_addr(const EnvMap& env, LaunchMode mode) {
+  if (auto addr = lookup(env, "MASTER_ADDR")) {
+    if (addr->empty()) {
+      throw CommError("environment variable MASTER_ADDR is empty (fix: set it to the host of rank "
+                      "0, which hosts the rendezvous store)");
+    }
+    return *addr;
+  }
+  if (mode == LaunchMode::Slurm) {
+    for (const char* name : {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+      if (auto list = lookup(env, name)) return expand_hostlist(*list, name).front();
+    }
+    throw CommError("neither MASTER_ADDR nor SLURM_JOB_NODELIST / SLURM_NODELIST is set (fix: set "
+                    "MASTER_ADDR to the first host of the job, as scripts/slurm/*.sbatch do)");
+  }
+  throw CommError(fmt::format("environment variable MASTER_ADDR is not set (fix: {})", kTorchrunHint));
+}
+
+int master_port(const EnvMap& env, LaunchMode mode) {
+  const std::string hint = mode == LaunchMode::Slurm
+                               ? "set MASTER_PORT, or run inside a Slurm job (SLURM_JOB_ID)"
+                               : kTorchrunHint;
+  if (mode == LaunchMode::Slurm && !lookup(env, "MASTER_PORT")) {
+    return slurm_port(env_int(env, "SLURM_JOB_ID", std::nullopt, 0, (1LL << 62), hint));
+  }
+  return static_cast<int>(env_int(env, "MASTER_PORT", std::nullopt, 1, 65535, hint));
+}
+
+RendezvousInfo torchrun_identity(const EnvMap& env, const std::string& hint) {
+  RendezvousInfo info;
+  info.world_size = static_cast<int>(env_int(env, "WORLD_SIZE", std::nullopt, 1, 1 << 20, hint));
+  info.rank = static_cast<int>(env_int(env, "RANK", std::nullopt, 0, info.world_size - 1, hint));
+  info.local_rank =
+      static_cast<int>(env_int(env, "LOCAL_RANK", 0, 0, info.world_size - 1, hint));
+  info.master_addr = master_addr(env, LaunchMode::Torchrun);
+  info.master_port = master_port(env, LaunchMode::Torchrun);
+  return info;
+}
+
+}  // namespace
+
+EnvMap environment_map() {
+  EnvMap env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+std::string to_string(LaunchMode mode) {
+  switch (mode) {
+    case LaunchMode::Local: return "local";
+    case LaunchMode::Torchrun: return "torchrun";
+    case LaunchMode::Slurm: return "slurm";
+  }
+  return "?";
+}
+
+LaunchMode detect_launch_mode(const EnvMap& env) {
+  if (env.count("RANK") || env.count("WORLD_SIZE")) return LaunchMode::Torchrun;
+  // srun sets SLURM_STEP_ID for each job step; an sbatch script itself (the batch step) has
+  // SLURM_PROCID=0 but no SLURM_STEP_ID: `ppctl train` there launches locally.
+  if (env.count("SLURM_PROCID") && env.count("SLURM_STEP_ID")) return LaunchMode::Slurm;
+  return LaunchMode::Local;
+}
+
+int slurm_port(long long job_id) { return 20000 + static_cast<int>(job_id % 20000); }
+
+RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode) {
+  RendezvousInfo info;
+  if (mode == LaunchMode::Slurm) {
+    info.world_size =
+        static_cast<int>(env_int(env, "SLURM_NTASKS", std::nullopt, 1, 1 << 20, kSlurmHint));
+    info.rank = static_cast<int>(
+        env_int(env, "SLURM_PROCID", std::nullopt, 0, info.world_size - 1, kSlurmHint));
+    info.local_rank =
+        static_cast<int>(env_int(env, "SLURM_LOCALID", 0, 0, info.world_size - 1, kSlurmHint));
+    info.master_addr = master_addr(env, mode);
+    info.master_port = master_port(env, mode);
+  } else if (mode == LaunchMode::Torchrun) {
+    info = torchrun_identity(env, kTorchrunHint);
+  } else {
+    throw InternalError("external_identity called for a local launch");
+  }
+  info.host_store = info.rank == 0;
+  return info;
+}
+
+RendezvousInfo local_worker_identity(const EnvMap& env) {
+  return torchrun_identity(
+      env, "start workers with `ppctl train`, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+           "as torchrun does");
+}
+
+}  // namespace ppctl::comm

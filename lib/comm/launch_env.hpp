@@ -1,0 +1,63 @@
+// How this process was started (local launcher, torchrun-style variables, Slurm) and its rendezvous
+// identity, read from an environment map by pure functions. No torch.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace ppctl::comm {
+
+/// A worker's identity and the store's address.
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  /// True when this process hosts the c10d TCPStore (rank 0 under torchrun or Slurm); false when
+  /// the local launcher hosts it.
+  bool host_store = false;
+};
+
+/// Environment variables by name (a test passes its own; environment_map() reads the process's).
+using EnvMap = std::map<std::string, std::string>;
+
+/// The process's environment as an EnvMap.
+EnvMap environment_map();
+
+/// Who started `ppctl train`.
+enum class LaunchMode {
+  Local,     ///< nobody: ppctl's own launcher spawns the workers
+  Torchrun,  ///< RANK / WORLD_SIZE (torchrun, or set by hand): this process is one worker
+  Slurm,     ///< SLURM_PROCID / SLURM_NTASKS (`srun ppctl train`): this process is one worker
+};
+
+/// "local", "torchrun" or "slurm".
+std::string to_string(LaunchMode mode);
+
+/// Torchrun when RANK or WORLD_SIZE is set (they win inside a Slurm allocation: torchrun under srun
+/// spawned this process); else Slurm when SLURM_PROCID and SLURM_STEP_ID are set (srun sets them per
+/// task; an sbatch script itself has SLURM_PROCID but no step id); else Local.
+LaunchMode detect_launch_mode(const EnvMap& env);
+
+/// The TCP port a Slurm job without MASTER_PORT rendezvouses on: 20000 + SLURM_JOB_ID mod 20000,
+/// so every task of a job computes the same port and concurrent jobs rarely collide.
+int slurm_port(long long job_id);
+
+/// The identity of a worker started by torchrun-style variables or by Slurm (`mode` != Local):
+/// - Torchrun: RANK, WORLD_SIZE (both required), LOCAL_RANK (default 0), MASTER_ADDR, MASTER_PORT
+///   (both required);
+/// - Slurm: SLURM_PROCID, SLURM_NTASKS (required), SLURM_LOCALID (default 0); MASTER_ADDR, else the
+///   first host of SLURM_JOB_NODELIST (or SLURM_NODELIST), expanded (hostlist.hpp); MASTER_PORT,
+///   else slurm_port(SLURM_JOB_ID).
+/// Rank 0 hosts the store (host_store). Throws ppctl::CommError naming the variable and its value
+/// when one is missing, not an integer, out of range (rank >= world size, port outside
+/// [1, 65535]), or when both a Slurm node list and MASTER_ADDR are absent.
+RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode);
+
+/// The identity of a worker the local launcher started (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+/// MASTER_PORT, all set by the launcher, which hosts the store). Same errors as external_identity.
+RendezvousInfo local_worker_identity(const EnvMap& env);
+
+}  // namespace ppctl::comm

@@ -1,0 +1,156 @@
+// Tests of comm/launch_env and comm/hostlist: launch-mode detection, torchrun and Slurm identities,
+// missing or contradictory variables, Slurm host-list expansion.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "comm/hostlist.hpp"
+#include "comm/launch_env.hpp"
+#include "core/error.hpp"
+
+using namespace ppctl;
+using Catch::Matchers::ContainsSubstring;
+using comm::EnvMap;
+using comm::LaunchMode;
+
+namespace {
+
+EnvMap torchrun(int rank, int world) {
+  return {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank % 2)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", "29500"}};
+}
+
+EnvMap slurm(int procid, int ntasks) {
+  return {{"SLURM_PROCID", std::to_string(procid)},
+          {"SLURM_NTASKS", std::to_string(ntasks)},
+          {"SLURM_LOCALID", std::to_string(procid % 2)},
+          {"SLURM_JOB_ID", "123456"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_JOB_NODELIST", "gpu[07-08],cpu1"}};
+}
+
+/// The message external_identity throws for `env`.
+std::string failure(const EnvMap& env) {
+  try {
+    comm::external_identity(env, comm::detect_launch_mode(env));
+  } catch (const CommError& e) {
+    return e.what();
+  }
+  FAIL("no error for a bad environment");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("launch mode: torchrun variables win over Slurm's; neither means the local launcher") {
+  CHECK(comm::detect_launch_mode({}) == LaunchMode::Local);
+  CHECK(comm::detect_launch_mode({{"PATH", "/bin"}, {"SLURM_JOB_ID", "5"}}) == LaunchMode::Local);
+  CHECK(comm::detect_launch_mode(slurm(0, 4)) == LaunchMode::Slurm);
+  auto batch_script = slurm(0, 4);  // sbatch's own shell: no job step
+  batch_script.erase("SLURM_STEP_ID");
+  CHECK(comm::detect_launch_mode(batch_script) == LaunchMode::Local);
+  CHECK(comm::detect_launch_mode(torchrun(1, 4)) == LaunchMode::Torchrun);
+  auto both = slurm(3, 4);
+  both.merge(torchrun(1, 2));
+  CHECK(comm::detect_launch_mode(both) == LaunchMode::Torchrun);
+  CHECK(comm::detect_launch_mode({{"WORLD_SIZE", "2"}}) == LaunchMode::Torchrun);
+}
+
+TEST_CASE("torchrun identity: rank, world size, local rank, address; rank 0 hosts the store") {
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto info = comm::external_identity(torchrun(rank, 4), LaunchMode::Torchrun);
+    CHECK(info.rank == rank);
+    CHECK(info.world_size == 4);
+    CHECK(info.local_rank == rank % 2);
+    CHECK(info.master_addr == "127.0.0.1");
+    CHECK(info.master_port == 29500);
+    CHECK(info.host_store == (rank == 0));
+  }
+  auto no_local = torchrun(1, 2);
+  no_local.erase("LOCAL_RANK");
+  CHECK(comm::external_identity(no_local, LaunchMode::Torchrun).local_rank == 0);
+  // The local launcher's workers never host the store.
+  CHECK_FALSE(comm::local_worker_identity(torchrun(0, 2)).host_store);
+}
+
+TEST_CASE("torchrun identity: missing or contradictory variables name the variable and value") {
+  auto no_world = torchrun(1, 4);
+  no_world.erase("WORLD_SIZE");
+  CHECK_THAT(failure(no_world), ContainsSubstring("WORLD_SIZE is not set"));
+  auto no_rank = torchrun(1, 4);
+  no_rank.erase("RANK");
+  CHECK_THAT(failure(no_rank), ContainsSubstring("RANK is not set"));
+  CHECK_THAT(failure(torchrun(4, 4)), ContainsSubstring("RANK='4' must be an integer in [0, 3]"));
+  auto bad_port = torchrun(0, 2);
+  bad_port["MASTER_PORT"] = "70000";
+  CHECK_THAT(failure(bad_port), ContainsSubstring("MASTER_PORT='70000'"));
+  auto text = torchrun(0, 2);
+  text["WORLD_SIZE"] = "two";
+  CHECK_THAT(failure(text), ContainsSubstring("WORLD_SIZE='two'"));
+  auto no_addr = torchrun(0, 2);
+  no_addr.erase("MASTER_ADDR");
+  CHECK_THAT(failure(no_addr), ContainsSubstring("MASTER_ADDR is not set"));
+}
+
+TEST_CASE("Slurm identity: SLURM_PROCID/NTASKS/LOCALID, first host of the node list, port from the job") {
+  const auto info = comm::external_identity(slurm(2, 4), LaunchMode::Slurm);
+  CHECK(info.rank == 2);
+  CHECK(info.world_size == 4);
+  CHECK(info.local_rank == 0);
+  CHECK(info.master_addr == "gpu07");
+  CHECK(info.master_port == comm::slurm_port(123456));
+  CHECK(info.master_port == 20000 + 123456 % 20000);
+  CHECK_FALSE(info.host_store);
+  CHECK(comm::external_identity(slurm(0, 4), LaunchMode::Slurm).host_store);
+
+  auto old_name = slurm(1, 4);
+  old_name.erase("SLURM_JOB_NODELIST");
+  old_name["SLURM_NODELIST"] = "n[3-4]";
+  CHECK(comm::external_identity(old_name, LaunchMode::Slurm).master_addr == "n3");
+
+  auto explicit_master = slurm(1, 4);
+  explicit_master["MASTER_ADDR"] = "10.0.0.9";
+  explicit_master["MASTER_PORT"] = "31000";
+  const auto set = comm::external_identity(explicit_master, LaunchMode::Slurm);
+  CHECK(set.master_addr == "10.0.0.9");
+  CHECK(set.master_port == 31000);
+}
+
+TEST_CASE("Slurm identity: bad variables name the variable and value") {
+  CHECK_THAT(failure(slurm(4, 4)), ContainsSubstring("SLURM_PROCID='4' must be an integer in [0, 3]"));
+  auto no_tasks = slurm(0, 4);
+  no_tasks.erase("SLURM_NTASKS");
+  CHECK_THAT(failure(no_tasks), ContainsSubstring("SLURM_NTASKS is not set"));
+  auto no_nodes = slurm(0, 4);
+  no_nodes.erase("SLURM_JOB_NODELIST");
+  CHECK_THAT(failure(no_nodes), ContainsSubstring("SLURM_JOB_NODELIST"));
+  auto no_job = slurm(0, 4);
+  no_job.erase("SLURM_JOB_ID");
+  CHECK_THAT(failure(no_job), ContainsSubstring("SLURM_JOB_ID is not set"));
+  auto bad_list = slurm(0, 4);
+  bad_list["SLURM_JOB_NODELIST"] = "node[01-03";
+  CHECK_THAT(failure(bad_list), ContainsSubstring("SLURM_JOB_NODELIST='node[01-03'"));
+}
+
+TEST_CASE("host lists expand like scontrol show hostnames") {
+  using V = std::vector<std::string>;
+  CHECK(comm::expand_hostlist("node01") == V{"node01"});
+  CHECK(comm::expand_hostlist("node[01-03,07],gpu5") == V{"node01", "node02", "node03", "node07", "gpu5"});
+  CHECK(comm::expand_hostlist("n[8-11]") == V{"n8", "n9", "n10", "n11"});
+  CHECK(comm::expand_hostlist("n[098-101]") == V{"n098", "n099", "n100", "n101"});
+  CHECK(comm::expand_hostlist("r[1-2]n[1-2]") == V{"r1n1", "r1n2", "r2n1", "r2n2"});
+  CHECK(comm::expand_hostlist("a[1,3]-ib,b") == V{"a1-ib", "a3-ib", "b"});
+  for (const char* bad : {"", "n[1-", "n1]", "n[a-b]", "n[3-1]", "a,,b", "n[[1]]", "n[]"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(comm::expand_hostlist(bad), CommError);
+  }
+  try {
+    comm::expand_hostlist("n[3-1]", "SLURM_NODELIST");
+    FAIL("no error for a decreasing range");
+  } catch (const CommError& e) {
+    CHECK_THAT(std::string(e.what()), ContainsSubstring("SLURM_NODELIST='n[3-1]'") &&
+                                          ContainsSubstring("ends below its start"));
+  }
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A real one-node Slurm cluster on this machine (Debian's munged, slurmctld and slurmd, started without
+# systemd, every file in a temporary folder, stopped on exit), then `sbatch --wait` of the project's own
+# scripts/slurm/cpu.sbatch with 4 tasks (dp = 2 x pp = 2) on a tiny job; checks that it trained.
+# Usage: slurm_cluster_test.sh PPCTL_BINARY. Needs root (slurmd starts job steps as the job's user;
+# skipped, exit 77, otherwise) and the packages scripts/setup.sh installs (munge, slurmctld, slurmd,
+# slurm-client).
+set -uo pipefail
+PPCTL="$(realpath "$1")"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_slurm_XXXXXX")"
+chmod 0755 "$WORK"   # munged checks the folders above its socket and key
+
+fail() {
+  echo "FAIL [slurm]: $*" >&2
+  for f in "$WORK"/job.out "$WORK"/slurmctld.log "$WORK"/slurmd.log "$WORK"/munged.log; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" | sed 's/^/  | /' >&2; }
+  done
+  exit 1
+}
+
+# Stop exactly the daemons started here (by their pid files), then remove the folder.
+cleanup() {
+  for name in slurmd slurmctld munged; do
+    [ -f "$WORK/$name.pid" ] && kill "$(cat "$WORK/$name.pid")" 2>/dev/null
+  done
+  sleep 0.3
+  for name in slurmd slurmctld munged; do
+    [ -f "$WORK/$name.pid" ] && kill -KILL "$(cat "$WORK/$name.pid")" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# slurmd must run as root to start job steps; elsewhere the test is skipped (CTest: exit code 77).
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP [slurm]: needs root (slurmd starts the job steps)"; exit 77; fi
+for tool in munged slurmctld slurmd sbatch scontrol; do
+  command -v "$tool" >/dev/null || fail "$tool is missing (fix: run scripts/setup.sh)"
+done
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# munge: socket folder 0755, key 0600.
+mkdir -m 0755 "$WORK/munge"
+head -c 1024 /dev/urandom > "$WORK/munge.key"
+chmod 0600 "$WORK/munge.key"
+munged --socket="$WORK/munge/socket" --key-file="$WORK/munge.key" --log-file="$WORK/munged.log" \
+  --pid-file="$WORK/munged.pid" --seed-file="$WORK/munged.seed" || fail "munged did not start"
+
+mkdir -p "$WORK/state" "$WORK/spool"
+# The job's one node is this machine, named localhost (so MASTER_ADDR, its first host, resolves), on
+# 127.0.0.1. It declares 8 CPUs whatever the machine has (config_overrides); EnforcePartLimits=ALL makes
+# an oversize job fail at once instead of pending forever.
+cat > "$WORK/slurm.conf" <<CONF
+ClusterName=ppctltest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$WORK/munge/socket
+CredType=cred/munge
+StateSaveLocation=$WORK/state
+SlurmdSpoolDir=$WORK/spool
+SlurmctldPidFile=$WORK/slurmctld.pid
+SlurmdPidFile=$WORK/slurmd.pid
+SlurmctldLogFile=$WORK/slurmctld.log
+SlurmdLogFile=$WORK/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+SlurmdParameters=config_overrides
+EnforcePartLimits=ALL
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
+PartitionName=test Nodes=localhost Default=YES MaxTime=10 State=UP
+CONF
+export SLURM_CONF="$WORK/slurm.conf"
+
+slurmctld -c -f "$SLURM_CONF" || fail "slurmctld did not start"
+slurmd -N localhost -f "$SLURM_CONF" || fail "slurmd did not start"
+for _ in $(seq 1 100); do
+  sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed)' && break
+  sleep 0.1
+done
+sinfo -h -o '%T' | grep -qE '^(idle|mixed)' || fail "the node did not come up: $(sinfo 2>&1)"
+
+# The tiny job: dp = 2 x pp = 2.
+for i in $(seq 1 300); do echo "line $i: sphinx of black quartz, judge my vow"; done > "$WORK/corpus.txt"
+cat > "$WORK/job.yaml" <<YAML
+model: {layers: 4, hidden: 32, heads: 4, seq_len: 32}
+pipeline: {stages: 2, data_parallel: 2, schedule: 1f1b, microbatches: 4, micro_batch_size: 4}
+data: {path: corpus.txt}
+optimizer: {lr: 0.003}
+train: {steps: 10, seed: 3, log_interval: 1}
+runtime: {device: cpu, comm_timeout_s: 60}
+YAML
+
+# The resource line `ppctl plan` prints for this spec must be what the test submits with.
+"$PPCTL" plan "$WORK/job.yaml" > "$WORK/plan.out" 2>&1 || fail "plan failed: $(cat "$WORK/plan.out")"
+grep -q -- "--nodes=1 --ntasks=4 --cpus-per-task=1" "$WORK/plan.out" \
+  || fail "plan does not print the 4-task resource line: $(grep -i slurm "$WORK/plan.out")"
+
+cd "$WORK"
+PPCTL="$PPCTL" timeout 300 sbatch --wait --nodes=1 --ntasks=4 --cpus-per-task=1 \
+  --output="$WORK/job.out" "$ROOT/scripts/slurm/cpu.sbatch" "$WORK/job.yaml" > "$WORK/sbatch.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc: $(cat "$WORK/sbatch.out")"
+grep -q "launched by slurm: rank 0 of 4 (local rank 0), dp 2 x pp 2" "$WORK/job.out" || fail "rank 0 did not run as a Slurm task"
+grep -q "launched by slurm: rank 3 of 4" "$WORK/job.out" || fail "rank 3 did not run"
+[ "$(grep -c "| loss " "$WORK/job.out")" -eq 10 ] || fail "expected 10 loss lines (one per step)"
+first=$(grep -o "step 1/10 | loss [0-9.]*" "$WORK/job.out" | awk '{print $NF}')
+last=$(grep -o "step 10/10 | loss [0-9.]*" "$WORK/job.out" | awk '{print $NF}')
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 4.0 && b < a - 0.5) }' || fail "loss did not fall: $first -> $last"
+
+# An allocation larger than the partition fails at once instead of pending forever.
+PPCTL="$PPCTL" timeout 30 sbatch --wait --nodes=1 --ntasks=16 --cpus-per-task=1 \
+  --output="$WORK/big.out" "$ROOT/scripts/slurm/cpu.sbatch" "$WORK/job.yaml" > "$WORK/sbatch.out" 2>&1 \
+  && fail "a 16-task job on an 8-CPU node was accepted"
+echo "PASS [slurm]: loss $first -> $last over 10 steps with 4 Slurm tasks (dp 2 x pp 2)"
