@@ -10,7 +10,7 @@ Data: random non-overlapping windows of seq_len + 1 bytes of the same text files
 
 Prints machine-readable lines starting with `BENCH ` (JSON): the last rank one per step (loss, wall
 time since the previous step ended), every rank one at the end (peak resident set, bytes saved for
-backward, counted during the last warm-up step). Usage (normally via vs_torch.py):
+backward counted during the last warm-up step, mean F and B time over the timed steps). Usage (normally via vs_torch.py):
   torchrun --standalone --nproc-per-node P torch_pipelining_worker.py --config job.json
 """
 import argparse
@@ -20,6 +20,7 @@ import json
 import math
 import os
 import resource
+import sys
 import time
 import warnings
 
@@ -36,7 +37,9 @@ INIT_STD = 0.02
 
 
 def emit(record):
-    print("BENCH " + json.dumps(record), flush=True)
+    """One line in a single write(2), so that lines of ranks sharing the pipe never interleave."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("BENCH " + json.dumps(record) + "\n").encode())
 
 
 class Block(nn.Module):
@@ -170,6 +173,34 @@ class _Held:
         self.meter.remove(self.key, self.nbytes)
 
 
+class ComputeTimer:
+    """Wall time of the schedule's compute actions, as ppctl's timing line counts them: F is
+    forward_one_chunk (plus the loss on the last stage), B is backward_one_chunk. Wraps the methods of
+    one stage and one schedule object; counts only while `on`."""
+
+    def __init__(self):
+        self.ms = {"F": 0.0, "B": 0.0}
+        self.count = {"F": 0, "B": 0}
+        self.on = False
+
+    def wrap(self, owner, method, kind, counts=True):
+        inner = getattr(owner, method)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                if self.on:
+                    self.ms[kind] += 1000.0 * (time.perf_counter() - start)
+                    self.count[kind] += 1 if counts else 0
+
+        setattr(owner, method, timed)
+
+    def means(self):
+        return {k: self.ms[k] / self.count[k] if self.count[k] else 0.0 for k in self.ms}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="JSON written by vs_torch.py")
@@ -198,6 +229,10 @@ def main():
                           output_args=example_output)
     # Every rank passes the loss: the schedule runs backward only when it has one.
     schedule = SCHEDULES[pipe["schedule"]](stage, n_microbatches=pipe["microbatches"], loss_fn=cross_entropy)
+    timer = ComputeTimer()
+    timer.wrap(stage, "forward_one_chunk", "F")
+    timer.wrap(stage, "backward_one_chunk", "B")
+    timer.wrap(schedule, "_maybe_compute_loss", "F", counts=False)  # private; the loss is part of F in ppctl
     optimizer = make_optimizer(module, cfg["optimizer"])
     data = ByteWindows(cfg["data"], model["seq_len"], cfg["seed"]) if first or last else None
     sequences = pipe["microbatches"] * pipe["micro_batch_size"]
@@ -205,6 +240,7 @@ def main():
 
     previous_end = time.perf_counter()
     for step in range(cfg["steps"]):
+        timer.on = step >= cfg["warmup"]
         optimizer.zero_grad(set_to_none=True)
         tokens, targets = data.batch(sequences) if data is not None else (None, None)
         losses = []
@@ -225,7 +261,7 @@ def main():
                   "seconds": now - previous_end})
         previous_end = now
     emit({"rank": rank, "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-          "saved_for_backward_mib": saved.peak / 2**20})
+          "saved_for_backward_mib": saved.peak / 2**20, "compute_ms": timer.means()})
     dist.barrier()
     dist.destroy_process_group()
 

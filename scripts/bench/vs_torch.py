@@ -38,7 +38,7 @@ from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line pa
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
 MODELS = {
     "tiny": {"layers": 4, "hidden": 64, "heads": 4, "seq_len": 64, "micro_batch_size": 4, "microbatches": 8},
-    "small": {"layers": 8, "hidden": 256, "heads": 8, "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
+    "small": {"layers": 8, "hidden": 128, "heads": 4, "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
 }
 OPTIMIZER = {"lr": 0.002, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 SEED = 1234
@@ -69,6 +69,12 @@ class Config:
                 f"weight_decay: {OPTIMIZER['weight_decay']}}}\n"
                 f"train: {{steps: {steps}, seed: {SEED}, log_interval: 1}}\n"
                 f"runtime: {{device: cpu, threads_per_worker: {self.args.threads}}}\n")
+
+    def write_spec(self, workdir, steps):
+        path = os.path.join(workdir, self.label.replace(" ", "_") + ".yaml")
+        with open(path, "w") as f:
+            f.write(self.spec_text(steps))
+        return path
 
     def torch_config(self, blocks, steps):
         s = self.shape
@@ -122,9 +128,7 @@ def simulated_step(spec, rank_costs):
 
 def run_ppctl(cfg, workdir):
     steps = cfg.args.warmup + cfg.args.steps
-    spec = os.path.join(workdir, cfg.label.replace(" ", "_") + ".yaml")
-    with open(spec, "w") as f:
-        f.write(cfg.spec_text(steps))
+    spec = cfg.write_spec(workdir, steps)
     code, out, first = run_streaming([PPCTL, "train", spec], STEP_LINE)
     if code != 0:
         raise SystemExit(f"{cfg.label}: ppctl train failed ({code}):\n{out[-3000:]}")
@@ -147,7 +151,8 @@ def run_ppctl(cfg, workdir):
             "rss_mib": [memory[r][0] for r in ranks], "activations_mib": [memory[r][1] for r in ranks]}
 
 
-def run_torch(cfg, workdir, python, blocks):
+def run_torch(cfg, workdir, python, blocks, spec):
+    """One torchrun of the peer; `spec` is ppctl's spec of the same configuration (for the simulator)."""
     steps = cfg.args.warmup + cfg.args.steps
     path = os.path.join(workdir, cfg.label.replace(" ", "_") + ".json")
     with open(path, "w") as f:
@@ -160,8 +165,11 @@ def run_torch(cfg, workdir, python, blocks):
     ranks = {r["rank"]: r for r in records if "rank" in r}
     if code != 0 or len(seconds) != steps or len(ranks) != cfg.stages:
         raise SystemExit(f"{cfg.label}: torch.distributed.pipelining run failed ({code}):\n{out[-3000:]}")
+    costs = [ranks[r]["compute_ms"] for r in range(cfg.stages)]
+    step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
     return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
-            "first_step_s": first,
+            "first_step_s": first, "step_ms": step_ms, "step_over_sim": step_ms / simulated_step(spec, costs),
+            "costs": [[c["F"], c["B"]] for c in costs],
             "rss_mib": [ranks[r]["max_rss_mib"] for r in range(cfg.stages)],
             "activations_mib": [ranks[r]["saved_for_backward_mib"] for r in range(cfg.stages)]}
 
@@ -182,13 +190,22 @@ def print_tables(results, args):
     print(f"\nthroughput and step time: median of {args.repeats} runs per engine, {args.steps} timed steps each "
           f"after {args.warmup} warm-up steps, {args.threads} thread(s) per rank")
     print(f"{'configuration':<20} {'ppctl tok/s':>11} {'torch tok/s':>11} {'ratio':>6} {'sim ms':>8} "
-          f"{'sched ms':>8} {'sched/sim':>9} {'step ms':>8} {'step/sim':>8} {'1st step s':>11}")
+          f"{'sched ms':>8} {'sched/sim':>9} {'step ms':>8} {'step/sim':>8} {'torch step/sim':>14} "
+          f"{'1st step s':>11}")
     for label, (p, t) in results.items():
         print(f"{label:<20} {median_of(p, 'tokens_per_s'):>11.0f} {median_of(t, 'tokens_per_s'):>11.0f} "
               f"{median_of(p, 'tokens_per_s') / median_of(t, 'tokens_per_s'):>6.2f} {median_of(p, 'sim_ms'):>8.1f} "
               f"{median_of(p, 'schedule_ms'):>8.1f} {median_of(p, 'schedule_over_sim'):>9.2f} "
               f"{median_of(p, 'step_ms'):>8.1f} {median_of(p, 'step_over_sim'):>8.2f} "
+              f"{median_of(t, 'step_over_sim'):>14.2f} "
               f"{median_of(p, 'first_step_s'):>5.2f}/{median_of(t, 'first_step_s'):<5.2f}")
+
+    print("\ncompute per microbatch (ms, median over runs of the per-run means), stage 0/1/...")
+    print(f"{'configuration':<20} {'ppctl F':>24} {'torch F':>24} {'ppctl B':>24} {'torch B':>24}")
+    for label, (p, t) in results.items():
+        costs = [median_of(r, "costs") for r in (p, t)]  # per stage [F, B]
+        print(f"{label:<20} " + " ".join(f"{fmt_list([c[k] for c in costs[e]], 1):>24}"
+                                         for k in (0, 1) for e in (0, 1)))
 
     print("\nmemory per stage (MiB, stage 0/1/...): peak resident set; activations kept for backward "
           "(ppctl: executor's count; torch: autograd saved tensors)")
@@ -246,14 +263,12 @@ def main():
             for stages in args.stages:
                 for schedule in args.schedules:
                     cfg = Config(model, stages, schedule, args)
-                    spec = os.path.join(workdir, "layout.yaml")
-                    with open(spec, "w") as f:
-                        f.write(cfg.spec_text(1))
+                    spec = cfg.write_spec(workdir, 1)
                     blocks = plan_layout(spec)
                     runs = ([], [])
                     for _ in range(args.repeats):
                         runs[0].append(run_ppctl(cfg, workdir))
-                        runs[1].append(run_torch(cfg, workdir, python, blocks))
+                        runs[1].append(run_torch(cfg, workdir, python, blocks, spec))
                     results[cfg.label] = runs
                     print(f"  {cfg.label}: ppctl {fmt_list([r['tokens_per_s'] for r in runs[0]])} tok/s, "
                           f"torch {fmt_list([r['tokens_per_s'] for r in runs[1]])} tok/s", flush=True)
