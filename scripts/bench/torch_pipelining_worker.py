@@ -201,16 +201,21 @@ class ComputeTimer:
         return {k: self.ms[k] / self.count[k] if self.count[k] else 0.0 for k in self.ms}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="JSON written by vs_torch.py")
-    args = parser.parse_args()
-    with open(args.config) as f:
+def start_worker(description, written_by):
+    """Parses `--config JSON` (written by the driver script `written_by`), sets the thread counts (first,
+    before any parallel work, as ppctl's worker does) and the seed; returns the configuration."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help=f"JSON written by {written_by}")
+    with open(parser.parse_args().config) as f:
         cfg = json.load(f)
-    # Thread counts first, before any parallel work (as ppctl's worker).
     torch.set_num_threads(cfg["threads"])
     torch.set_num_interop_threads(1)
     torch.manual_seed(cfg["seed"])
+    return cfg
+
+
+def main():
+    cfg = start_worker(__doc__, "vs_torch.py")
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
