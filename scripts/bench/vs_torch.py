@@ -244,6 +244,7 @@ def main():
     parser.add_argument("--launch-runs", type=int, default=5,
                         help="runs of launch_to_first_step.sh (0: skip; default 5)")
     parser.add_argument("--json", help="also write every run's numbers to this file")
+    parser.add_argument("--no-build", action="store_true", help="use the ppctl already built (tests)")
     args = parser.parse_args()
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (the first step includes one-off set-up in both engines)")
@@ -251,8 +252,9 @@ def main():
     if unknown or min(args.stages) < 2:
         parser.error(f"unknown model or schedule {unknown}, or fewer than 2 stages")
 
-    subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
-                   stdout=subprocess.DEVNULL)
+    if not args.no_build:
+        subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
+                       stdout=subprocess.DEVNULL)
     python = subprocess.run([os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
                             check=True).stdout.strip()
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
