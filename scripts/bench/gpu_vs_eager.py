@@ -19,7 +19,6 @@ parameters themselves in bf16: pick the one ppctl implements. Python standard li
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from vs_torch import (OPTIMIZER, PPCTL, ROOT, SEED, STEP_LINE, median_of, run_streaming,  # noqa: E402
-                      timed_throughput)
+from vs_torch import (OPTIMIZER, PPCTL, ROOT, SEED, STEP_LINE, median_of, ppctl_step, run_streaming,  # noqa: E402
+                      timed_throughput, torch_step)
 
 WORKER = os.path.join(HERE, "eager_gpt_worker.py")
 MODEL = {"layers": 28, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab_size": 256}
@@ -76,7 +75,7 @@ def run_ppctl(args, workdir, tokens_per_step):
     spec = os.path.join(workdir, "gpu.yaml")
     with open(spec, "w") as f:
         f.write(spec_text(args, steps))
-    code, out, _ = run_streaming([PPCTL, "train", spec], STEP_LINE)
+    code, out, _, _ = run_streaming([PPCTL, "train", spec], ppctl_step, args.warmup, steps)
     if code != 0:
         hint = "\n(ppctl has no runtime.precision yet? try --precision fp32)" if "precision" in out else ""
         raise SystemExit(f"ppctl train failed ({code}):\n{out[-3000:]}{hint}")
@@ -92,7 +91,7 @@ def run_eager(args, workdir, python, tokens_per_step):
                    "pipeline": {"microbatches": args.microbatches, "micro_batch_size": args.micro_batch_size},
                    "precision": args.precision, "bf16_mode": args.bf16_mode, "optimizer": OPTIMIZER,
                    "data": [args.data]}, f)
-    code, out, _ = run_streaming([python, WORKER, "--config", path], re.compile("^BENCH "))
+    code, out, _, _ = run_streaming([python, WORKER, "--config", path], torch_step, args.warmup, steps)
     records = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("BENCH ")]
     seconds = [r["seconds"] for r in records if "step" in r]
     if code != 0 or len(seconds) != steps:

@@ -11,7 +11,9 @@ torch, ppctl, torch, ... `--repeats` times each) and prints medians over the rep
     executor count; autograd's saved tensors on the torch side);
   * the 1F1B check: stage-0 activations of 1F1B <= (p/m) x GPipe's + 10% (ppctl's kept bytes);
   * launch to first step: scripts/bench/launch_to_first_step.sh for the tiny model (ppctl's target),
-    and the time to the first step of every run of both engines.
+    and the time to the first step of every run of both engines;
+  * CPU time per timed step of each engine's whole process tree (launcher and workers, /proc): what
+    the work costs, much less sensitive than wall time to other load on the machine.
 ppctl runs as `build/app/ppctl train SPEC`; the peer as `torchrun --standalone --nproc-per-node P
 scripts/bench/torch_pipelining_worker.py` with the venv's python (scripts/setup.sh prints it).
 docs/benchmarks.md describes every column and what differs between the engines.
@@ -85,18 +87,53 @@ class Config:
                 "blocks": blocks, "optimizer": OPTIMIZER, "data": [self.args.data]}
 
 
-def run_streaming(command, first_step, env=None):
-    """Runs `command`, returns (exit code, combined output, seconds from start to the first output line
-    matching `first_step`, or None)."""
+def tree_cpu_seconds(root):
+    """User + system CPU seconds used so far by process `root` and its descendants (all threads), from
+    /proc: the launcher (ppctl or torchrun) and its workers."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()  # from field 3 (state) on
+            except OSError:
+                continue
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))  # ppid, utime + stime
+    tree, grown = {root}, True
+    while grown:
+        new = {pid for pid, (ppid, _) in stats.items() if ppid in tree} - tree
+        tree |= new
+        grown = bool(new)
+    return sum(stats[pid][1] for pid in tree if pid in stats) / os.sysconf("SC_CLK_TCK")
+
+
+def run_streaming(command, step_of, warmup, steps):
+    """Runs `command`; `step_of(line)` gives the step a progress line reports (None for other lines).
+    Returns (exit code, combined output, seconds from start to the first step's line, CPU seconds of
+    the process tree from the end of step `warmup` to the end of step `steps`, or None)."""
     start = time.monotonic()
-    first = None
+    first = cpu_start = cpu = None
     lines = []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         for line in proc.stdout:
-            if first is None and first_step.search(line):
+            step = step_of(line)
+            if step is not None and first is None:
                 first = time.monotonic() - start
+            if step == warmup:
+                cpu_start = tree_cpu_seconds(proc.pid)
+            elif step == steps and cpu_start is not None:
+                cpu = tree_cpu_seconds(proc.pid) - cpu_start
             lines.append(line)
-    return proc.returncode, "".join(lines), first
+    return proc.returncode, "".join(lines), first, cpu
+
+
+def ppctl_step(line):
+    m = STEP_LINE.search(line)
+    return int(m.group(1)) if m else None
+
+
+def torch_step(line):
+    return json.loads(line[6:]).get("step") if line.startswith("BENCH ") else None
 
 
 def timed_throughput(step_seconds, tokens_per_step, warmup):
@@ -129,7 +166,7 @@ def simulated_step(spec, rank_costs):
 def run_ppctl(cfg, workdir):
     steps = cfg.args.warmup + cfg.args.steps
     spec = cfg.write_spec(workdir, steps)
-    code, out, first = run_streaming([PPCTL, "train", spec], STEP_LINE)
+    code, out, first, cpu = run_streaming([PPCTL, "train", spec], ppctl_step, cfg.args.warmup, steps)
     if code != 0:
         raise SystemExit(f"{cfg.label}: ppctl train failed ({code}):\n{out[-3000:]}")
     seconds = [cfg.tokens_per_step / float(m.group(3)) for m in STEP_LINE.finditer(out)]
@@ -145,7 +182,7 @@ def run_ppctl(cfg, workdir):
     schedule_ms = max(timing[r]["schedule_ms"] for r in ranks)
     step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
     return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
-            "first_step_s": first, "sim_ms": sim_ms, "schedule_ms": schedule_ms, "step_ms": step_ms,
+            "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "sim_ms": sim_ms, "schedule_ms": schedule_ms, "step_ms": step_ms,
             "schedule_over_sim": schedule_ms / sim_ms, "step_over_sim": step_ms / sim_ms,
             "costs": [[timing[r]["F"], timing[r]["B"]] for r in ranks],
             "rss_mib": [memory[r][0] for r in ranks], "activations_mib": [memory[r][1] for r in ranks]}
@@ -159,7 +196,7 @@ def run_torch(cfg, workdir, python, blocks, spec):
         json.dump(cfg.torch_config(blocks, steps), f)
     command = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={cfg.stages}",
                WORKER, "--config", path]
-    code, out, first = run_streaming(command, re.compile(r'^BENCH \{"step"'))
+    code, out, first, cpu = run_streaming(command, torch_step, cfg.args.warmup, steps)
     records = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("BENCH ")]
     seconds = [r["seconds"] for r in records if "step" in r]
     ranks = {r["rank"]: r for r in records if "rank" in r}
@@ -168,7 +205,7 @@ def run_torch(cfg, workdir, python, blocks, spec):
     costs = [ranks[r]["compute_ms"] for r in range(cfg.stages)]
     step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
     return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
-            "first_step_s": first, "step_ms": step_ms, "step_over_sim": step_ms / simulated_step(spec, costs),
+            "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "step_ms": step_ms, "step_over_sim": step_ms / simulated_step(spec, costs),
             "costs": [[c["F"], c["B"]] for c in costs],
             "rss_mib": [ranks[r]["max_rss_mib"] for r in range(cfg.stages)],
             "activations_mib": [ranks[r]["saved_for_backward_mib"] for r in range(cfg.stages)]}
@@ -191,14 +228,15 @@ def print_tables(results, args):
           f"after {args.warmup} warm-up steps, {args.threads} thread(s) per rank")
     print(f"{'configuration':<20} {'ppctl tok/s':>11} {'torch tok/s':>11} {'ratio':>6} {'sim ms':>8} "
           f"{'sched ms':>8} {'sched/sim':>9} {'step ms':>8} {'step/sim':>8} {'torch step/sim':>14} "
-          f"{'1st step s':>11}")
+          f"{'1st step s':>11} {'CPU ms/step':>15}")
     for label, (p, t) in results.items():
         print(f"{label:<20} {median_of(p, 'tokens_per_s'):>11.0f} {median_of(t, 'tokens_per_s'):>11.0f} "
               f"{median_of(p, 'tokens_per_s') / median_of(t, 'tokens_per_s'):>6.2f} {median_of(p, 'sim_ms'):>8.1f} "
               f"{median_of(p, 'schedule_ms'):>8.1f} {median_of(p, 'schedule_over_sim'):>9.2f} "
               f"{median_of(p, 'step_ms'):>8.1f} {median_of(p, 'step_over_sim'):>8.2f} "
               f"{median_of(t, 'step_over_sim'):>14.2f} "
-              f"{median_of(p, 'first_step_s'):>5.2f}/{median_of(t, 'first_step_s'):<5.2f}")
+              f"{median_of(p, 'first_step_s'):>5.2f}/{median_of(t, 'first_step_s'):<5.2f} "
+              f"{median_of(p, 'cpu_ms'):>7.0f}/{median_of(t, 'cpu_ms'):<7.0f}")
 
     print("\ncompute per microbatch (ms, median over runs of the per-run means), stage 0/1/...")
     print(f"{'configuration':<20} {'ppctl F':>24} {'torch F':>24} {'ppctl B':>24} {'torch B':>24}")
