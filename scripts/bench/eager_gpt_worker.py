@@ -18,12 +18,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # First: it silences torch's warning about a missing NumPy before importing torch.
 from torch_pipelining_worker import (ByteWindows, Stage, cross_entropy, emit, make_optimizer,  # noqa: E402
-                                     start_worker)
+                                     init_worker, start_worker)
 import torch  # noqa: E402
 
 
 def main():
-    cfg = start_worker(__doc__, "gpu_vs_eager.py")
+    cfg, _ = start_worker(__doc__, "gpu_vs_eager.py")
+    init_worker(cfg)
     device = torch.device(cfg["device"])
     model, pipe = cfg["model"], cfg["pipeline"]
     module = Stage(model, 0, model["layers"], first=True, last=True).to(device)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """One rank of the torch.distributed.pipelining peer that scripts/bench/vs_torch.py compares ppctl with.
 
-Started by torchrun (one process per pipeline stage, Gloo on CPU) with the venv's python. Builds its
+Started with the venv's python, either as the launcher of all ranks (`--nprocs P`:
+torch.multiprocessing.spawn, one process per pipeline stage; what vs_torch.py does) or as one rank
+under torchrun. Gloo on CPU. Builds its
 stage of a GPT written to match lib/model/gpt.cpp (GPT-2 pre-norm blocks, learned positions, GELU MLP
 of 4 x hidden, causal scaled_dot_product_attention, final LayerNorm, LM head without bias, byte
 vocabulary, mean cross-entropy), wraps it in a PipelineStage and trains it with the library's own
@@ -10,7 +12,9 @@ Data: random non-overlapping windows of seq_len + 1 bytes of the same text files
 
 Prints machine-readable lines starting with `BENCH ` (JSON): the last rank one per step (loss, wall
 time since the previous step ended), every rank one at the end (peak resident set, bytes saved for
-backward counted during the last warm-up step, mean F and B time over the timed steps). Usage (normally via vs_torch.py):
+backward counted during the last warm-up step, mean F and B time over the timed steps). Usage
+(normally via vs_torch.py):
+  python torch_pipelining_worker.py --config job.json --nprocs P
   torchrun --standalone --nproc-per-node P torch_pipelining_worker.py --config job.json
 """
 import argparse
@@ -20,6 +24,7 @@ import json
 import math
 import os
 import resource
+import socket
 import sys
 import time
 import warnings
@@ -201,23 +206,51 @@ class ComputeTimer:
         return {k: self.ms[k] / self.count[k] if self.count[k] else 0.0 for k in self.ms}
 
 
-def start_worker(description, written_by):
-    """Parses `--config JSON` (written by the driver script `written_by`), sets the thread counts (first,
-    before any parallel work, as ppctl's worker does) and the seed; returns the configuration."""
+def start_worker(description, written_by, launcher=False):
+    """Parses `--config JSON` (written by the driver script `written_by`) and, for the pipeline worker,
+    `--nprocs`; returns (configuration, arguments)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help=f"JSON written by {written_by}")
-    with open(parser.parse_args().config) as f:
-        cfg = json.load(f)
+    if launcher:
+        parser.add_argument("--nprocs", type=int,
+                            help="start this many ranks with torch.multiprocessing (without it: one rank, "
+                                 "RANK and WORLD_SIZE from the environment, as torchrun sets them)")
+    args = parser.parse_args()
+    with open(args.config) as f:
+        return json.load(f), args
+
+
+def init_worker(cfg):
+    """Thread counts first, before any parallel work (as ppctl's worker does), then the seed."""
     torch.set_num_threads(cfg["threads"])
     torch.set_num_interop_threads(1)
     torch.manual_seed(cfg["seed"])
-    return cfg
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def main():
-    cfg = start_worker(__doc__, "vs_torch.py")
+    cfg, args = start_worker(__doc__, "vs_torch.py", launcher=True)
+    if args.nprocs is None:
+        train_rank(None, None, cfg)
+        return
+    # Spawned ranks stay in this process's session (torchrun starts each in a new one): with the
+    # kernel's autogroup scheduling they then share the CPU as ppctl's workers do on a busy machine.
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    torch.multiprocessing.spawn(train_rank, args=(args.nprocs, cfg), nprocs=args.nprocs)
 
-    dist.init_process_group("gloo")
+
+def train_rank(rank, world, cfg):
+    """One rank: `rank` and `world` from torch.multiprocessing.spawn, or None to read the environment."""
+    init_worker(cfg)
+    if rank is None:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     rank, world = dist.get_rank(), dist.get_world_size()
     if world < 2:
         raise SystemExit("torch_pipelining_worker.py: needs at least 2 ranks (one per stage)")

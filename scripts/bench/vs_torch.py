@@ -14,8 +14,8 @@ torch, ppctl, torch, ... `--repeats` times each) and prints medians over the rep
     and the time to the first step of every run of both engines;
   * CPU time per timed step of each engine's whole process tree (launcher and workers, /proc): what
     the work costs, much less sensitive than wall time to other load on the machine.
-ppctl runs as `build/app/ppctl train SPEC`; the peer as `torchrun --standalone --nproc-per-node P
-scripts/bench/torch_pipelining_worker.py` with the venv's python (scripts/setup.sh prints it).
+ppctl runs as `build/app/ppctl train SPEC`; the peer as `scripts/bench/torch_pipelining_worker.py
+--nprocs P` (torch.multiprocessing.spawn) with the venv's python (scripts/setup.sh prints it).
 docs/benchmarks.md describes every column and what differs between the engines.
 Python standard library only; builds ppctl first via scripts/build.sh.
 """
@@ -89,7 +89,7 @@ class Config:
 
 def tree_cpu_seconds(root):
     """User + system CPU seconds used so far by process `root` and its descendants (all threads), from
-    /proc: the launcher (ppctl or torchrun) and its workers."""
+    /proc: the launcher (ppctl, or the spawning python) and its workers."""
     stats = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -189,13 +189,12 @@ def run_ppctl(cfg, workdir):
 
 
 def run_torch(cfg, workdir, python, blocks, spec):
-    """One torchrun of the peer; `spec` is ppctl's spec of the same configuration (for the simulator)."""
+    """One run of the peer; `spec` is ppctl's spec of the same configuration (for the simulator)."""
     steps = cfg.args.warmup + cfg.args.steps
     path = os.path.join(workdir, cfg.label.replace(" ", "_") + ".json")
     with open(path, "w") as f:
         json.dump(cfg.torch_config(blocks, steps), f)
-    command = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={cfg.stages}",
-               WORKER, "--config", path]
+    command = [python, WORKER, "--config", path, f"--nprocs={cfg.stages}"]
     code, out, first, cpu = run_streaming(command, torch_step, cfg.args.warmup, steps)
     records = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("BENCH ")]
     seconds = [r["seconds"] for r in records if "step" in r]
