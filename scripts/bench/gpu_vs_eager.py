@@ -11,10 +11,11 @@ MFU = tokens/s x model FLOPs per token / peak FLOP/s. FLOPs per token: Megatron-
 (Narayanan et al. 2021, arXiv 2104.04473, eq. 3, without recomputation) divided by the tokens of the
 batch: 72 L h^2 (1 + s / (6 h) + V / (12 h L)). Peak: `--peak-tflops`, or a table of known devices.
 
-ppctl's bf16 is the spec field `runtime.precision: bf16` (being added; a ppctl without it rejects the
-spec as an unknown key, and this script says so). `--precision fp32` runs both engines in fp32.
-The eager loop's bf16 is autocast (fp32 weights and AdamW state) unless `--bf16-mode params` puts the
-parameters themselves in bf16: pick the one ppctl implements. Python standard library only.
+ppctl's bf16 is the spec field `runtime.precision: bf16` (on main since commit c72dc59: autocast to
+bf16, fp32 master weights, gradients and AdamW state, fp32 activations between stages; a ppctl without
+it rejects the spec as an unknown key, and this script says so). `--precision fp32` runs both engines
+in fp32. The eager loop's bf16 is the same autocast by default; `--bf16-mode params` puts the
+parameters themselves in bf16 instead. Python standard library only.
 """
 import argparse
 import json
