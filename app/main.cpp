@@ -46,14 +46,20 @@ struct PlanOptions {
   bool with_communication = false;
   bool timeline = false;
   std::string trace_path;
-  std::vector<double> costs;  // F, B, I, W in ms
+  std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
   double p2p_latency = 0.0;
 };
 
 ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
   ppctl::schedule::CostModel costs;
-  if (!options.costs.empty()) {
-    costs.stages = {{options.costs[0], options.costs[1], options.costs[2], options.costs[3]}};
+  if (options.costs.size() % 4 != 0) {
+    throw ppctl::PlanError(fmt::format("--costs: {} values; give F,B,I,W for every stage (4 values) or for "
+                                       "each stage in order (4 per stage)",
+                                       options.costs.size()));
+  }
+  if (!options.costs.empty()) costs.stages.clear();
+  for (size_t i = 0; i < options.costs.size(); i += 4) {
+    costs.stages.push_back({options.costs[i], options.costs[i + 1], options.costs[i + 2], options.costs[i + 3]});
   }
   costs.p2p_latency = options.p2p_latency;
   return costs;
@@ -277,9 +283,10 @@ int main(int argc, char** argv) {
                    "Write the simulated timeline as Chrome-trace/Perfetto JSON to this file")
       ->check(kWritableFile);
   plan->add_option("--costs", plan_options.costs,
-                   "Costs of F,B,I,W in ms, the same for every stage (default 1,2,1,1)")
+                   "Costs of F,B,I,W in ms: 4 values for every stage, or 4 per stage in stage order "
+                   "(default 1,2,1,1)")
       ->delimiter(',')
-      ->expected(4)
+      ->expected(4, CLI::detail::expected_max_vector_size)
       ->check(number_check(0.0, true));
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
       ->check(number_check(0.0, false));

@@ -162,6 +162,19 @@ assert names == {f"rank {r}" for r in range(4)}, names
 assert sum(1 for e in events if e.get("ph") == "X") == 4 * 8 * 2  # F and B per stage and microbatch
 PY
     ;;
+  plan_stage_costs)
+    # --costs per stage: 4 equal groups simulate the same step as one group; a count that is not
+    # 4 or 4 per stage is refused with exit code 2.
+    "$PPCTL" plan "$ROOT/configs/example.yaml" --costs 1,2,1,1 > "$WORK/one" 2>&1 || fail "plan exited $?"
+    "$PPCTL" plan "$ROOT/configs/example.yaml" --costs 1,2,1,1,1,2,1,1,1,2,1,1,1,2,1,1 > "$WORK/out" 2>&1 \
+      || fail "plan with per-stage costs exited $?"
+    grep -q "simulated  step 33.00 ms.*4 per-stage costs" "$WORK/out" || fail "per-stage costs not simulated"
+    grep -q "simulated  step 33.00 ms" "$WORK/one" || fail "uniform costs changed"
+    code=0; "$PPCTL" plan "$ROOT/configs/example.yaml" --costs 1,2,1,1,1,2,1,1 > "$WORK/out" 2>&1 || code=$?
+    [ "$code" -eq 2 ] || fail "2 stages' costs for 4 stages: exit $code, expected 2"
+    code=0; "$PPCTL" plan "$ROOT/configs/example.yaml" --costs 1,2,1,1,1 > "$WORK/out" 2>&1 || code=$?
+    [ "$code" -eq 2 ] || fail "5 cost values: exit $code, expected 2"
+    ;;
   custom_schedule)
     # A hand-written CSV (saved with a UTF-8 byte order mark, as some editors do) runs and meets the
     # oracle; the workers get the CSV text the launcher validated.

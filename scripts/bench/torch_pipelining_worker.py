@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""One rank of the torch.distributed.pipelining peer that scripts/bench/vs_torch.py compares ppctl with.
+
+Started with the venv's python, either as the launcher of all ranks (`--nprocs P`:
+torch.multiprocessing.spawn, one process per pipeline stage; what vs_torch.py does) or as one rank
+under torchrun. Gloo on CPU. Builds its
+stage of a GPT written to match lib/model/gpt.cpp (GPT-2 pre-norm blocks, learned positions, GELU MLP
+of 4 x hidden, causal scaled_dot_product_attention, final LayerNorm, LM head without bias, byte
+vocabulary, mean cross-entropy), wraps it in a PipelineStage and trains it with the library's own
+schedule class (ScheduleGPipe or Schedule1F1B) and torch.optim.AdamW with ppctl's parameter groups.
+Data: random non-overlapping windows of seq_len + 1 bytes of the same text files ppctl reads.
+
+Prints machine-readable lines starting with `BENCH ` (JSON): the last rank one per step (loss, wall
+time since the previous step ended), every rank one at the end (peak resident set, bytes saved for
+backward counted during the last warm-up step, mean F and B time over the timed steps). Usage
+(normally via vs_torch.py):
+  python torch_pipelining_worker.py --config job.json --nprocs P
+  torchrun --standalone --nproc-per-node P torch_pipelining_worker.py --config job.json
+"""
+import argparse
+import contextlib
+import glob
+import json
+import math
+import os
+import resource
+import socket
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402  (after the filter: torch warns about a missing NumPy on import)
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe  # noqa: E402
+
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+INIT_STD = 0.02
+
+
+def emit(record):
+    """One line in a single write(2), so that lines of ranks sharing the pipe never interleave."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("BENCH " + json.dumps(record) + "\n").encode())
+
+
+class Block(nn.Module):
+    """x + attn(ln1(x)), then + mlp(ln2(x)), as ppctl's BlockImpl (no dropout: the benchmark uses 0)."""
+
+    def __init__(self, hidden, heads, layers):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, 4 * hidden)
+        self.fc2 = nn.Linear(4 * hidden, hidden)
+        residual_std = INIT_STD / math.sqrt(2.0 * layers)
+        for linear, std in ((self.qkv, INIT_STD), (self.proj, residual_std), (self.fc1, INIT_STD),
+                            (self.fc2, residual_std)):
+            nn.init.normal_(linear.weight, 0.0, std)
+            nn.init.zeros_(linear.bias)
+
+    def forward(self, x):
+        batch, seq, hidden = x.shape
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        split = lambda t: t.view(batch, seq, self.heads, hidden // self.heads).transpose(1, 2)  # noqa: E731
+        attn = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True)
+        h = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, hidden))
+        return h + self.fc2(F.gelu(self.fc1(self.ln2(h))))
+
+
+class Stage(nn.Module):
+    """Blocks [begin, end), plus the embedding on the first stage and the final norm and LM head on the
+    last: the same split ppctl's plan prints (vs_torch.py passes it in)."""
+
+    def __init__(self, model, begin, end, first, last):
+        super().__init__()
+        hidden = model["hidden"]
+        self.tok_embed = nn.Embedding(model["vocab_size"], hidden) if first else None
+        self.pos_embed = nn.Embedding(model["seq_len"], hidden) if first else None
+        if first:
+            nn.init.normal_(self.tok_embed.weight, 0.0, INIT_STD)
+            nn.init.normal_(self.pos_embed.weight, 0.0, INIT_STD)
+        self.blocks = nn.ModuleList(Block(hidden, model["heads"], model["layers"]) for _ in range(begin, end))
+        self.ln_f = nn.LayerNorm(hidden) if last else None
+        self.lm_head = nn.Linear(hidden, model["vocab_size"], bias=False) if last else None
+        if last:
+            nn.init.normal_(self.lm_head.weight, 0.0, INIT_STD)
+
+    def forward(self, x):
+        if self.tok_embed is not None:
+            x = self.tok_embed(x) + self.pos_embed(torch.arange(x.shape[1], device=x.device)).unsqueeze(0)
+        for block in self.blocks:
+            x = block(x)
+        if self.lm_head is not None:
+            x = self.lm_head(self.ln_f(x))
+        return x
+
+
+def cross_entropy(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def make_optimizer(module, opt):
+    """AdamW with ppctl's groups: weight decay on tensors of two or more dimensions only."""
+    params = list(module.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2]},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=opt["lr"], betas=tuple(opt["betas"]), eps=opt["eps"],
+                             weight_decay=opt["weight_decay"])
+
+
+class ByteWindows:
+    """The text files' bytes concatenated (sorted paths, as ppctl) and cut into windows of seq_len + 1
+    bytes with stride seq_len; each step draws global-batch-many windows at random (seeded)."""
+
+    def __init__(self, patterns, seq_len, seed):
+        files = sorted({os.path.realpath(f) for p in patterns for f in glob.glob(p) if os.path.isfile(f)})
+        data = b"".join(open(f, "rb").read() for f in files)
+        self.bytes = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        self.seq_len = seq_len
+        self.windows = (len(data) - 1) // seq_len
+        self.offsets = torch.arange(seq_len + 1)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def batch(self, sequences):
+        starts = torch.randint(self.windows, (sequences, 1), generator=self.generator) * self.seq_len
+        window = self.bytes[starts + self.offsets].long()
+        return window[:, :-1].contiguous(), window[:, 1:].contiguous()
+
+
+class SavedBytes:
+    """Bytes of tensors autograd holds for backward (saved_tensors_hooks), counted once per storage,
+    parameters excluded; `peak` is the high-water mark. Comparable to ppctl's `kept for backward`."""
+
+    def __init__(self, parameters):
+        self.params = {p.untyped_storage().data_ptr() for p in parameters}
+        self.refs = {}
+        self.live = 0
+        self.peak = 0
+
+    def pack(self, tensor):
+        key = tensor.untyped_storage().data_ptr()
+        if key in self.params or tensor.device.type != "cpu":
+            return tensor
+        return _Held(self, key, tensor)
+
+    @staticmethod
+    def unpack(held):
+        return held.tensor if isinstance(held, _Held) else held
+
+    def add(self, key, nbytes):
+        count = self.refs.get(key, 0)
+        self.refs[key] = count + 1
+        if count == 0:
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+
+    def remove(self, key, nbytes):
+        self.refs[key] -= 1
+        if self.refs[key] == 0:
+            del self.refs[key]
+            self.live -= nbytes
+
+
+class _Held:
+    def __init__(self, meter, key, tensor):
+        self.meter, self.key, self.tensor = meter, key, tensor
+        self.nbytes = tensor.untyped_storage().nbytes()
+        meter.add(key, self.nbytes)
+
+    def __del__(self):
+        self.meter.remove(self.key, self.nbytes)
+
+
+class ComputeTimer:
+    """Wall time of the schedule's compute actions, as ppctl's timing line counts them: F is
+    forward_one_chunk (plus the loss on the last stage), B is backward_one_chunk. Wraps the methods of
+    one stage and one schedule object; counts only while `on`."""
+
+    def __init__(self):
+        self.ms = {"F": 0.0, "B": 0.0}
+        self.count = {"F": 0, "B": 0}
+        self.on = False
+
+    def wrap(self, owner, method, kind, counts=True):
+        inner = getattr(owner, method)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                if self.on:
+                    self.ms[kind] += 1000.0 * (time.perf_counter() - start)
+                    self.count[kind] += 1 if counts else 0
+
+        setattr(owner, method, timed)
+
+    def means(self):
+        return {k: self.ms[k] / self.count[k] if self.count[k] else 0.0 for k in self.ms}
+
+
+def start_worker(description, written_by, launcher=False):
+    """Parses `--config JSON` (written by the driver script `written_by`) and, for the pipeline worker,
+    `--nprocs`; returns (configuration, arguments)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help=f"JSON written by {written_by}")
+    if launcher:
+        parser.add_argument("--nprocs", type=int,
+                            help="start this many ranks with torch.multiprocessing (without it: one rank, "
+                                 "RANK and WORLD_SIZE from the environment, as torchrun sets them)")
+    args = parser.parse_args()
+    with open(args.config) as f:
+        return json.load(f), args
+
+
+def init_worker(cfg):
+    """Thread counts first, before any parallel work (as ppctl's worker does), then the seed."""
+    torch.set_num_threads(cfg["threads"])
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(cfg["seed"])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    cfg, args = start_worker(__doc__, "vs_torch.py", launcher=True)
+    if args.nprocs is None:
+        train_rank(None, None, cfg)
+        return
+    # Spawned ranks stay in this process's session (torchrun starts each in a new one): with the
+    # kernel's autogroup scheduling they then share the CPU as ppctl's workers do on a busy machine.
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    torch.multiprocessing.spawn(train_rank, args=(args.nprocs, cfg), nprocs=args.nprocs)
+
+
+def train_rank(rank, world, cfg):
+    """One rank: `rank` and `world` from torch.multiprocessing.spawn, or None to read the environment."""
+    init_worker(cfg)
+    if rank is None:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world < 2:
+        raise SystemExit("torch_pipelining_worker.py: needs at least 2 ranks (one per stage)")
+    model, pipe = cfg["model"], cfg["pipeline"]
+    begin, end = cfg["blocks"][rank]
+    first, last = rank == 0, rank == world - 1
+    module = Stage(model, begin, end, first, last)
+    module.train()
+    # Static shapes (as ppctl, which knows them from the spec): no shape inference at the first step.
+    mbs, seq, hidden = pipe["micro_batch_size"], model["seq_len"], model["hidden"]
+    example_input = torch.zeros(mbs, seq, dtype=torch.long) if first else torch.empty(mbs, seq, hidden)
+    example_output = torch.empty(mbs, seq, model["vocab_size"] if last else hidden)
+    stage = PipelineStage(module, rank, world, torch.device("cpu"), input_args=example_input,
+                          output_args=example_output)
+    # Every rank passes the loss: the schedule runs backward only when it has one.
+    schedule = SCHEDULES[pipe["schedule"]](stage, n_microbatches=pipe["microbatches"], loss_fn=cross_entropy)
+    timer = ComputeTimer()
+    timer.wrap(stage, "forward_one_chunk", "F")
+    timer.wrap(stage, "backward_one_chunk", "B")
+    timer.wrap(schedule, "_maybe_compute_loss", "F", counts=False)  # private; the loss is part of F in ppctl
+    optimizer = make_optimizer(module, cfg["optimizer"])
+    data = ByteWindows(cfg["data"], model["seq_len"], cfg["seed"]) if first or last else None
+    sequences = pipe["microbatches"] * pipe["micro_batch_size"]
+    saved = SavedBytes(module.parameters())
+
+    previous_end = time.perf_counter()
+    for step in range(cfg["steps"]):
+        timer.on = step >= cfg["warmup"]
+        optimizer.zero_grad(set_to_none=True)
+        tokens, targets = data.batch(sequences) if data is not None else (None, None)
+        losses = []
+        # The hooks cost a Python call per saved tensor: only the last warm-up step (untimed) counts.
+        hooks = (torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack)
+                 if step == cfg["warmup"] - 1 else contextlib.nullcontext())
+        with hooks:
+            if first:
+                schedule.step(tokens, return_outputs=False)
+            elif last:
+                schedule.step(target=targets, losses=losses, return_outputs=False)
+            else:
+                schedule.step(return_outputs=False)
+        optimizer.step()
+        now = time.perf_counter()
+        if last:
+            emit({"step": step + 1, "loss": sum(float(l) for l in losses) / len(losses),
+                  "seconds": now - previous_end})
+        previous_end = now
+    emit({"rank": rank, "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+          "saved_for_backward_mib": saved.peak / 2**20, "compute_ms": timer.means()})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

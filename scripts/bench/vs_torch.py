@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Benchmark: ppctl against torch.distributed.pipelining on the same GPT and pipeline, CPU over Gloo.
+
+For every configuration (model x stages x schedule) it alternates runs of the two engines (ppctl,
+torch, ppctl, torch, ... `--repeats` times each) and prints medians over the repeats:
+  * tokens/s of each (timed steps only: the first `--warmup` steps of every run are excluded) and
+    their ratio;
+  * ppctl's measured schedule time per step and full step time against the simulator's ideal step
+    (`ppctl plan --costs` with the per-stage F and B costs that run measured);
+  * peak resident set per stage (both engines) and bytes kept for backward per stage (ppctl's
+    executor count; autograd's saved tensors on the torch side);
+  * the 1F1B check: stage-0 activations of 1F1B <= (p/m) x GPipe's + 10% (ppctl's kept bytes);
+  * launch to first step: scripts/bench/launch_to_first_step.sh for the tiny model (ppctl's target),
+    and the time to the first step of every run of both engines;
+  * CPU time per timed step of each engine's whole process tree (launcher and workers, /proc): what
+    the work costs, much less sensitive than wall time to other load on the machine.
+ppctl runs as `build/app/ppctl train SPEC`; the peer as `scripts/bench/torch_pipelining_worker.py
+--nprocs P` (torch.multiprocessing.spawn) with the venv's python (scripts/setup.sh prints it).
+docs/benchmarks.md describes every column and what differs between the engines.
+Python standard library only; builds ppctl first via scripts/build.sh.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
+PPCTL = os.path.join(BUILD, "app", "ppctl")
+WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
+sys.path.insert(0, HERE)
+from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
+
+# Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
+MODELS = {
+    "tiny": {"layers": 4, "hidden": 64, "heads": 4, "seq_len": 64, "micro_batch_size": 4, "microbatches": 8},
+    "small": {"layers": 8, "hidden": 128, "heads": 4, "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
+}
+OPTIMIZER = {"lr": 0.002, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+SEED = 1234
+
+STEP_LINE = re.compile(r"\[rank \d+\] info: step (\d+)/\d+ \| loss ([\d.]+) \|.* \| (\d+) tok/s \|")
+MEMORY_LINE = re.compile(r"\[rank (\d+)\] info: memory: max resident set ([\d.]+) MiB; "
+                         r"recompute \S+: kept for backward up to ([\d.]+) MiB")
+HOLDS_LINE = re.compile(r"(?m)^\s+(\d+)\s+(\d+)\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+.*blocks (\d+)-(\d+)")
+
+
+class Config:
+    """One benchmark configuration: a model, a stage count (one stage per rank) and a schedule."""
+
+    def __init__(self, model, stages, schedule, args):
+        self.model, self.stages, self.schedule, self.args = model, stages, schedule, args
+        self.shape = MODELS[model]
+        self.label = f"{model} p{stages} {schedule}"
+        self.tokens_per_step = self.shape["microbatches"] * self.shape["micro_batch_size"] * self.shape["seq_len"]
+
+    def spec_text(self, steps):
+        s = self.shape
+        return (f"model: {{vocab_size: 256, layers: {s['layers']}, hidden: {s['hidden']}, heads: {s['heads']}, "
+                f"seq_len: {s['seq_len']}, dropout: 0.0}}\n"
+                f"pipeline: {{stages: {self.stages}, schedule: {self.schedule}, "
+                f"microbatches: {s['microbatches']}, micro_batch_size: {s['micro_batch_size']}}}\n"
+                f"data: {{path: [{json.dumps(self.args.data)}]}}\n"
+                f"optimizer: {{lr: {OPTIMIZER['lr']}, betas: {OPTIMIZER['betas']}, eps: {OPTIMIZER['eps']}, "
+                f"weight_decay: {OPTIMIZER['weight_decay']}}}\n"
+                f"train: {{steps: {steps}, seed: {SEED}, log_interval: 1}}\n"
+                f"runtime: {{device: cpu, threads_per_worker: {self.args.threads}}}\n")
+
+    def write_spec(self, workdir, steps):
+        path = os.path.join(workdir, self.label.replace(" ", "_") + ".yaml")
+        with open(path, "w") as f:
+            f.write(self.spec_text(steps))
+        return path
+
+    def torch_config(self, blocks, steps):
+        s = self.shape
+        return {"threads": self.args.threads, "seed": SEED, "steps": steps, "warmup": self.args.warmup,
+                "model": {k: s[k] for k in ("layers", "hidden", "heads", "seq_len")} | {"vocab_size": 256},
+                "pipeline": {"schedule": self.schedule, "microbatches": s["microbatches"],
+                             "micro_batch_size": s["micro_batch_size"]},
+                "blocks": blocks, "optimizer": OPTIMIZER, "data": [self.args.data]}
+
+
+def tree_cpu_seconds(root):
+    """User + system CPU seconds used so far by process `root` and its descendants (all threads), from
+    /proc: the launcher (ppctl, or the spawning python) and its workers."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()  # from field 3 (state) on
+            except OSError:
+                continue
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))  # ppid, utime + stime
+    tree, grown = {root}, True
+    while grown:
+        new = {pid for pid, (ppid, _) in stats.items() if ppid in tree} - tree
+        tree |= new
+        grown = bool(new)
+    return sum(stats[pid][1] for pid in tree if pid in stats) / os.sysconf("SC_CLK_TCK")
+
+
+def run_streaming(command, step_of, warmup, steps):
+    """Runs `command`; `step_of(line)` gives the step a progress line reports (None for other lines).
+    Returns (exit code, combined output, seconds from start to the first step's line, CPU seconds of
+    the process tree from the end of step `warmup` to the end of step `steps`, or None)."""
+    start = time.monotonic()
+    first = cpu_start = cpu = None
+    lines = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            step = step_of(line)
+            if step is not None and first is None:
+                first = time.monotonic() - start
+            if step == warmup:
+                cpu_start = tree_cpu_seconds(proc.pid)
+            elif step == steps and cpu_start is not None:
+                cpu = tree_cpu_seconds(proc.pid) - cpu_start
+            lines.append(line)
+    return proc.returncode, "".join(lines), first, cpu
+
+
+def ppctl_step(line):
+    m = STEP_LINE.search(line)
+    return int(m.group(1)) if m else None
+
+
+def torch_step(line):
+    return json.loads(line[6:]).get("step") if line.startswith("BENCH ") else None
+
+
+def timed_throughput(step_seconds, tokens_per_step, warmup):
+    """tokens/s over the steps after the warm-up ones (step_seconds: wall time of each step, in order)."""
+    timed = step_seconds[warmup:]
+    if not timed:
+        raise SystemExit(f"no timed steps: raise --steps above --warmup ({warmup})")
+    return tokens_per_step * len(timed) / sum(timed)
+
+
+def plan_layout(spec):
+    """The blocks [begin, end) of every stage, as ppctl's plan splits them."""
+    out = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True, check=True).stdout
+    return [[int(b), int(e) + 1] for _, _, b, e in HOLDS_LINE.findall(out)]
+
+
+def simulated_step(spec, rank_costs):
+    """`ppctl plan --costs` with one F,B,I,W group per stage (one stage per rank here)."""
+    costs = []
+    for c in rank_costs:
+        costs += [c["F"], c["B"], c["B"] / 2, c["B"] / 2]  # I and W unused by GPipe and 1F1B
+    plan = subprocess.run([PPCTL, "plan", spec, "--costs", ",".join(f"{x:.4f}" for x in costs)],
+                          capture_output=True, text=True)
+    sim = SIMULATED.search(plan.stdout)
+    if plan.returncode != 0 or not sim:
+        raise SystemExit(f"ppctl plan --costs failed:\n{plan.stderr}{plan.stdout[-1000:]}")
+    return float(sim.group(1))
+
+
+def run_ppctl(cfg, workdir):
+    steps = cfg.args.warmup + cfg.args.steps
+    spec = cfg.write_spec(workdir, steps)
+    code, out, first, cpu = run_streaming([PPCTL, "train", spec], ppctl_step, cfg.args.warmup, steps)
+    if code != 0:
+        raise SystemExit(f"{cfg.label}: ppctl train failed ({code}):\n{out[-3000:]}")
+    seconds = [cfg.tokens_per_step / float(m.group(3)) for m in STEP_LINE.finditer(out)]
+    timing = {}
+    for m in TIMING.finditer(out):
+        timing[int(m.group(1))] = {"schedule_ms": float(m.group(2)),
+                                   **{k: float(ms) for k, ms, _ in COST.findall(m.group(4))}}
+    memory = {int(r): (float(rss), float(kept)) for r, rss, kept in MEMORY_LINE.findall(out)}
+    if len(seconds) != steps or len(timing) != cfg.stages or len(memory) != cfg.stages:
+        raise SystemExit(f"{cfg.label}: could not read ppctl's log:\n{out[-3000:]}")
+    ranks = range(cfg.stages)
+    sim_ms = simulated_step(spec, [timing[r] for r in ranks])
+    schedule_ms = max(timing[r]["schedule_ms"] for r in ranks)
+    step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
+    return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
+            "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "sim_ms": sim_ms, "schedule_ms": schedule_ms, "step_ms": step_ms,
+            "schedule_over_sim": schedule_ms / sim_ms, "step_over_sim": step_ms / sim_ms,
+            "costs": [[timing[r]["F"], timing[r]["B"]] for r in ranks],
+            "rss_mib": [memory[r][0] for r in ranks], "activations_mib": [memory[r][1] for r in ranks]}
+
+
+def run_torch(cfg, workdir, python, blocks, spec):
+    """One run of the peer; `spec` is ppctl's spec of the same configuration (for the simulator)."""
+    steps = cfg.args.warmup + cfg.args.steps
+    path = os.path.join(workdir, cfg.label.replace(" ", "_") + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg.torch_config(blocks, steps), f)
+    command = [python, WORKER, "--config", path, f"--nprocs={cfg.stages}"]
+    code, out, first, cpu = run_streaming(command, torch_step, cfg.args.warmup, steps)
+    records = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("BENCH ")]
+    seconds = [r["seconds"] for r in records if "step" in r]
+    ranks = {r["rank"]: r for r in records if "rank" in r}
+    if code != 0 or len(seconds) != steps or len(ranks) != cfg.stages:
+        raise SystemExit(f"{cfg.label}: torch.distributed.pipelining run failed ({code}):\n{out[-3000:]}")
+    costs = [ranks[r]["compute_ms"] for r in range(cfg.stages)]
+    step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
+    return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
+            "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "step_ms": step_ms, "step_over_sim": step_ms / simulated_step(spec, costs),
+            "costs": [[c["F"], c["B"]] for c in costs],
+            "rss_mib": [ranks[r]["max_rss_mib"] for r in range(cfg.stages)],
+            "activations_mib": [ranks[r]["saved_for_backward_mib"] for r in range(cfg.stages)]}
+
+
+def median_of(runs, key):
+    """Median over repeats of a number, or element-wise of a list of numbers."""
+    values = [r[key] for r in runs]
+    if isinstance(values[0], list):
+        return [median_of([{"v": v[i]} for v in values], "v") for i in range(len(values[0]))]
+    return statistics.median(values)
+
+
+def fmt_list(values, precision=0):
+    return "/".join(f"{v:.{precision}f}" for v in values)
+
+
+def print_tables(results, args):
+    print(f"\nthroughput and step time: median of {args.repeats} runs per engine, {args.steps} timed steps each "
+          f"after {args.warmup} warm-up steps, {args.threads} thread(s) per rank")
+    print(f"{'configuration':<20} {'ppctl tok/s':>11} {'torch tok/s':>11} {'ratio':>6} {'sim ms':>8} "
+          f"{'sched ms':>8} {'sched/sim':>9} {'step ms':>8} {'step/sim':>8} {'torch step/sim':>14} "
+          f"{'1st step s':>11} {'CPU ms/step':>15}")
+    for label, (p, t) in results.items():
+        print(f"{label:<20} {median_of(p, 'tokens_per_s'):>11.0f} {median_of(t, 'tokens_per_s'):>11.0f} "
+              f"{median_of(p, 'tokens_per_s') / median_of(t, 'tokens_per_s'):>6.2f} {median_of(p, 'sim_ms'):>8.1f} "
+              f"{median_of(p, 'schedule_ms'):>8.1f} {median_of(p, 'schedule_over_sim'):>9.2f} "
+              f"{median_of(p, 'step_ms'):>8.1f} {median_of(p, 'step_over_sim'):>8.2f} "
+              f"{median_of(t, 'step_over_sim'):>14.2f} "
+              f"{median_of(p, 'first_step_s'):>5.2f}/{median_of(t, 'first_step_s'):<5.2f} "
+              f"{median_of(p, 'cpu_ms'):>7.0f}/{median_of(t, 'cpu_ms'):<7.0f}")
+
+    print("\ncompute per microbatch (ms, median over runs of the per-run means), stage 0/1/...")
+    print(f"{'configuration':<20} {'ppctl F':>24} {'torch F':>24} {'ppctl B':>24} {'torch B':>24}")
+    for label, (p, t) in results.items():
+        costs = [median_of(r, "costs") for r in (p, t)]  # per stage [F, B]
+        print(f"{label:<20} " + " ".join(f"{fmt_list([c[k] for c in costs[e]], 1):>24}"
+                                         for k in (0, 1) for e in (0, 1)))
+
+    print("\nmemory per stage (MiB, stage 0/1/...): peak resident set; activations kept for backward "
+          "(ppctl: executor's count; torch: autograd saved tensors)")
+    print(f"{'configuration':<20} {'ppctl RSS':>24} {'torch RSS':>24} {'ppctl act':>20} {'torch act':>20}")
+    for label, (p, t) in results.items():
+        print(f"{label:<20} {fmt_list(median_of(p, 'rss_mib')):>24} {fmt_list(median_of(t, 'rss_mib')):>24} "
+              f"{fmt_list(median_of(p, 'activations_mib'), 1):>20} {fmt_list(median_of(t, 'activations_mib'), 1):>20}")
+
+    print("\n1F1B stage-0 activations against GPipe's (ppctl's kept-for-backward bytes): "
+          "target 1f1b <= (p/m) x gpipe x 1.10")
+    print(f"{'model, stages':<16} {'1f1b MiB':>9} {'gpipe MiB':>9} {'1f1b/gpipe':>10} {'(p/m)x1.1':>9}  ok")
+    for model in args.models:
+        for stages in args.stages:
+            pair = [results.get(f"{model} p{stages} {s}") for s in ("1f1b", "gpipe")]
+            if None in pair:
+                continue
+            one, gpipe = (median_of(r[0], "activations_mib")[0] for r in pair)
+            bound = stages / MODELS[model]["microbatches"] * 1.10
+            print(f"{model + ' p' + str(stages):<16} {one:>9.2f} {gpipe:>9.2f} {one / gpipe:>10.3f} {bound:>9.3f}  "
+                  f"{'yes' if one / gpipe <= bound else 'NO'}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", type=lambda s: s.split(","), default=list(MODELS),
+                        help=f"comma-separated, from {', '.join(MODELS)} (default: all)")
+    parser.add_argument("--stages", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4],
+                        help="comma-separated stage counts, one rank per stage (default 2,4)")
+    parser.add_argument("--schedules", type=lambda s: s.split(","), default=["1f1b", "gpipe"],
+                        help="comma-separated, from 1f1b, gpipe (default both)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per engine and configuration (default 3)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank (default 1)")
+    parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob), both engines")
+    parser.add_argument("--launch-runs", type=int, default=5,
+                        help="runs of launch_to_first_step.sh (0: skip; default 5)")
+    parser.add_argument("--json", help="also write every run's numbers to this file")
+    parser.add_argument("--no-build", action="store_true", help="use the ppctl already built (tests)")
+    args = parser.parse_args()
+    if args.warmup < 1:
+        parser.error("--warmup must be at least 1 (the first step includes one-off set-up in both engines)")
+    unknown = [m for m in args.models if m not in MODELS] + [s for s in args.schedules if s not in ("1f1b", "gpipe")]
+    if unknown or min(args.stages) < 2:
+        parser.error(f"unknown model or schedule {unknown}, or fewer than 2 stages")
+
+    if not args.no_build:
+        subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
+                       stdout=subprocess.DEVNULL)
+    python = subprocess.run([os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.2f}; {sys.argv[0]} {' '.join(sys.argv[1:])}", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for model in args.models:
+            for stages in args.stages:
+                for schedule in args.schedules:
+                    cfg = Config(model, stages, schedule, args)
+                    spec = cfg.write_spec(workdir, 1)
+                    blocks = plan_layout(spec)
+                    runs = ([], [])
+                    for _ in range(args.repeats):
+                        runs[0].append(run_ppctl(cfg, workdir))
+                        runs[1].append(run_torch(cfg, workdir, python, blocks, spec))
+                    results[cfg.label] = runs
+                    print(f"  {cfg.label}: ppctl {fmt_list([r['tokens_per_s'] for r in runs[0]])} tok/s, "
+                          f"torch {fmt_list([r['tokens_per_s'] for r in runs[1]])} tok/s", flush=True)
+    print_tables(results, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "results": {k: {"ppctl": p, "torch": t} for k, (p, t) in results.items()}},
+                      f, indent=1)
+    if args.launch_runs > 0:
+        print(f"\nlaunch to first step, ppctl, tiny model (scripts/bench/launch_to_first_step.sh {args.launch_runs}):",
+              flush=True)
+        subprocess.run([os.path.join(HERE, "launch_to_first_step.sh"), str(args.launch_runs)], check=True)
+
+
+if __name__ == "__main__":
+    main()
