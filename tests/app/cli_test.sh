@@ -207,7 +207,7 @@ PY
     timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 || fail "train exited $?"
     grep -q "run directory: $WORK/run" "$WORK/out" || fail "the run directory is not printed"
     grep -q "^config ($WORK/job.yaml, as validated):" "$WORK/out" || fail "the config is not printed at start"
-    grep -q "^rank  *stage  *parameters" "$WORK/out" || fail "the plan table is not printed at start"
+    grep -q "^pp rank  *stage  *parameters" "$WORK/out" || fail "the plan table is not printed at start"
     cmp -s "$WORK/job.yaml" "$WORK/run/config.yaml" || fail "config.yaml is not the exact spec text"
     grep -q "^bubble" "$WORK/run/plan.txt" || fail "no plan.txt"
     grep -q "all 2 workers finished" "$WORK/run/launcher.log" || fail "launcher.log incomplete"

@@ -65,7 +65,7 @@ const torch::Tensor& entry(const std::map<std::string, torch::Tensor>& tensors, 
 }
 
 /// The two checkpoints hold the same state: every tensor equal bit for bit (`tolerance` 0) or
-/// within `tolerance` relative to its largest entry. AdamW's state must be there too.
+/// within relative `tolerance` (absolute 1e-6 for entries near 0). AdamW's state must be there too.
 void check_same_state(const fs::path& a, const fs::path& b, double tolerance) {
   auto x = checkpoint_tensors(a);
   auto y = checkpoint_tensors(b);
@@ -79,8 +79,10 @@ void check_same_state(const fs::path& a, const fs::path& b, double tolerance) {
     if (tolerance == 0.0) {
       CHECK(torch::equal(tensor, other));
     } else {
-      const double scale = tensor.abs().max().item<double>();
-      CHECK((tensor - other).abs().max().item<double>() <= tolerance * scale);
+      // The summation order differs between stage counts (the tied gradient is summed across
+      // stages): float rounding, which AdamW amplifies where a gradient is ~0 (the key part of
+      // qkv.bias, which softmax ignores); hence also an absolute 1e-6.
+      CHECK(torch::allclose(tensor, other, tolerance, 1e-6));
     }
   }
   CHECK(optimizer_entries > 10);
@@ -116,12 +118,19 @@ TEST_CASE("a checkpoint resumes at another stage count (the layers regroup): 2 -
   const auto [saved, resumed_with] = GENERATE(std::pair{2, 4}, std::pair{2, 1}, std::pair{1, 2});
   INFO("saved with " << saved << " stage(s), resumed with " << resumed_with);
   const auto whole = checkpointed_job(fmt::format("ckpt_regroup_whole{}", saved), saved, 5, 2);
-  run_ok(whole, {});
+  const auto whole_run = run_ok(whole, {});
   const auto other =
       checkpointed_job(fmt::format("ckpt_regroup_{}_{}", saved, resumed_with), resumed_with, 5, 2);
   const auto resumed = run_ok(other, {"--resume", step_dir(whole, 2).string()});
   CHECK(resumed.output.find(fmt::format("saved with {} stage(s)", saved)) != std::string::npos);
-  check_same_state(step_dir(whole, 5), step_dir(other, 5), 1e-5);
+  const auto expected = logged_steps(whole_run.output);
+  const auto actual = logged_steps(resumed.output);
+  for (int64_t s = 3; s <= 5; ++s) {  // logged with 4 decimals
+    INFO("step " << s);
+    REQUIRE(actual.count(s) == 1);
+    CHECK(std::abs(actual.at(s).loss - expected.at(s).loss) <= 1e-4);
+  }
+  check_same_state(step_dir(whole, 5), step_dir(other, 5), 1e-4);
 }
 
 TEST_CASE("a worker killed while writing a checkpoint leaves the previous one loadable") {
