@@ -15,12 +15,16 @@
 namespace ppctl::train {
 namespace {
 
-/// Peak TFLOP/s per device for MFU (see RunObserver's constructor).
-std::optional<double> peak_tflops(const config::ObserveSpec& observe, torch::Device device) {
+/// Peak TFLOP/s per device for MFU (see RunObserver's constructor): the known GPU's bf16 tensor-core
+/// figure with runtime.precision bf16, its fp32 figure otherwise.
+std::optional<double> peak_tflops(const config::ObserveSpec& observe, config::Precision precision,
+                                  torch::Device device) {
   if (observe.peak_tflops > 0) return observe.peak_tflops;
   if (!device.is_cuda()) return std::nullopt;
   const std::string name = at::cuda::getDeviceProperties(device.index())->name;
-  const auto peak = known_peak_tflops(name);
+  double bf16 = 0.0;
+  const auto peak = known_peak_tflops(name, &bf16);
+  if (peak && precision == config::Precision::Bf16) return bf16;
   if (!peak) {
     spdlog::info("GPU '{}' is not in ppctl's table of peak FLOP/s: no MFU (fix: set "
                  "observe.peak_tflops)",
@@ -54,7 +58,7 @@ RunObserver::RunObserver(const config::JobSpec& spec, const schedule::Program& p
   last_.tokens = dp * p.microbatches * p.micro_batch_size * spec.model.seq_len;
   last_.model_flops = model_flops_per_step(spec.model, dp * p.microbatches * p.micro_batch_size);
   last_.devices = dp * program.num_ranks();
-  last_.peak_tflops = peak_tflops(spec.observe, device);
+  last_.peak_tflops = peak_tflops(spec.observe, spec.runtime.precision, device);
 }
 
 int64_t RunObserver::read_peak_memory() {

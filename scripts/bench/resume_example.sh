@@ -49,8 +49,8 @@ grep -o "step [0-9]*[05]0/300 | loss [0-9.]*\|step [0-9]*[27]5/300 | loss [0-9.]
   while read -r line; do
     key="${line% [0-9.]*}"
     value="${line##* }"
-    same=$(grep -o "$key [0-9.]*" "$WORK/same/run.log" | head -1 | awk '{print $NF}')
-    regroup=$(grep -o "$key [0-9.]*" "$WORK/regroup/run.log" | head -1 | awk '{print $NF}')
+    same=$(grep -o "$key [0-9.]*" "$WORK/same/run.log" | head -1 | awk '{print $NF}' || true)
+    regroup=$(grep -o "$key [0-9.]*" "$WORK/regroup/run.log" | head -1 | awk '{print $NF}' || true)
     echo "| ${key%| loss} | $value | ${same:--} | ${regroup:--} |"
   done
 for run in whole same regroup; do

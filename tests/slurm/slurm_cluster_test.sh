@@ -2,7 +2,8 @@
 # A real one-node Slurm cluster on this machine (Debian's munged, slurmctld and slurmd, started without
 # systemd, every file in a temporary folder, stopped on exit), then `sbatch --wait` of the project's own
 # scripts/slurm/cpu.sbatch with 4 tasks (dp = 2 x pp = 2) on a tiny job; checks that it trained.
-# Usage: slurm_cluster_test.sh PPCTL_BINARY. Needs root (slurmd starts job steps as the job's user;
+# Usage: slurm_cluster_test.sh PPCTL_BINARY [SPEC STEPS]: with SPEC (a dp = 2 x pp = 2 job spec with
+# absolute data paths) it trains that spec for STEPS steps instead and prints its loss lines. Needs root (slurmd starts job steps as the job's user;
 # skipped, exit 77, otherwise) and the packages scripts/setup.sh installs (munge, slurmctld, slurmd,
 # slurm-client).
 set -uo pipefail
@@ -102,6 +103,18 @@ optimizer: {lr: 0.003}
 train: {steps: 10, seed: 3, log_interval: 1}
 runtime: {device: cpu, comm_timeout_s: 60}
 YAML
+
+if [ $# -ge 3 ]; then  # a given spec (e.g. the example at dp 2 x pp 2) instead of the tiny job
+  cp "$2" "$WORK/job.yaml"
+  cd "$WORK"
+  PPCTL="$PPCTL" timeout 1800 sbatch --wait --nodes=1 --ntasks=4 --cpus-per-task=1 \
+    --output="$WORK/job.out" "$ROOT/scripts/slurm/cpu.sbatch" "$WORK/job.yaml" --steps "$3" \
+    > "$WORK/sbatch.out" 2>&1 || fail "sbatch --wait exited $?: $(cat "$WORK/sbatch.out")"
+  grep "launched by slurm\|| loss \|eval after" "$WORK/job.out"
+  grep -q "step $3/$3 | loss" "$WORK/job.out" || fail "no loss line for step $3"
+  echo "PASS [slurm]: $2 trained for $3 steps with 4 Slurm tasks"
+  exit 0
+fi
 
 # The resource line `ppctl plan` prints for this spec must be what the test submits with.
 "$PPCTL" plan "$WORK/job.yaml" > "$WORK/plan.out" 2>&1 || fail "plan failed: $(cat "$WORK/plan.out")"
