@@ -35,6 +35,12 @@ namespace {
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
+/// Bad input found before anything started: the message, and exit code 2.
+int not_started(const ppctl::Error& e) {
+  std::cerr << "error: " << e.what() << "\nnothing was started\n";
+  return kExitBadInput;
+}
+
 std::string self_executable() {
   char buffer[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
@@ -103,6 +109,7 @@ std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::
   const auto checkpoint =
       ppctl::train::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
   const auto meta = ppctl::train::read_checkpoint_meta(checkpoint);
+  ppctl::train::verify_checkpoint_files(checkpoint, meta);
   ppctl::train::check_resumable(
       meta, spec, dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size, total_steps,
       checkpoint);
@@ -147,6 +154,11 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const auto env = ppctl::comm::environment_map();
   const auto mode = ppctl::comm::detect_launch_mode(env);
   if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
+    if (!run_dir.empty()) {
+      spdlog::warn("--run-dir {} is ignored: under {} each process is one worker and no run "
+                   "directory is made (fix: use `ppctl train` without a launcher, or --local)",
+                   run_dir, ppctl::comm::to_string(mode));
+    }
     return train_as_one_worker(spec_path, steps, resume, env, mode);
   }
   const auto planned = ppctl::train::prepare_job(spec_path);
@@ -161,6 +173,9 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     extra.push_back(resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps),
                                    planned.layout.data_parallel));
   }
+  if (!planned.spec.checkpoint.dir.empty()) {
+    ppctl::train::check_checkpoint_dir_writable(planned.spec.checkpoint.dir);
+  }
   const ppctl::schedule::CostModel costs;
   const auto plan_text = ppctl::schedule::format_plan(
       planned.spec, planned.layout, planned.program,
@@ -168,7 +183,12 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   std::string spec_text;
   for (const auto& [name, value] : planned.worker_env)
     if (name == ppctl::train::kSpecTextVariable) spec_text = value;
-  const auto run = ppctl::train::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
+  ppctl::train::RunDirectory run;
+  try {
+    run = ppctl::train::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
+  } catch (const ppctl::Error& e) {  // --run-dir or observe.runs_dir unusable: bad input
+    return not_started(e);
+  }
   std::cerr << "config (" << spec_path << ", as validated):\n" << spec_text
             << (spec_text.empty() || spec_text.back() == '\n' ? "" : "\n") << '\n'
             << plan_text << '\n';
@@ -178,7 +198,9 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const int world_size = static_cast<int>(planned.layout.world_size);
   const auto result = ppctl::train::run_local_job(planned.spec, world_size, self_executable(),
                                                   spec_path, extra, worker_env);
-  ppctl::train::finish_run_directory(run, world_size, planned.spec.observe.trace_steps > 0);
+  // With data parallelism only replica 0 (its pipeline ranks) traces and writes metrics.
+  ppctl::train::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
+                                     planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else {
@@ -195,12 +217,6 @@ int cmd_verify(const std::string& spec_path, double tolerance) {
                                                planned.worker_env);
   std::cout << report.text;
   return report.exit_code;
-}
-
-/// Bad input found before anything started: the message, and exit code 2.
-int not_started(const ppctl::Error& e) {
-  std::cerr << "error: " << e.what() << "\nnothing was started\n";
-  return kExitBadInput;
 }
 
 /// A worker logs every failure itself (rank-prefixed); the launcher then names the rank and stops

@@ -884,6 +884,10 @@ class Loader {
     if (existing == fs::path(k.dir) && !fs::is_directory(existing, ignored)) {
       combination_problem("checkpoint.dir", "checkpoint", value, "names a file, not a folder",
                           "name a folder (it is created when missing)");
+    } else if (!existing.empty() && !fs::is_directory(existing, ignored)) {
+      combination_problem("checkpoint.dir", "checkpoint", value,
+                          fmt::format("lies under {}, which is a file, not a folder", existing.string()),
+                          "name a folder (it is created when missing)");
     } else if (!existing.empty() && ::access(existing.c_str(), W_OK | X_OK) != 0) {
       combination_problem("checkpoint.dir", "checkpoint", value,
                           fmt::format("cannot be written: {} is not writable ({})", existing.string(),

@@ -89,7 +89,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       row += (i == position) ? fmt::format(" [{}]", text) : " " + text;
     }
     if (position == actions.size()) row += " [end: waiting for sends]";
-    spdlog::error("step {} failed at action {} of {}; this rank's actions:{}", dropout.step,
+    spdlog::error("step {} failed at action {} of {}; this rank's actions:{}", dropout.step + 1,
                   position, actions.size(), row);
     sends_.clear();
     recvs_.clear();

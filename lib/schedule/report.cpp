@@ -54,9 +54,9 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      layout.data_parallel, global_batch, global_batch * m.seq_len);
   out += "parallel   " + plan::format_rank_mapping(layout.data_parallel, layout.pipeline_size);
   out += "slurm      " + plan::format_slurm_resources(spec, layout.world_size);
-  out += fmt::format("runtime    device {}, backend {}, {} thread(s) per worker\n",
+  out += fmt::format("runtime    device {}, backend {}, precision {}, {} thread(s) per worker\n",
                      config::to_string(spec.runtime.device), config::to_string(spec.runtime.backend),
-                     spec.runtime.threads_per_worker);
+                     config::to_string(spec.runtime.precision), spec.runtime.threads_per_worker);
   out += fmt::format("bubble     (p-1)/(v*m+p-1) = {}/{} = {:.3f} (equal F and B costs, non-split backward)\n",
                      layout.pipeline_size - 1, p.virtual_stages * p.microbatches + layout.pipeline_size - 1,
                      layout.bubble_fraction);

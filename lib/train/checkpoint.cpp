@@ -88,6 +88,7 @@ json meta_json(const CheckpointMeta& meta) {
           {"sequences_per_step", meta.sequences_per_step},
           {"next_sample", meta.next_sample},
           {"seed", meta.seed},
+          {"eval_fraction", meta.eval_fraction},
           {"stages", meta.stages},
           {"lr", meta.lr},
           {"files", files}};
@@ -95,8 +96,9 @@ json meta_json(const CheckpointMeta& meta) {
 
 [[noreturn]] void corrupt(const fs::path& file, const std::string& why) {
   throw CheckpointError(fmt::format(
-      "checkpoint file {} {} (fix: resume from an older checkpoint: --resume {}/step-NNNNNNNN)",
-      file.string(), why, file.parent_path().parent_path().string()));
+      "checkpoint file {} {} (fix: resume from another complete checkpoint, e.g. an older "
+      "step-NNNNNNNN folder beside {})",
+      file.string(), why, file.parent_path().string()));
 }
 
 /// Rank 0, once every unit file is in `partial`: meta.json, the rename, `latest`, pruning.
@@ -109,6 +111,7 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
   meta.sequences_per_step = writer.sequences_per_step;
   meta.next_sample = step * writer.sequences_per_step;
   meta.seed = spec.train.seed;
+  meta.eval_fraction = spec.data.eval_fraction;
   meta.stages = spec.pipeline.stages;
   meta.lr = lr;
   for (const auto& name : checkpoint_files(spec.model.layers)) {
@@ -199,6 +202,12 @@ void save_checkpoint(const CheckpointWriter& writer, int64_t step, double lr) {
 fs::path resolve_checkpoint(const fs::path& path) {
   std::error_code ignored;
   if (fs::exists(path / kMetaFile, ignored)) return path;
+  if (!fs::is_directory(path, ignored)) {
+    throw CheckpointError(fmt::format(
+        "no checkpoint at {}: no such folder (fix: pass checkpoint.dir of an earlier run, or one of "
+        "its step-NNNNNNNN folders)",
+        path.string()));
+  }
   const auto name = path.filename().string();
   if (name.size() > std::strlen(kPartialSuffix) &&
       name.compare(name.size() - std::strlen(kPartialSuffix), std::string::npos, kPartialSuffix) == 0) {
@@ -206,12 +215,6 @@ fs::path resolve_checkpoint(const fs::path& path) {
         "{} is an incomplete checkpoint (no {}): it was being written when the job stopped (fix: "
         "resume from the latest complete one: --resume {})",
         path.string(), kMetaFile, path.parent_path().string()));
-  }
-  if (!fs::is_directory(path, ignored)) {
-    throw CheckpointError(fmt::format(
-        "no checkpoint at {}: no such folder (fix: pass checkpoint.dir of an earlier run, or one of "
-        "its step-NNNNNNNN folders)",
-        path.string()));
   }
   const fs::path latest = path / kLatestFile;
   if (!fs::exists(latest, ignored)) {
@@ -258,6 +261,7 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
     meta.sequences_per_step = j.at("sequences_per_step").get<int64_t>();
     meta.next_sample = j.at("next_sample").get<int64_t>();
     meta.seed = j.at("seed").get<uint64_t>();
+    meta.eval_fraction = j.at("eval_fraction").get<double>();
     meta.stages = j.at("stages").get<int64_t>();
     meta.lr = j.at("lr").get<double>();
     for (const auto& [name, entry] : j.at("files").items()) {
@@ -268,6 +272,16 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
     corrupt(file, fmt::format("cannot be read as checkpoint metadata ({})", e.what()));
   } catch (const std::invalid_argument&) {
     corrupt(file, "has a malformed checksum");
+  }
+  // Values a hand edit or a damaged file could put out of range: refuse them here, not mid-step.
+  const auto& m = meta.model;
+  if (meta.step < 1 || meta.sequences_per_step < 1 || meta.next_sample != meta.step * meta.sequences_per_step ||
+      m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.seq_len < 1 || m.vocab_size < 1 ||
+      meta.eval_fraction < 0.0 || meta.eval_fraction > 0.5) {
+    corrupt(file, fmt::format("holds values no checkpoint has (step {}, sequences_per_step {}, next_sample {}, "
+                              "layers {}, hidden {}, eval_fraction {})",
+                              meta.step, meta.sequences_per_step, meta.next_sample, m.layers, m.hidden,
+                              meta.eval_fraction));
   }
   for (const auto& name : checkpoint_files(meta.model.layers)) {
     const auto it = meta.files.find(name);
@@ -282,6 +296,31 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
     }
   }
   return meta;
+}
+
+void verify_checkpoint_files(const fs::path& checkpoint, const CheckpointMeta& meta) {
+  for (const auto& [name, recorded] : meta.files) {
+    const auto bytes = core::read_file(checkpoint / name);
+    if (bytes.size() != recorded.first || core::fnv1a64(bytes) != recorded.second) {
+      corrupt(checkpoint / name, "does not match the checksum in meta.json (altered or damaged)");
+    }
+  }
+}
+
+void check_checkpoint_dir_writable(const fs::path& dir) {
+  const fs::path probe = dir / fmt::format(".write-test.{}", ::getpid());
+  try {
+    fs::create_directories(dir);
+    core::write_file_atomically(probe, "ppctl\n");
+    fs::remove(probe);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    fs::remove(probe, ignored);
+    throw CheckpointError(fmt::format(
+        "checkpoint.dir {} cannot hold checkpoints: {} (fix: choose a folder you can write to, on a "
+        "file system with room for the model and its optimizer state)",
+        dir.string(), e.what()));
+  }
 }
 
 void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, int64_t sequences_per_step,
@@ -306,6 +345,19 @@ void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, in
         "model.tie_embeddings: {})",
         spec.source, meta.tie_embeddings, checkpoint.string(), spec.model.tie_embeddings, spec.source,
         meta.tie_embeddings));
+  }
+  if (meta.seed != spec.train.seed) {
+    throw CheckpointError(fmt::format(
+        "{}: train.seed is {} in the checkpoint {} but {} in {}: the data order would not continue "
+        "(fix: resume with train.seed: {})",
+        spec.source, meta.seed, checkpoint.string(), spec.train.seed, spec.source, meta.seed));
+  }
+  if (meta.eval_fraction != spec.data.eval_fraction) {
+    throw CheckpointError(fmt::format(
+        "{}: data.eval_fraction is {:g} in the checkpoint {} but {:g} in {}: other sequences would "
+        "train (fix: resume with data.eval_fraction: {:g})",
+        spec.source, meta.eval_fraction, checkpoint.string(), spec.data.eval_fraction, spec.source,
+        meta.eval_fraction));
   }
   if (meta.sequences_per_step != sequences_per_step) {
     throw CheckpointError(fmt::format(

@@ -34,7 +34,9 @@ struct CheckpointMeta {
   bool tie_embeddings = true;      ///< model.tie_embeddings when saved (must match)
   int64_t sequences_per_step = 0;  ///< global batch in sequences (microbatches x micro_batch_size x dp)
   int64_t next_sample = 0;         ///< data position: the stream index of the next training sequence
-  uint64_t seed = 0;               ///< train.seed when saved
+  uint64_t seed = 0;               ///< train.seed when saved (must match: it orders the data)
+  double eval_fraction = 0.0;      ///< data.eval_fraction when saved (must match: it decides which
+                                   ///< sequences train)
   int64_t stages = 0;              ///< pipeline.stages when saved (informational)
   double lr = 0.0;                 ///< learning rate of the last step taken
   /// unit file name -> (size in bytes, FNV-1a 64 checksum)
@@ -80,8 +82,19 @@ std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 /// Throws ppctl::CheckpointError naming the file when one is missing, truncated or unreadable.
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& checkpoint);
 
+/// Reads every unit file of `checkpoint` and compares its size and FNV-1a checksum with `meta`
+/// (the launcher does this before starting workers). Throws ppctl::CheckpointError naming the first
+/// file that differs.
+void verify_checkpoint_files(const std::filesystem::path& checkpoint, const CheckpointMeta& meta);
+
+/// Creates checkpoint.dir when missing and writes and removes a probe file in it, so that a folder
+/// that cannot hold checkpoints fails before training starts rather than at the first save.
+/// Throws ppctl::CheckpointError naming the folder and the system's reason.
+void check_checkpoint_dir_writable(const std::filesystem::path& dir);
+
 /// Throws ppctl::CheckpointError when the job `spec` cannot continue from `meta`: another model
-/// shape or model.tie_embeddings, another global batch (the data position and LR schedule would not continue), or no step
+/// shape or model.tie_embeddings, another train.seed or data.eval_fraction (the data would not
+/// continue), another global batch (the data position and LR schedule would not continue), or no step
 /// left (meta.step >= `total_steps`). Each message names the field, both values and the fix.
 void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec,
                      int64_t sequences_per_step, int64_t total_steps,

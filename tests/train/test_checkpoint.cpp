@@ -201,14 +201,33 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
     const auto text = message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "truncated");
     CHECK(text.find((good / "block2.pt").string()) != std::string::npos);
   }
-  SECTION("a unit file altered in place: the workers refuse it, naming the file") {
+  SECTION("a unit file altered in place: the launcher's check and the workers refuse it") {
     auto bytes = core::read_file(good / "head.pt");
     bytes[bytes.size() / 2] ^= 0x5a;
     core::write_file_atomically(good / "head.pt", bytes);
+    const auto meta = train::read_checkpoint_meta(good);  // sizes still match
+    CHECK(message_of<CheckpointError>([&] { train::verify_checkpoint_files(good, meta); }, "altered")
+              .find((good / "head.pt").string() + " does not match the checksum") != std::string::npos);
     const auto run = run_job(spec_path, {"--steps", "6", "--resume", good.string()});
     INFO(run.output);
     CHECK(run.result.exit_code != 0);
     CHECK(run.output.find((good / "head.pt").string() + " does not match the checksum") != std::string::npos);
+  }
+  SECTION("a meta.json edited to impossible values") {
+    auto text = core::read_file(good / "meta.json");
+    const auto at = text.find("\"step\": 4");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 9, "\"step\": -5");
+    core::write_file_atomically(good / "meta.json", text);
+    CHECK(message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "negative step")
+              .find("holds values no checkpoint has (step -5") != std::string::npos);
+  }
+  SECTION("a checkpoint folder that cannot be written is refused before training") {
+    CHECK(message_of<CheckpointError>(
+              [&] { train::check_checkpoint_dir_writable(spec_path / "under-a-file"); }, "unwritable")
+              .find("cannot hold checkpoints") != std::string::npos);
+    CHECK_NOTHROW(train::check_checkpoint_dir_writable(dir / "fresh"));
+    CHECK(fs::is_empty(dir / "fresh"));  // the probe is gone
   }
   SECTION("another model shape or global batch, or no step left") {
     const auto meta = train::read_checkpoint_meta(good);
@@ -220,6 +239,14 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
               .find("the global batch is 16 sequences per step") != std::string::npos);
     CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, spec, 8, 4, good); }, "done")
               .find("nothing is left to train") != std::string::npos);
+    auto reseeded = spec;
+    reseeded.train.seed = 99;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, reseeded, 8, 10, good); }, "seed")
+              .find("train.seed is 17 in the checkpoint") != std::string::npos);
+    auto other_split = spec;
+    other_split.data.eval_fraction = 0.3;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, other_split, 8, 10, good); }, "split")
+              .find("data.eval_fraction is 0 in the checkpoint") != std::string::npos);
     auto untied = spec;
     untied.model.tie_embeddings = false;
     CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, untied, 8, 10, good); }, "tied")
