@@ -325,39 +325,34 @@ void check_checkpoint_dir_writable(const fs::path& dir) {
 
 void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, int64_t sequences_per_step,
                      int64_t total_steps, const fs::path& checkpoint) {
+  // A field the checkpoint and the spec must agree on: its name, both values as text, and why.
+  struct Same {
+    const char* field;
+    std::string saved, wanted;
+    const char* why;
+  };
   const auto& a = meta.model;
   const auto& b = spec.model;
-  const std::pair<const char*, std::pair<int64_t, int64_t>> shape[] = {
-      {"model.vocab_size", {a.vocab_size, b.vocab_size}}, {"model.layers", {a.layers, b.layers}},
-      {"model.hidden", {a.hidden, b.hidden}},             {"model.heads", {a.heads, b.heads}},
-      {"model.seq_len", {a.seq_len, b.seq_len}}};
-  for (const auto& [field, values] : shape) {
-    if (values.first != values.second) {
-      throw CheckpointError(fmt::format(
-          "{}: {} is {} in the checkpoint {} but {} in {} (fix: resume with the model the "
-          "checkpoint was saved with, or start a new run with another checkpoint.dir)",
-          spec.source, field, values.first, checkpoint.string(), values.second, spec.source));
-    }
-  }
-  if (meta.tie_embeddings != spec.model.tie_embeddings) {
+  const char* shape = "the checkpoint holds another model";
+  const Same fields[] = {
+      {"model.vocab_size", std::to_string(a.vocab_size), std::to_string(b.vocab_size), shape},
+      {"model.layers", std::to_string(a.layers), std::to_string(b.layers), shape},
+      {"model.hidden", std::to_string(a.hidden), std::to_string(b.hidden), shape},
+      {"model.heads", std::to_string(a.heads), std::to_string(b.heads), shape},
+      {"model.seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len), shape},
+      {"model.tie_embeddings", meta.tie_embeddings ? "true" : "false", b.tie_embeddings ? "true" : "false",
+       shape},
+      {"train.seed", std::to_string(meta.seed), std::to_string(spec.train.seed),
+       "the data order would not continue"},
+      {"data.eval_fraction", fmt::format("{:g}", meta.eval_fraction), fmt::format("{:g}", spec.data.eval_fraction),
+       "other sequences would train"},
+  };
+  for (const auto& f : fields) {
+    if (f.saved == f.wanted) continue;
     throw CheckpointError(fmt::format(
-        "{}: model.tie_embeddings is {} in the checkpoint {} but {} in {} (fix: resume with "
-        "model.tie_embeddings: {})",
-        spec.source, meta.tie_embeddings, checkpoint.string(), spec.model.tie_embeddings, spec.source,
-        meta.tie_embeddings));
-  }
-  if (meta.seed != spec.train.seed) {
-    throw CheckpointError(fmt::format(
-        "{}: train.seed is {} in the checkpoint {} but {} in {}: the data order would not continue "
-        "(fix: resume with train.seed: {})",
-        spec.source, meta.seed, checkpoint.string(), spec.train.seed, spec.source, meta.seed));
-  }
-  if (meta.eval_fraction != spec.data.eval_fraction) {
-    throw CheckpointError(fmt::format(
-        "{}: data.eval_fraction is {:g} in the checkpoint {} but {:g} in {}: other sequences would "
-        "train (fix: resume with data.eval_fraction: {:g})",
-        spec.source, meta.eval_fraction, checkpoint.string(), spec.data.eval_fraction, spec.source,
-        meta.eval_fraction));
+        "{}: {} is {} in the checkpoint {} but {} in {}: {} (fix: resume with {}: {}, or start a new "
+        "run with another checkpoint.dir)",
+        spec.source, f.field, f.saved, checkpoint.string(), f.wanted, spec.source, f.why, f.field, f.saved));
   }
   if (meta.sequences_per_step != sequences_per_step) {
     throw CheckpointError(fmt::format(
