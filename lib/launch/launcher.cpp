@@ -391,7 +391,8 @@ LaunchResult run_workers(const LaunchOptions& options) {
     }
     workers.add(rank, pid);
   }
-  spdlog::info("started {} workers: {}", options.world_size, fmt::join(options.argv, " "));
+  spdlog::info("started {} worker{}: {}", options.world_size, options.world_size == 1 ? "" : "s",
+               fmt::join(options.argv, " "));
 
   LaunchResult result;
   while (workers.running() > 0) {
@@ -407,7 +408,8 @@ LaunchResult run_workers(const LaunchOptions& options) {
       result.exit_code = exit_code_of(failure->status);
       result.failed_rank = failure->rank;
       result.message = fmt::format("rank {} {}", failure->rank, describe_status(failure->status));
-      spdlog::error("{}: stopping the other {} workers", result.message, workers.running());
+      spdlog::error("{}: stopping the other {} worker{}", result.message, workers.running(),
+                    workers.running() == 1 ? "" : "s");
       workers.stop(options.grace);
       return result;
     }

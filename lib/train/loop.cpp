@@ -221,6 +221,7 @@ void run_training(LoopContext& ctx) {
         spdlog::info("eval after step {}: loss {:.4f} ({} held-out batch(es), {:.2f} s)", step + 1, *loss,
                      spec.eval.batches,
                      std::chrono::duration<double>(Clock::now() - eval_start).count());
+        if (ctx.observer) ctx.observer->on_eval(step + 1, *loss, spec.eval.batches);
       }
       interval_start = Clock::now();  // tokens/s counts training only
     }

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/memory.hpp"
 
 namespace ppctl::train {
@@ -101,6 +103,13 @@ void RunObserver::on_step(int64_t step, const runtime::StepResult& result, doubl
   const double mean_s = step > 0 ? after_first_s_ / static_cast<double>(step) : last_.step_time_s;
   progress_.update(last_.step, steps_, last_.loss, last_.tokens_per_s(),
                    mean_s * static_cast<double>(steps_ - last_.step));
+}
+
+void RunObserver::on_eval(int64_t step, double loss, int64_t batches) {
+  if (!metrics_) return;
+  nlohmann::json line{{"event", "eval"}, {"step", step}, {"batches", batches}};
+  line["loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
+  metrics_->write(line.dump());
 }
 
 std::string RunObserver::log_suffix() const {

@@ -48,6 +48,10 @@ class RunObserver {
   void on_step(int64_t step, const runtime::StepResult& result, double lr, double grad_norm,
                bool skipped, Clock::time_point step_start, Clock::time_point schedule_end);
 
+  /// After an evaluation that followed optimizer step `step` (from 1), on the rank that logged it:
+  /// one line `{"event": "eval", "step": S, "loss": L, "batches": B}` in metrics.jsonl.
+  void on_eval(int64_t step, double loss, int64_t batches);
+
   /// " | 0.42 TFLOP/s | MFU 3.1%" for the last step seen (" | 0.42 TFLOP/s" without a peak), to end
   /// the step's log line.
   std::string log_suffix() const;

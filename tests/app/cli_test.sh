@@ -121,6 +121,20 @@ case "$CASE" in
     ls "$WORK/ckpt" | grep -q partial && fail "a .partial folder was left behind"
     no_leftovers
     ;;
+  eval_metrics)
+    # Held-out evaluation every 2 steps: logged, and in metrics.jsonl with the same loss.
+    tiny_job 2 4 "eval: {interval: 2, batches: 2}"
+    sed -i 's|^data: {path: corpus.txt}|data: {path: corpus.txt, eval_fraction: 0.1}|' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 || fail "train exited $?"
+    for s in 2 4; do grep -q "eval after step $s: loss" "$WORK/out" || fail "no eval line after step $s"; done
+    python3 - "$WORK/run/metrics.jsonl" "$WORK/out" <<'PY' || fail "metrics.jsonl lacks the eval lines"
+import json, re, sys
+evals = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "eval"]
+logged = {int(s): float(l) for s, l in re.findall(r"eval after step (\d+): loss (\S+)", open(sys.argv[2]).read())}
+assert [e["step"] for e in evals] == [2, 4], evals
+assert all(abs(e["loss"] - logged[e["step"]]) < 1e-4 and e["batches"] == 2 for e in evals), (evals, logged)
+PY
+    ;;
   resume_errors)
     tiny_job 2 4 ""
     "$PPCTL" train "$WORK/job.yaml" --resume > "$WORK/out" 2>&1
