@@ -101,6 +101,9 @@ case "$CASE" in
     # lands inside a save): each time `latest` names a complete checkpoint and --resume goes on.
     tiny_job 2 100000 "checkpoint: {dir: ckpt, interval: 1, keep: 2}"
     for round in 1 2 3; do
+      # The background job truncates out only once it starts: without this, wait_for_line could see
+      # the previous round's lines and the kill could land before this round has begun.
+      rm -f "$WORK/out"
       "$PPCTL" train "$WORK/job.yaml" $([ "$round" -gt 1 ] && echo --resume) > "$WORK/out" 2>&1 &
       launcher=$!
       wait_for_line "checkpoint of step" 120
