@@ -18,6 +18,7 @@
 
 #include "comm/error_text.hpp"
 #include "comm/launch_env.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "plan/parallel.hpp"
@@ -79,17 +80,8 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
                                             costs, options.with_communication);
   if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
   if (!options.trace_path.empty()) {
-    const std::string tmp = options.trace_path + ".tmp";
-    std::ofstream out(tmp);
-    out << ppctl::schedule::to_chrome_trace(simulation);
-    out.close();
-    std::error_code error;
-    if (out) std::filesystem::rename(tmp, options.trace_path, error);
-    if (!out || error) {
-      std::filesystem::remove(tmp, error);
-      throw ppctl::Error(fmt::format("cannot write the trace file {}: {}", options.trace_path,
-                                     std::strerror(errno)));
-    }
+    ppctl::core::write_file_atomically(options.trace_path,
+                                       ppctl::schedule::to_chrome_trace(simulation));
     std::cout << "trace written to " << options.trace_path << " (open it in https://ui.perfetto.dev)\n";
   }
   return 0;

@@ -11,7 +11,9 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "schedule/chrome_trace.hpp"
 
 namespace ppctl::runtime {
 namespace {
@@ -29,29 +31,6 @@ std::string category(TraceRecorder::Kind kind, const schedule::Action& action) {
     case TraceRecorder::Kind::Phase: break;
   }
   return "phase";
-}
-
-/// Writes `text` to `path` through `path.tmp` and a rename, so a reader never sees half a file.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary);
-  out << text;
-  out.close();
-  std::error_code error;
-  if (out) std::filesystem::rename(tmp, path, error);
-  if (!out || error) {
-    const std::string reason = error ? error.message() : std::strerror(errno);
-    std::filesystem::remove(tmp, error);
-    throw Error(fmt::format("cannot write the trace file {}: {}", path, reason));
-  }
-}
-
-json track_name(int rank) {
-  return {{"name", "thread_name"},
-          {"ph", "M"},
-          {"pid", 0},
-          {"tid", rank},
-          {"args", {{"name", fmt::format("rank {}", rank)}}}};
 }
 
 }  // namespace
@@ -77,7 +56,7 @@ std::string TraceRecorder::to_json() const {
            std::chrono::duration<double, std::micro>(t - steady_anchor_).count();
   };
   json events = json::array();
-  events.push_back(track_name(rank_));
+  events.push_back(schedule::chrome_track_name(rank_));
   for (const Slice& s : slices_) {
     json event{{"cat", category(s.kind, s.action)},
                {"ph", "X"},
@@ -113,7 +92,7 @@ std::string TraceRecorder::to_json() const {
       .dump();
 }
 
-void TraceRecorder::write(const std::string& path) const { write_atomically(path, to_json()); }
+void TraceRecorder::write(const std::string& path) const { core::write_file_atomically(path, to_json()); }
 
 std::string trace_part_name(int rank) { return fmt::format("trace.rank{}.json", rank); }
 
@@ -121,14 +100,10 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
   namespace fs = std::filesystem;
   TraceMerge merge;
   json events = json::array();
-  events.push_back({{"name", "process_name"},
-                    {"ph", "M"},
-                    {"pid", 0},
-                    {"tid", 0},
-                    {"args", {{"name", "ppctl train (measured)"}}}});
+  events.push_back(schedule::chrome_process_name("ppctl train (measured)"));
   std::vector<fs::path> merged_files;
   for (int rank = 0; rank < world_size; ++rank) {
-    events.push_back(track_name(rank));
+    events.push_back(schedule::chrome_track_name(rank));
     const fs::path part = fs::path(run_dir) / trace_part_name(rank);
     std::ifstream in(part, std::ios::binary);
     json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -157,7 +132,8 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
     return key(a) < key(b);
   });
   merge.path = (fs::path(run_dir) / "trace.json").string();
-  write_atomically(merge.path, json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump());
+  core::write_file_atomically(
+      merge.path, json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump());
   std::error_code ignored;
   for (const auto& file : merged_files) fs::remove(file, ignored);
   return merge;

@@ -2,6 +2,8 @@
 // plus its ASCII timeline and Chrome trace renderings.
 #include "schedule/simulate.hpp"
 
+#include "schedule/chrome_trace.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.hpp"
+#include "schedule/chrome_trace.hpp"
 #include "schedule/validate.hpp"
 
 namespace ppctl::schedule {
@@ -303,17 +306,9 @@ std::string format_timeline(const Simulation& simulation, int width) {
 std::string to_chrome_trace(const Simulation& simulation) {
   using nlohmann::json;
   json events = json::array();
-  events.push_back({{"name", "process_name"},
-                    {"ph", "M"},
-                    {"pid", 0},
-                    {"tid", 0},
-                    {"args", {{"name", "ppctl plan (simulated)"}}}});
+  events.push_back(chrome_process_name("ppctl plan (simulated)"));
   for (size_t r = 0; r < simulation.timeline.size(); ++r)
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", 0},
-                      {"tid", r},
-                      {"args", {{"name", fmt::format("rank {}", r)}}}});
+    events.push_back(chrome_track_name(static_cast<int64_t>(r)));
   constexpr double kMicrosPerMs = 1000.0;
   for (size_t r = 0; r < simulation.timeline.size(); ++r)
     for (const TimedAction& t : simulation.timeline[r])

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
 #include "runtime/memory.hpp"
 
 namespace ppctl::train {
@@ -171,10 +173,12 @@ void RunObserver::finish(comm::Communicator* comm) {
 
 void RunObserver::write_simulated_trace(const std::vector<RankTiming>& timings) const {
   const auto path = std::filesystem::path(*run_dir_) / "trace.simulated.json";
-  std::ofstream out(path);
-  out << schedule::to_chrome_trace(schedule::simulate(program_, measured_cost_model(program_, timings)));
-  out.close();
-  if (!out) spdlog::error("cannot write {}", path.string());
+  try {
+    core::write_file_atomically(
+        path, schedule::to_chrome_trace(schedule::simulate(program_, measured_cost_model(program_, timings))));
+  } catch (const Error& e) {
+    spdlog::error("{}", e.what());
+  }
 }
 
 void RunObserver::write_trace_part() noexcept {

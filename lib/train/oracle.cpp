@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/text_dataset.hpp"
 #include "train/grad_norm.hpp"
@@ -32,22 +33,12 @@ void dump_gradients(const std::vector<model::StageModule>& stages, double loss_s
   }
   grads.insert(kGradNormKey, torch::tensor(grad_norm, torch::kDouble));
   const auto bytes = torch::pickle_save(grads);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw Error(fmt::format("cannot write gradient dump {}", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(fmt::format("cannot rename {} to {}", tmp, path));
-  }
+  core::write_file_atomically(path, std::string_view(bytes.data(), bytes.size()));
 }
 
 GradientMap load_gradient_dump(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("gradient dump {} is missing or unreadable", path));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto text = core::read_file(path);  // throws naming the dump when missing or unreadable
+  const std::vector<char> bytes(text.begin(), text.end());
   GradientMap grads;
   for (const auto& item : torch::pickle_load(bytes).toGenericDict()) {
     grads.emplace(item.key().toStringRef(), item.value().toTensor());

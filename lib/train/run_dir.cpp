@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "runtime/trace.hpp"
@@ -17,17 +18,6 @@ namespace ppctl::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) {
-    throw Error(fmt::format("cannot write {} in the run directory (fix: check the folder's "
-                            "permissions and free space)",
-                            path.string()));
-  }
-}
 
 /// Creates `dir` (with parents) or accepts it when it exists and is empty.
 void make_empty_directory(const fs::path& dir) {
@@ -99,8 +89,8 @@ RunDirectory create_run_directory(const config::JobSpec& spec, const std::string
                                                                  run.origin_us / 1'000'000)));
   }
   run.path = fs::absolute(dir).lexically_normal().string();
-  write_file(fs::path(run.path) / "config.yaml", spec_text);
-  write_file(fs::path(run.path) / "plan.txt", plan_text);
+  core::write_file_atomically(fs::path(run.path) / "config.yaml", spec_text);
+  core::write_file_atomically(fs::path(run.path) / "plan.txt", plan_text);
   core::add_log_file((fs::path(run.path) / "launcher.log").string());
   return run;
 }
