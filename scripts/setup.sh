@@ -52,4 +52,16 @@ if ! compgen -G "$VENV/lib/python3*/site-packages/torch-$TORCH_VERSION*.dist-inf
   "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" >&2
 fi
 
+# The reference implementations the tests compare against (pinned). A stamp holding the requirement
+# files' checksum keeps this instant once they are installed.
+REQS=("$(dirname "${BASH_SOURCE[0]}")/test-requirements.txt" "$(dirname "${BASH_SOURCE[0]}")/test-requirements-nodeps.txt")
+STAMP="$VENV/.ppctl-test-requirements"
+WANT="$(cat "${REQS[@]}" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  echo "setup: installing the test reference packages (transformers, megatron-core, sentencepiece, ...)" >&2
+  "$VENV/bin/python" -m pip install -q -r "${REQS[0]}" >&2
+  "$VENV/bin/python" -m pip install -q --no-deps -r "${REQS[1]}" >&2
+  echo "$WANT" > "$STAMP"
+fi
+
 echo "$VENV/bin/python"
