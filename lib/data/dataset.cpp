@@ -104,9 +104,9 @@ BlendPosition training_position(const config::JobSpec& spec, int64_t next_sample
 std::vector<std::string> describe_sources(const config::JobSpec& spec) {
   std::vector<std::string> lines;
   for (const auto& s : spec.data.sources) {
-    lines.push_back(fmt::format("{} {} {:.17g} {}", config::to_string(s.format),
-                                s.format == config::DataFormat::Tokens ? config::to_string(s.dtype) : "-", s.weight,
-                                fmt::join(s.files, " ")));
+    // Not the paths: a corpus moved or copied elsewhere (another spec folder) continues the same stream.
+    lines.push_back(fmt::format("{} {} {:.17g}", config::to_string(s.format),
+                                s.format == config::DataFormat::Tokens ? config::to_string(s.dtype) : "-", s.weight));
   }
   return lines;
 }
