@@ -25,6 +25,10 @@ LiveLine::LiveLine(bool enabled, std::FILE* out, std::chrono::milliseconds min_i
 
 LiveLine::~LiveLine() { finish(); }
 
+bool LiveLine::due() const {
+  return enabled_ && (!open_ || std::chrono::steady_clock::now() - last_draw_ >= min_interval_);
+}
+
 void LiveLine::draw(const std::string& text, bool last) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();

@@ -28,6 +28,9 @@ class LiveLine {
   /// Shows `text` in place of the line drawn before; skipped when the previous draw is younger than
   /// min_interval, unless `last` (which also ends the line).
   void draw(const std::string& text, bool last);
+  /// Whether a draw that is not the last would be shown now (enabled, and min_interval has passed
+  /// since the previous draw): lets a caller skip building text that would be thrown away.
+  bool due() const;
   /// Ends a line left open (a newline), e.g. before closing log lines or on failure.
   void finish();
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <numeric>
 
 #include "core/atomic_file.hpp"
@@ -83,16 +84,26 @@ int64_t IndexedDatasetWriter::bin_bytes() const { return tokens_ * megatron::dty
 void IndexedDatasetWriter::add_document(const std::vector<int32_t>& ids) {
   const bool narrow = dtype_ == megatron::DType::kUint16;
   const size_t width = narrow ? 2 : 4;
-  for (const int32_t id : ids) {
-    if (id < 0 || (narrow && id > 0xffff)) {
-      throw InternalError(fmt::format("token id {} does not fit the dataset's {}", id,
-                                      megatron::dtype_name(dtype_)));
-    }
+  size_t done = 0;
+  while (done < ids.size()) {
     if (buffer_.size() + width > kBufferBytes) flush();
-    // Little-endian, as numpy's tobytes on the machines Megatron runs on.
-    const auto value = static_cast<uint32_t>(id);
-    for (size_t b = 0; b < width; ++b) buffer_.push_back(static_cast<char>((value >> (8 * b)) & 0xff));
-    if (id > max_id_) max_id_ = id;
+    // As many ids as fit the buffer, little-endian (numpy's tobytes on the machines Megatron runs on).
+    const size_t count = std::min(ids.size() - done, (kBufferBytes - buffer_.size()) / width);
+    const size_t at = buffer_.size();
+    buffer_.resize(at + count * width);
+    auto* out = reinterpret_cast<unsigned char*>(buffer_.data() + at);
+    for (size_t k = 0; k < count; ++k) {
+      const int32_t id = ids[done + k];
+      if (id < 0 || (narrow && id > 0xffff)) {
+        buffer_.resize(at);
+        throw InternalError(fmt::format("token id {} does not fit the dataset's {}", id,
+                                        megatron::dtype_name(dtype_)));
+      }
+      const auto value = static_cast<uint32_t>(id);
+      for (size_t b = 0; b < width; ++b) *out++ = static_cast<unsigned char>(value >> (8 * b));
+      if (id > max_id_) max_id_ = id;
+    }
+    done += count;
   }
   lengths_.push_back(static_cast<int64_t>(ids.size()));
   tokens_ += static_cast<int64_t>(ids.size());

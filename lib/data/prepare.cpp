@@ -138,8 +138,10 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
         },
         [&](int64_t n) {
           report.bytes_in += n;
-          line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()),
-                    false);
+          if (line.due()) {
+            line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()),
+                      false);
+          }
         });
   }
   line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()), true);
