@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Throughput of `ppctl data prepare` on this machine: bytes and SentencePiece tokenization, text and
 JSONL input, MB/s of input (MB = 10^6 bytes), against Python sentencepiece encoding the same documents
-in one thread (the reference library, for scale). Prints a table.
+in one thread (the reference library, for scale: PyPI's 0.2.x in the venv, and Debian's 0.1.97 binding,
+the library version ppctl links, when /usr/bin/python3 has it). Prints a table: wall-time MB/s (ppctl's
+own report, without process start), CPU-time MB/s (the process's user + system time, with the ~0.6 s of
+CPU that loading LibTorch at start costs), and MB/s of the whole command's wall time.
 
 The corpus: the fortunes text (Debian's `fortunes`, ~2.6 MB) repeated to --mb MB, one document per
 fortune (text split at "%" lines; JSONL one object per fortune). The model: setup's
@@ -39,17 +42,36 @@ def fortunes():
 
 
 def best_of(repeats, command):
-    """Wall seconds of the fastest of `repeats` runs of `command` (its own report parsed too)."""
+    """(prepare's own seconds, CPU seconds, wall seconds, report) of the fastest of `repeats` runs."""
+    import resource
     best = None
     for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
         # "... from B MB in S s = R MB/s": S is prepare's own time (without process start).
         own = float(out.rsplit(" in ", 1)[1].split(" s ", 1)[0])
         if best is None or own < best[0]:
-            best = (own, wall, out.strip())
+            best = (own, cpu, wall, out.strip())
     return best
+
+
+PY_ENCODE = """
+import json, sys, time, sentencepiece as spm
+docs = json.load(open(sys.argv[2], encoding="utf-8"))
+sp = spm.SentencePieceProcessor(model_file=sys.argv[1])
+best = None
+for _ in range(int(sys.argv[3])):
+    wall, cpu = time.perf_counter(), time.process_time()
+    for d in docs:
+        sp.encode(d)
+    r = (time.perf_counter() - wall, time.process_time() - cpu)
+    best = r if best is None or r[0] < best[0] else best
+print(spm.__version__, best[0], best[1])
+"""
 
 
 def main():
@@ -78,28 +100,31 @@ def main():
             tok = ["--tokenizer", "bytes"] if tokenizer == "bytes" else ["--model", args.model]
             for name, source, extra in (("text (%)", text, ["--document-separator", "%"]),
                                         ("jsonl", jsonl, [])):
-                own, wall, report = best_of(args.repeats, [args.ppctl, "data", "prepare", "--input", source,
-                                                           "--output", out, "--append-eod", "0"] + tok + extra)
+                own, cpu, wall, report = best_of(args.repeats, [args.ppctl, "data", "prepare", "--input", source,
+                                                                "--output", out, "--append-eod", "0"] + tok + extra)
                 size = os.path.getsize(source)
-                rows.append((f"ppctl {tokenizer}", name, size, own, size / 1e6 / own, size / 1e6 / wall))
+                rows.append((f"ppctl {tokenizer}", name, size, own, size / 1e6 / own, size / 1e6 / cpu,
+                             size / 1e6 / wall))
                 print(report, file=sys.stderr)
-        import sentencepiece as spm
-        sp = spm.SentencePieceProcessor(model_file=args.model)
+        docs_file = os.path.join(tmp, "docs.json")
+        with open(docs_file, "w", encoding="utf-8") as f:
+            json.dump(docs, f)
         size = sum(len(d.encode()) for d in docs)
-        best = None
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            for d in docs:
-                sp.encode(d)
-            seconds = time.perf_counter() - start
-            best = seconds if best is None else min(best, seconds)
-        rows.append(("python sentencepiece encode", "in memory", size, best, size / 1e6 / best, float("nan")))
+        for python in (sys.executable, "/usr/bin/python3"):
+            p = subprocess.run([python, "-c", PY_ENCODE, args.model, docs_file, str(args.repeats)],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"{python}: no sentencepiece ({p.stderr.strip().splitlines()[-1]})", file=sys.stderr)
+                continue
+            version, wall, cpu = p.stdout.split()
+            rows.append((f"python sentencepiece {version}", "in memory", size, float(wall),
+                         size / 1e6 / float(wall), size / 1e6 / float(cpu), float("nan")))
 
     print(f"corpus: {len(docs)} documents ({copies} x fortunes), model {os.path.basename(args.model)}, "
           f"best of {args.repeats}, {os.cpu_count()} cores")
-    print(f"{'tokenizer':<28} {'input':<10} {'MB in':>8} {'s':>7} {'MB/s':>8} {'MB/s incl. start':>17}")
+    print(f"{'tokenizer':<28} {'input':<10} {'MB in':>7} {'s':>6} {'MB/s':>7} {'MB/s CPU':>9} {'MB/s cmd':>9}")
     for r in rows:
-        print(f"{r[0]:<28} {r[1]:<10} {r[2] / 1e6:>8.1f} {r[3]:>7.2f} {r[4]:>8.2f} {r[5]:>17.2f}")
+        print(f"{r[0]:<28} {r[1]:<10} {r[2] / 1e6:>7.1f} {r[3]:>6.2f} {r[4]:>7.2f} {r[5]:>9.2f} {r[6]:>9.2f}")
 
 
 if __name__ == "__main__":
