@@ -68,6 +68,24 @@ std::string to_string(Precision precision) {
   throw InternalError("to_string: unknown Precision");
 }
 
+std::string to_string(DataFormat format) {
+  switch (format) {
+    case DataFormat::Text: return "text";
+    case DataFormat::Tokens: return "tokens";
+    case DataFormat::Megatron: return "megatron";
+  }
+  throw InternalError("to_string: unknown DataFormat");
+}
+
+std::string to_string(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::Uint16: return "uint16";
+    case TokenDType::Uint32: return "uint32";
+    case TokenDType::Int32: return "int32";
+  }
+  throw InternalError("to_string: unknown TokenDType");
+}
+
 int64_t held_out_sequences(int64_t num_sequences, double fraction) {
   if (fraction <= 0.0) return 0;
   const auto held_out = static_cast<int64_t>(static_cast<double>(num_sequences) * fraction);

@@ -52,9 +52,20 @@ enum class Precision {
 /// Communication backend; Auto = gloo on cpu, nccl on cuda.
 enum class Backend { Auto, Gloo, Nccl };
 
+/// How a training corpus is stored (data.format; data/token_source.hpp reads each).
+enum class DataFormat {
+  Text,      ///< `text`: raw bytes of text files, one token per byte (vocabulary 256)
+  Tokens,    ///< `tokens`: one flat file of little-endian token ids of data.dtype (nanoGPT's train.bin)
+  Megatron,  ///< `megatron`: a Megatron-LM indexed dataset PREFIX.bin + PREFIX.idx, named by PREFIX
+};
+
+/// Element type of a `tokens` file (data.dtype). Megatron datasets name theirs in the .idx.
+enum class TokenDType { Uint16, Uint32, Int32 };
+
 /// GPT decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
 struct ModelSpec {
-  int64_t vocab_size = 256;  ///< tokens in the vocabulary; data are bytes, so >= 256. Range [256, 1e6].
+  int64_t vocab_size = 256;  ///< tokens in the vocabulary. Range [1, 1e6]; >= 256 with data.format text (bytes);
+                             ///< with token formats > every token id in the data and >= the tokenizer's vocabulary.
   int64_t layers = 4;        ///< transformer blocks. Range [1, 10000]; >= pipeline.stages x pipeline.virtual_stages.
   int64_t hidden = 128;      ///< model width d. Range [1, 65536]; divisible by heads.
   int64_t heads = 4;         ///< attention heads. Range [1, hidden].
@@ -85,10 +96,27 @@ struct PipelineSpec {
                                 ///< to an absolute path by the loader). Required for custom, not allowed otherwise.
 };
 
-/// Training text. Files are read as raw bytes (vocabulary 256).
+/// One corpus of the training data: data.path itself, or one entry of data.blend.
+struct DataSource {
+  double weight = 1.0;                    ///< share of the samples, normalised so that the weights sum to 1
+  DataFormat format = DataFormat::Text;   ///< the entry's `format`, else data.format
+  TokenDType dtype = TokenDType::Uint16;  ///< the entry's `dtype`, else data.dtype (`tokens` only)
+  std::string path;                       ///< as written (for messages)
+  std::vector<std::string> files;         ///< resolved, absolute: text: every matching file, sorted; tokens:
+                                          ///< the file; megatron: the PREFIX (without .bin / .idx)
+};
+
+/// Training data. Text files are read as raw bytes (vocabulary 256); token formats hold ids.
 struct DataSpec {
-  std::vector<std::string> paths;  ///< as written: paths or globs (relative to the spec's folder). Required.
-  std::vector<std::string> files;  ///< resolved: every matching regular file, sorted, absolute. Filled by the loader.
+  std::vector<std::string> paths;  ///< as written: paths or globs (relative to the spec's folder). Required
+                                   ///< unless data.blend is given.
+  std::vector<std::string> files;  ///< resolved: every matching regular file, sorted, absolute. Filled by the loader
+                                   ///< for data.format text with data.path (empty with data.blend).
+  DataFormat format = DataFormat::Text;   ///< `text` (default), `tokens` or `megatron`.
+  TokenDType dtype = TokenDType::Uint16;  ///< `tokens` files: `uint16` (default), `uint32` or `int32`.
+  std::vector<DataSource> sources;  ///< filled by the loader: one source (weight 1) for data.path, or one per
+                                    ///< data.blend entry (`[{weight: W, path: P, format: F, dtype: D}, ...]`),
+                                    ///< weights normalised to sum 1. data.path and data.blend exclude each other.
   double eval_fraction = 0.0;      ///< share of the text's sequences held out for evaluation (the last ones,
                                    ///< never trained on); 0 = none. Range [0, 0.5].
 };
@@ -180,5 +208,7 @@ std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
 std::string to_string(Recompute recompute);
 std::string to_string(Precision precision);
+std::string to_string(DataFormat format);
+std::string to_string(TokenDType dtype);
 
 }  // namespace ppctl::config

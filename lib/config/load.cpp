@@ -3,6 +3,7 @@
 #include "config/load.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -389,7 +390,7 @@ std::vector<std::string> expand_data_entry(const std::string& entry, const std::
 }
 
 /// Reads `data.path` (one path or glob, or a list of them), resolves it and fills data.paths and data.files.
-bool read_data_paths(Context& c, const Entry& e, DataSpec& out) {
+bool read_data_paths(Context& c, const Entry& e, std::vector<std::string>& paths, std::vector<std::string>& files_out) {
   std::vector<Entry> entries;
   if (e.value.IsScalar()) {
     entries.push_back(e);
@@ -410,7 +411,7 @@ bool read_data_paths(Context& c, const Entry& e, DataSpec& out) {
       continue;
     }
     const std::string& text = entry.value.Scalar();
-    out.paths.push_back(text);
+    paths.push_back(text);
     bool only_dirs = false;
     const std::vector<std::string> matched = expand_data_entry(text, c.base_dir, only_dirs);
     if (matched.empty()) {
@@ -423,8 +424,43 @@ bool read_data_paths(Context& c, const Entry& e, DataSpec& out) {
     }
     files.insert(matched.begin(), matched.end());
   }
-  out.files.assign(files.begin(), files.end());
+  files_out.assign(files.begin(), files.end());
   return ok;
+}
+
+/// data.path and data.blend as read by the schema; resolved by Loader::resolve_data once data.format and
+/// data.dtype are known (YAML keys come in any order).
+struct DataEntries {
+  std::optional<Entry> path;
+  std::optional<Entry> blend;
+};
+
+/// A `tokens` file or `megatron` prefix of `e`: one non-empty path (no glob), made absolute against
+/// `base_dir`. Whether the files exist and hold a dataset is checked by data::check_data.
+bool read_token_path(Context& c, const Entry& e, DataFormat format, std::string& out) {
+  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+    c.bad(e, fmt::format("must be one path with data.format {}", to_string(format)),
+          format == DataFormat::Megatron ? "name the dataset's PREFIX (PREFIX.bin and PREFIX.idx), e.g. path: corpus/train_text_document"
+                                         : "name the token file, e.g. path: corpus/train.bin");
+    return false;
+  }
+  const std::string& text = e.value.Scalar();
+  const fs::path p(text.front() == '~' && std::getenv("HOME") != nullptr ? std::getenv("HOME") + text.substr(1) : text);
+  out = (p.is_absolute() ? p : fs::path(c.base_dir) / p).lexically_normal().string();
+  return true;
+}
+
+/// Fills `source.files` from `e` (data.path or a blend entry's path) for the source's format.
+bool read_source_path(Context& c, const Entry& e, DataSource& source) {
+  source.path = e.value.IsScalar() ? e.value.Scalar() : describe(e.value);
+  if (source.format == DataFormat::Text) {
+    std::vector<std::string> written;
+    return read_data_paths(c, e, written, source.files);
+  }
+  std::string resolved;
+  if (!read_token_path(c, e, source.format, resolved)) return false;
+  source.files = {resolved};
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -487,7 +523,7 @@ std::string resolve_against(const std::string& base_dir, const std::string& path
 }
 
 /// Every section and key of a job spec, reading into `spec`. Ranges match the comments in job_spec.hpp.
-std::vector<Section> schema(JobSpec& spec) {
+std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
   ModelSpec& m = spec.model;
   PipelineSpec& p = spec.pipeline;
   OptimizerSpec& o = spec.optimizer;
@@ -495,7 +531,7 @@ std::vector<Section> schema(JobSpec& spec) {
   RuntimeSpec& r = spec.runtime;
   return {
       {"model",
-       {int_field("vocab_size", m.vocab_size, {256, kMillion, "the data are bytes, so at least 256"}),
+       {int_field("vocab_size", m.vocab_size, {1, kMillion}),
         int_field("layers", m.layers, {1, 10'000}),
         int_field("hidden", m.hidden, {1, 65'536}),
         int_field("heads", m.heads, {1, 65'536}),
@@ -519,8 +555,20 @@ std::vector<Section> schema(JobSpec& spec) {
            return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);
          }}}},
       {"data",
-       {{"path", [&spec](Context& c, const Entry& e) { return read_data_paths(c, e, spec.data); }},
-        real_field("eval_fraction", spec.data.eval_fraction, {0, false, 0.5, false})}},
+       {{"path", [&data_entries](Context&, const Entry& e) {
+          data_entries.path = e;  // resolved by Loader::resolve_data once data.format is known
+          return true;
+        }},
+        real_field("eval_fraction", spec.data.eval_fraction, {0, false, 0.5, false}),
+        enum_field("format", spec.data.format,
+                   std::vector{DataFormat::Text, DataFormat::Tokens, DataFormat::Megatron},
+                   {{"bytes", "text"}, {"bin", "tokens"}, {"indexed", "megatron"}, {"mmap", "megatron"}}),
+        enum_field("dtype", spec.data.dtype, std::vector{TokenDType::Uint16, TokenDType::Uint32, TokenDType::Int32},
+                   {{"u16", "uint16"}, {"u32", "uint32"}, {"i32", "int32"}, {"int16", "uint16"}}),
+        {"blend", [&data_entries](Context&, const Entry& e) {
+          data_entries.blend = e;  // read by Loader::resolve_data
+          return true;
+        }}}},
       {"optimizer",
        {real_field("lr", o.lr, {0, true, 10, false}),
         {"betas", [&o](Context& c, const Entry& e) { return read_betas(c, e, o.beta1, o.beta2); }},
@@ -581,7 +629,7 @@ struct Seen {
 
 class Loader {
  public:
-  Loader(JobSpec& spec, Context& context) : spec_(spec), c_(context), sections_(schema(spec)) {}
+  Loader(JobSpec& spec, Context& context) : spec_(spec), c_(context), sections_(schema(spec, data_entries_)) {}
 
   /// Reads the root mapping and every section, then the checks that span keys.
   void read(const YAML::Node& root) {
@@ -590,6 +638,7 @@ class Loader {
     for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
       return read_section(section_named(name), e);
     });
+    resolve_data();
     check_required(line_of(root));
     apply_schedule_defaults();
     check_combinations();
@@ -663,12 +712,112 @@ class Loader {
   }
   static std::string key_names(const Section& section) { return join_names(key_names_vector(section)); }
 
-  /// data.path is the only required key.
+  /// data.path (or data.blend) is the only required key.
   void check_required(int root_line) {
-    if (seen_.count("data.path") || !usable("data")) return;  // a broken data section is reported already
+    if (seen_.count("data.path") || seen_.count("data.blend") || !usable("data")) return;  // reported already
     const auto data = seen_.find("data");
     c_.problems.add(data != seen_.end() ? data->second.line : root_line, "data.path", std::nullopt,
                     "required key is missing", "name the training text, e.g. data: {path: corpus/*.txt}");
+  }
+
+  /// Resolves data.path or data.blend into data.sources (and data.files for text with data.path), with
+  /// data.format and data.dtype as read. Marks the key unusable on a problem.
+  void resolve_data() {
+    DataSpec& d = spec_.data;
+    if (!usable("data.format") || !usable("data.dtype")) return;
+    if (data_entries_.path && data_entries_.blend) {
+      c_.problems.add(data_entries_.blend->line, "data.blend", std::nullopt,
+                      "data.path and data.blend exclude each other",
+                      "keep data.path for one corpus, or move it into data.blend as {weight: 1, path: ...}");
+      seen_["data.blend"].ok = false;
+      return;
+    }
+    if (data_entries_.path) {
+      DataSource source{1.0, d.format, d.dtype, "", {}};
+      bool ok = true;
+      if (d.format == DataFormat::Text) {
+        ok = read_data_paths(c_, *data_entries_.path, d.paths, d.files);
+        source.path = fmt::format("{}", fmt::join(d.paths, ", "));
+        source.files = d.files;
+      } else {
+        ok = read_source_path(c_, *data_entries_.path, source);
+        d.paths = {source.path};
+      }
+      if (ok) d.sources.push_back(std::move(source));
+      seen_["data.path"].ok = ok;
+    }
+    if (data_entries_.blend) seen_["data.blend"].ok = read_blend(*data_entries_.blend);
+  }
+
+  /// data.blend: a non-empty list of {weight, path, format, dtype} (format and dtype default to data.format
+  /// and data.dtype); weights > 0, normalised to sum 1.
+  bool read_blend(const Entry& e) {
+    const std::string example = "blend: [{weight: 0.7, path: a/train}, {weight: 0.3, path: b/train}]";
+    if (!e.value.IsSequence() || e.value.size() == 0) {
+      c_.bad(e, "must be a non-empty list of {weight, path} entries", "write " + example);
+      return false;
+    }
+    bool ok = true;
+    double total = 0;
+    std::vector<DataSource> sources;
+    for (std::size_t i = 0; i < e.value.size(); ++i) {
+      const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
+      if (!item.value.IsMap()) {
+        c_.bad(item, "must be a mapping {weight: W, path: P}", "write " + example);
+        ok = false;
+        continue;
+      }
+      DataSource source{0.0, spec_.data.format, spec_.data.dtype, "", {}};
+      std::optional<Entry> path;
+      bool item_ok = true;
+      bool has_weight = false;
+      for_each_key(item.value, item.path, {"weight", "path", "format", "dtype"},
+                   [&](const std::string& key, const Entry& field) {
+                     bool field_ok = true;
+                     if (key == "weight") {
+                       has_weight = true;
+                       field_ok = read_real(c_, field, {0, true, 1e9, false}, 1.0, source.weight);
+                     } else if (key == "path") {
+                       path = field;
+                     } else if (key == "format") {
+                       field_ok = read_enum(c_, field, std::vector{DataFormat::Text, DataFormat::Tokens, DataFormat::Megatron},
+                                            {}, source.format);
+                     } else {
+                       field_ok = read_enum(c_, field, std::vector{TokenDType::Uint16, TokenDType::Uint32, TokenDType::Int32},
+                                            {}, source.dtype);
+                     }
+                     item_ok = item_ok && field_ok;
+                     return field_ok;
+                   });
+      for (const auto& [missing, present] : {std::pair{"weight", has_weight}, std::pair{"path", path.has_value()}}) {
+        if (present) continue;
+        c_.problems.add(item.line, item.path + "." + missing, std::nullopt, "required key is missing",
+                        "write each entry as {weight: 0.5, path: corpus/train}");
+        item_ok = false;
+      }
+      if (item_ok) item_ok = read_source_path(c_, *path, source);
+      if (item_ok) {
+        total += source.weight;
+        sources.push_back(std::move(source));
+      }
+      ok = ok && item_ok;
+    }
+    if (!ok) return false;
+    for (auto& source : sources) source.weight /= total;
+    spec_.data.sources = std::move(sources);
+    return true;
+  }
+
+  /// model.vocab_size >= 256 when any source is text (bytes are ids 0..255).
+  void check_vocab_covers_bytes() {
+    const auto& sources = spec_.data.sources;
+    const bool text = std::any_of(sources.begin(), sources.end(),
+                                  [](const DataSource& s) { return s.format == DataFormat::Text; });
+    if (text && usable("model.vocab_size") && spec_.model.vocab_size < 256) {
+      combination_problem("model.vocab_size", "data.format", std::to_string(spec_.model.vocab_size),
+                          "must be at least 256 with data.format text (the data are bytes, ids 0..255)",
+                          "use vocab_size: 256 or more, or train on tokenized data (data.format tokens or megatron)");
+    }
   }
 
   /// True when `path` and its section were either absent (default applies) or read without problems,
@@ -930,6 +1079,7 @@ class Loader {
     check_layers_cover_stages();
     check_min_lr();
     check_data_covers_a_sequence();
+    check_vocab_covers_bytes();
     check_eval();
     check_checkpoint();
     if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
@@ -948,6 +1098,7 @@ class Loader {
 
   JobSpec& spec_;
   Context& c_;
+  DataEntries data_entries_;
   std::vector<Section> sections_;
   std::map<std::string, Seen> seen_;
 };

@@ -3,6 +3,7 @@
 #include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/serialize.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "core/atomic_file.hpp"
 #include "core/check.hpp"
 #include "core/error.hpp"
+#include "data/dataset.hpp"
 
 namespace ppctl::train {
 namespace fs = std::filesystem;
@@ -87,6 +89,7 @@ json meta_json(const CheckpointMeta& meta) {
             {"tie_embeddings", m.tie_embeddings}}},
           {"sequences_per_step", meta.sequences_per_step},
           {"next_sample", meta.next_sample},
+          {"data", {{"sources", meta.data_sources}, {"counts", meta.data_counts}}},
           {"seed", meta.seed},
           {"eval_fraction", meta.eval_fraction},
           {"stages", meta.stages},
@@ -110,6 +113,8 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
   meta.tie_embeddings = spec.model.tie_embeddings;
   meta.sequences_per_step = writer.sequences_per_step;
   meta.next_sample = step * writer.sequences_per_step;
+  meta.data_counts = data::training_position(spec, meta.next_sample).counts;
+  meta.data_sources = data::describe_sources(spec);
   meta.seed = spec.train.seed;
   meta.eval_fraction = spec.data.eval_fraction;
   meta.stages = spec.pipeline.stages;
@@ -260,6 +265,10 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
     meta.model.tie_embeddings = meta.tie_embeddings;
     meta.sequences_per_step = j.at("sequences_per_step").get<int64_t>();
     meta.next_sample = j.at("next_sample").get<int64_t>();
+    if (j.contains("data")) {  // absent before blends: one text source, counts = {next_sample}
+      meta.data_sources = j.at("data").at("sources").get<std::vector<std::string>>();
+      meta.data_counts = j.at("data").at("counts").get<std::vector<int64_t>>();
+    }
     meta.seed = j.at("seed").get<uint64_t>();
     meta.eval_fraction = j.at("eval_fraction").get<double>();
     meta.stages = j.at("stages").get<int64_t>();
@@ -282,6 +291,12 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
                               "layers {}, hidden {}, eval_fraction {})",
                               meta.step, meta.sequences_per_step, meta.next_sample, m.layers, m.hidden,
                               meta.eval_fraction));
+  }
+  int64_t counted = 0;
+  for (const int64_t c : meta.data_counts) counted += c < 0 ? meta.next_sample + 1 : c;
+  if (!meta.data_counts.empty() && (counted != meta.next_sample || meta.data_counts.size() != meta.data_sources.size())) {
+    corrupt(file, fmt::format("holds a data position whose {} per-source counts do not sum to next_sample {}",
+                              meta.data_counts.size(), meta.next_sample));
   }
   for (const auto& name : checkpoint_files(meta.model.layers)) {
     const auto it = meta.files.find(name);
@@ -353,6 +368,20 @@ void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, in
         "{}: {} is {} in the checkpoint {} but {} in {}: {} (fix: resume with {}: {}, or start a new "
         "run with another checkpoint.dir)",
         spec.source, f.field, f.saved, checkpoint.string(), f.wanted, spec.source, f.why, f.field, f.saved));
+  }
+  if (!meta.data_sources.empty() && meta.data_sources != data::describe_sources(spec)) {
+    throw CheckpointError(fmt::format(
+        "{}: the data sources differ from those of the checkpoint {} (saved: [{}]; now: [{}]): the data position "
+        "would not continue (fix: resume with the same data.path / data.blend, data.format and data.dtype, or start "
+        "a new run with another checkpoint.dir)",
+        spec.source, checkpoint.string(), fmt::join(meta.data_sources, "; "),
+        fmt::join(data::describe_sources(spec), "; ")));
+  }
+  if (!meta.data_counts.empty() && meta.data_counts != data::training_position(spec, meta.next_sample).counts) {
+    throw CheckpointError(fmt::format(
+        "{}: the checkpoint {} records a data position [{}] after {} samples that the blend rule does not give for "
+        "this spec (damaged or edited meta.json; fix: resume from another checkpoint)",
+        spec.source, checkpoint.string(), fmt::join(meta.data_counts, ", "), meta.next_sample));
   }
   if (meta.sequences_per_step != sequences_per_step) {
     throw CheckpointError(fmt::format(

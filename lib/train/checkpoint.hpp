@@ -34,6 +34,10 @@ struct CheckpointMeta {
   bool tie_embeddings = true;      ///< model.tie_embeddings when saved (must match)
   int64_t sequences_per_step = 0;  ///< global batch in sequences (microbatches x micro_batch_size x dp)
   int64_t next_sample = 0;         ///< data position: the stream index of the next training sequence
+  /// data position per source (data::training_position): samples each data.path / data.blend source
+  /// supplied before next_sample; empty in checkpoints written before blends (one text source).
+  std::vector<int64_t> data_counts;
+  std::vector<std::string> data_sources;  ///< data::describe_sources of the saving spec (must match)
   uint64_t seed = 0;               ///< train.seed when saved (must match: it orders the data)
   double eval_fraction = 0.0;      ///< data.eval_fraction when saved (must match: it decides which
                                    ///< sequences train)
@@ -93,8 +97,8 @@ void verify_checkpoint_files(const std::filesystem::path& checkpoint, const Chec
 void check_checkpoint_dir_writable(const std::filesystem::path& dir);
 
 /// Throws ppctl::CheckpointError when the job `spec` cannot continue from `meta`: another model
-/// shape or model.tie_embeddings, another train.seed or data.eval_fraction (the data would not
-/// continue), another global batch (the data position and LR schedule would not continue), or no step
+/// shape or model.tie_embeddings, another train.seed, data.eval_fraction or data sources (format,
+/// dtype, weight, files: the data would not continue), another global batch (the data position and LR schedule would not continue), or no step
 /// left (meta.step >= `total_steps`). Each message names the field, both values and the fix.
 void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec,
                      int64_t sequences_per_step, int64_t total_steps,

@@ -10,7 +10,7 @@ bool eval_due(const config::EvalSpec& eval, int64_t done, int64_t total) {
 }
 
 std::optional<double> evaluate(runtime::Executor& executor, const schedule::RankProgram& actions,
-                               const data::TextDataset* dataset, const config::JobSpec& spec,
+                               const data::Dataset* dataset, const config::JobSpec& spec,
                                int64_t replica, int64_t replicas, comm::Communicator* data_parallel) {
   double loss_sum = 0.0;
   int64_t loss_count = 0;

@@ -5,7 +5,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
-#include "data/text_dataset.hpp"
+#include "data/dataset.hpp"
 #include "runtime/executor.hpp"
 #include "schedule/action.hpp"
 
@@ -23,7 +23,7 @@ bool eval_due(const config::EvalSpec& eval, int64_t done, int64_t total);
 /// holding the last stage, std::nullopt elsewhere. `dataset` may be null on ranks holding neither
 /// the first nor the last stage.
 std::optional<double> evaluate(runtime::Executor& executor, const schedule::RankProgram& actions,
-                               const data::TextDataset* dataset, const config::JobSpec& spec,
+                               const data::Dataset* dataset, const config::JobSpec& spec,
                                int64_t replica = 0, int64_t replicas = 1,
                                comm::Communicator* data_parallel = nullptr);
 

@@ -118,12 +118,17 @@ void run_training(LoopContext& ctx) {
   std::vector<comm::Communicator*> groups;  // the norm is summed over these (the pipeline)
   if (ctx.comm != nullptr) groups.push_back(ctx.comm);
 
+  if (ctx.dataset != nullptr) ctx.dataset->set_samples_per_step(sequences_per_step);
   int64_t first_step = 0;
   if (!ctx.resume_from.empty()) {
     const auto meta = read_checkpoint_meta(ctx.resume_from);
     check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
     load_checkpoint(ctx.resume_from, meta, ctx.stages, *optimizer);
     first_step = meta.step;
+    if (ctx.dataset != nullptr) {  // the data position the checkpoint recorded (one text source: next_sample)
+      ctx.dataset->seek(meta.data_counts.empty() ? data::BlendPosition{meta.next_sample, {meta.next_sample}}
+                                                 : data::BlendPosition{meta.next_sample, meta.data_counts});
+    }
     spdlog::info("resumed from {} after step {} (saved with {} stage(s); next training sequence {})",
                  ctx.resume_from, meta.step, meta.stages, meta.next_sample);
   }

@@ -10,7 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
-#include "data/text_dataset.hpp"
+#include "data/dataset.hpp"
 #include "model/gpt.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
@@ -25,7 +25,7 @@ struct LoopContext {
   int rank = 0;
   runtime::Executor& executor;
   std::vector<model::StageModule> stages;  ///< this rank's stages (their parameters are optimised)
-  const data::TextDataset* dataset;    ///< null unless this rank holds the first or last stage
+  data::Dataset* dataset;    ///< null unless this rank holds the first or last stage
   int64_t steps = 0;                   ///< optimizer steps to run
   std::string dump_gradients_dir;      ///< see WorkerOptions
   comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank

@@ -20,7 +20,7 @@ runtime::MicrobatchData gather(const config::JobSpec& spec, int64_t step, int64_
   out.targets = torch::empty({mbs, seq}, torch::kLong);
   for (int64_t i = 0; i < mbs; ++i) {
     const int64_t index =
-        data::TextDataset::stream_index(step, replica * m + microbatch_index, i, replicas * m, mbs);
+        data::Dataset::stream_index(step, replica * m + microbatch_index, i, replicas * m, mbs);
     write(index, out.tokens[i].data_ptr<int64_t>(), out.targets[i].data_ptr<int64_t>());
   }
   return out;
@@ -28,7 +28,7 @@ runtime::MicrobatchData gather(const config::JobSpec& spec, int64_t step, int64_
 
 }  // namespace
 
-runtime::MicrobatchData microbatch(const data::TextDataset& dataset, const config::JobSpec& spec,
+runtime::MicrobatchData microbatch(const data::Dataset& dataset, const config::JobSpec& spec,
                                    int64_t step, int64_t microbatch_index, int64_t replica,
                                    int64_t replicas) {
   return gather(spec, step, microbatch_index, replica, replicas,
@@ -37,7 +37,7 @@ runtime::MicrobatchData microbatch(const data::TextDataset& dataset, const confi
                 });
 }
 
-runtime::MicrobatchSource microbatch_source(const data::TextDataset* dataset,
+runtime::MicrobatchSource microbatch_source(const data::Dataset* dataset,
                                             const config::JobSpec& spec, int64_t step,
                                             int64_t replica, int64_t replicas) {
   return [dataset, &spec, step, replica, replicas](int64_t microbatch_index) {
@@ -46,7 +46,7 @@ runtime::MicrobatchSource microbatch_source(const data::TextDataset* dataset,
   };
 }
 
-runtime::MicrobatchSource eval_microbatch_source(const data::TextDataset* dataset,
+runtime::MicrobatchSource eval_microbatch_source(const data::Dataset* dataset,
                                                  const config::JobSpec& spec, int64_t batch,
                                                  int64_t replica, int64_t replicas) {
   return [dataset, &spec, batch, replica, replicas](int64_t microbatch_index) {

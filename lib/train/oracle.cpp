@@ -11,7 +11,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "data/text_dataset.hpp"
+#include "data/dataset.hpp"
 #include "train/grad_norm.hpp"
 #include "train/microbatches.hpp"
 
@@ -70,8 +70,7 @@ GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks) {
 GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   model::StageModule whole(spec.model, model::whole_model_layout(spec.model), spec.train.seed);
   whole->set_precision(spec.runtime.precision);
-  const data::TextDataset dataset(spec.data.files, spec.model.seq_len, spec.train.seed,
-                                  spec.data.eval_fraction);
+  const data::Dataset dataset(spec);
   // The global batch of dp replicas: replica r's microbatch j is global microbatch r x m0 + j.
   const int64_t m0 = spec.pipeline.microbatches;
   const int64_t dp = std::max<int64_t>(spec.pipeline.data_parallel, 1);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "config/load.hpp"
+#include "data/check_data.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "train/worker.hpp"
@@ -35,6 +36,7 @@ PreparedJob prepare_job(const std::string& spec_path) {
   auto spec = text ? config::parse_job_spec(
                          *text, spec_path, std::filesystem::absolute(spec_path).parent_path().string())
                    : config::load_job_spec(spec_path);
+  data::check_data(spec);  // files, index, windows, token ids: before anything starts
   // A custom schedule that cannot be read is reported by job_program reading the file itself.
   const auto schedule_text = spec.pipeline.schedule == config::ScheduleKind::Custom
                                  ? read_text(spec.pipeline.schedule_file)

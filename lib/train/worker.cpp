@@ -140,10 +140,9 @@ int run_worker(const WorkerOptions& options) {
                  s.layers.end, s.has_embedding ? ", embedding" : "",
                  s.has_head ? ", head + loss" : "", s.parameters, device.str());
   }
-  std::unique_ptr<data::TextDataset> dataset;
+  std::unique_ptr<data::Dataset> dataset;
   if (needs_data) {
-    dataset = std::make_unique<data::TextDataset>(spec.data.files, spec.model.seq_len, spec.train.seed,
-                                                  spec.data.eval_fraction);
+    dataset = std::make_unique<data::Dataset>(spec);
   }
 
   runtime::Executor executor(by_stage, program, static_cast<int>(coords.pp), comm,

@@ -25,6 +25,45 @@ $3
 YAML
 }
 
+# Token datasets without numpy: $1 = PREFIX of a Megatron uint16 dataset of $2 tokens (ids k*7 mod $3) in
+# documents of 50 tokens; $4 (optional) = a flat int32 token file of the same ids.
+token_data() {
+  python3 - "$@" <<'PY'
+import struct, sys
+prefix, tokens, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ids = [(k * 7) % vocab for k in range(tokens)]
+open(prefix + ".bin", "wb").write(struct.pack(f"<{tokens}H", *ids))
+lengths = [min(50, tokens - s) for s in range(0, tokens, 50)]
+pointers, at = [], 0
+for n in lengths:
+    pointers.append(at)
+    at += 2 * n
+idx = b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lengths), len(lengths) + 1)
+idx += struct.pack(f"<{len(lengths)}i", *lengths) + struct.pack(f"<{len(lengths)}q", *pointers)
+idx += struct.pack(f"<{len(lengths) + 1}q", *range(len(lengths) + 1))
+open(prefix + ".idx", "wb").write(idx)
+if len(sys.argv) > 4:
+    open(sys.argv[4], "wb").write(struct.pack(f"<{tokens}i", *ids))
+PY
+}
+
+# A tiny job on a blend of a Megatron dataset and a flat token file (vocabulary 100); $1 = steps, $2 = extra YAML.
+blend_job() {
+  token_data "$WORK/big" 4000 100
+  token_data "$WORK/small" 700 100 "$WORK/small.bin"
+  cat > "$WORK/job.yaml" <<YAML
+model: {vocab_size: 100, layers: 2, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}
+pipeline: {stages: 2, schedule: 1f1b, microbatches: 4, micro_batch_size: 4}
+data:
+  eval_fraction: 0.1
+  blend: [{weight: 0.7, path: big, format: megatron}, {weight: 0.3, path: small.bin, format: tokens, dtype: int32}]
+optimizer: {lr: 0.003}
+train: {steps: $1, seed: 1, log_interval: 1}
+runtime: {comm_timeout_s: 30}
+$2
+YAML
+}
+
 # No process of this test may be left (workers carry the job path in their command line).
 no_leftovers() {
   sleep 0.2
@@ -147,6 +186,60 @@ PY
     [ $? -eq 2 ] || fail "--resume of a missing folder: expected exit code 2"
     grep -q "no checkpoint at $WORK/nowhere" "$WORK/out" || fail "the missing folder is not named"
     grep -q "starting" "$WORK/out" && fail "workers were started"
+    no_leftovers
+    ;;
+  data_errors)
+    # Each bad dataset stops `train` and `plan` before any worker starts (exit 2), naming field and file.
+    blend_job 2 ""
+    check_refused() {  # $1 = what the message must contain
+      for cmd in train plan; do
+        "$PPCTL" $cmd "$WORK/job.yaml" > "$WORK/out" 2>&1
+        rc=$?
+        [ "$rc" -eq 2 ] || fail "$cmd: exit code $rc, expected 2 ($1)"
+        grep -qF -- "$1" "$WORK/out" || fail "$cmd: no line with '$1'"
+        grep -q "starting" "$WORK/out" && fail "$cmd: workers were started"
+      done
+    }
+    mv "$WORK/big.bin" "$WORK/big.moved"
+    check_refused "job.yaml: data.blend[0].path: $WORK/big.bin: cannot be read"
+    mv "$WORK/big.moved" "$WORK/big.bin"
+    printf 'XMIDIDX' | dd of="$WORK/big.idx" conv=notrunc status=none
+    check_refused "$WORK/big.idx: bad magic"
+    token_data "$WORK/big" 4000 100
+    head -c 7000 "$WORK/big.bin" > "$WORK/cut" && mv "$WORK/cut" "$WORK/big.bin"
+    check_refused "$WORK/big.idx: the index does not match $WORK/big.bin"
+    token_data "$WORK/big" 4000 100
+    sed -i 's/vocab_size: 100/vocab_size: 90/' "$WORK/job.yaml"
+    check_refused "model.vocab_size: $WORK/big.bin: the id 91 at token position 13 (sequence 0, its token 13)"
+    sed -i 's/vocab_size: 90/vocab_size: 100/' "$WORK/job.yaml"
+    rm "$WORK/small.bin"
+    check_refused "job.yaml: data.blend[1].path: $WORK/small.bin: cannot be read"
+    token_data "$WORK/small" 700 100 "$WORK/small.bin"
+    sed -i 's/seq_len: 16/seq_len: 700/' "$WORK/job.yaml"
+    check_refused "leaving none to train on"
+    no_leftovers
+    ;;
+  blend_resume)
+    # A blend trained 6 steps in one go, and 3 + 3 with a checkpoint between: the same losses; epochs logged.
+    blend_job 6 "checkpoint: {dir: ckpt, interval: 3}"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "uninterrupted run exited $?"
+    grep -o "step [0-9]*/6 | loss [0-9.]*" "$WORK/out" > "$WORK/whole"
+    grep -q "data: epoch 1 of $WORK/small.bin (tokens, int32) starts at step [0-9]*, training sample" "$WORK/out" \
+      || fail "no epoch line for the small dataset"
+    grep -q '"counts": \[' "$WORK/ckpt/step-00000003/meta.json" || fail "meta.json has no data position"
+    rm -rf "$WORK/ckpt"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --steps 3 > "$WORK/out" 2>&1 || fail "first half exited $?"
+    grep -o "step [0-9]*/3 | loss [0-9.]*" "$WORK/out" | sed 's|/3 |/6 |' > "$WORK/halves"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume > "$WORK/out" 2>&1 || fail "resume exited $?"
+    grep -q "resumed from .* after step 3" "$WORK/out" || fail "did not resume after step 3"
+    grep -o "step [0-9]*/6 | loss [0-9.]*" "$WORK/out" >> "$WORK/halves"
+    [ "$(wc -l < "$WORK/whole")" -eq 6 ] || fail "expected 6 loss lines"
+    diff "$WORK/whole" "$WORK/halves" >&2 || fail "resumed losses differ from the uninterrupted run"
+    # Another blend weight cannot continue from this checkpoint.
+    sed -i 's/weight: 0.7/weight: 0.6/' "$WORK/job.yaml"
+    "$PPCTL" train "$WORK/job.yaml" --resume --steps 9 > "$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "resume with other weights: expected exit code 2"
+    grep -q "the data sources differ" "$WORK/out" || fail "no data-sources message"
     no_leftovers
     ;;
   interrupt)

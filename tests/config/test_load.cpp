@@ -485,7 +485,8 @@ TEST_CASE("every bounded field rejects values just outside its range", "[config]
     std::string rule;
   };
   const Case bad = GENERATE(
-      Case{"model.vocab_size", "1000001", "must be in [256, 1000000]; the data are bytes, so at least 256"},
+      Case{"model.vocab_size", "0", "must be in [1, 1000000]"},
+      Case{"model.vocab_size", "1000001", "must be in [1, 1000000]"},
       Case{"model.layers", "0", "must be in [1, 10000]"}, Case{"model.layers", "10001", "must be in [1, 10000]"},
       Case{"model.hidden", "0", "must be in [1, 65536]"}, Case{"model.hidden", "65537", "must be in [1, 65536]"},
       Case{"model.heads", "0", "must be in [1, 65536]"}, Case{"model.heads", "65537", "must be in [1, 65536]"},
@@ -528,10 +529,51 @@ TEST_CASE("betas elements must be at least 0 and below 1", "[config][range]") {
   CHECK(m.hint == "use a value in [0, 1) such as 0.95");
 }
 
-TEST_CASE("vocab_size below 256 is rejected because the data are bytes", "[config][range]") {
+TEST_CASE("vocab_size below 256 is rejected for text because the data are bytes, allowed for tokens", "[config][range]") {
   const Message m = only_problem(with_data("model:\n  vocab_size: 100\n"));
-  check(m, 2, "model.vocab_size", "100", "must be in [256, 1000000]; the data are bytes, so at least 256");
-  CHECK(m.hint == "use a value in [256, 1000000] such as 256");
+  check(m, 2, "model.vocab_size", "100", "must be at least 256 with data.format text (the data are bytes, ids 0..255)");
+  CHECK(m.hint == "use vocab_size: 256 or more, or train on tokenized data (data.format tokens or megatron)");
+  const JobSpec tokens = parse_ok("model: {vocab_size: 100}\ndata: {format: tokens, dtype: uint32, path: train.bin}\n");
+  CHECK(tokens.model.vocab_size == 100);
+  REQUIRE(tokens.data.sources.size() == 1);
+  CHECK(tokens.data.sources[0].format == ppctl::config::DataFormat::Tokens);
+  CHECK(tokens.data.sources[0].dtype == ppctl::config::TokenDType::Uint32);
+  CHECK(tokens.data.sources[0].files == std::vector<std::string>{corpus_dir().str() + "/train.bin"});
+  CHECK(tokens.data.files.empty());
+}
+
+TEST_CASE("data.blend: weights normalised, format and dtype per entry or from data.*", "[config][data]") {
+  const JobSpec spec = parse_ok(
+      "model: {vocab_size: 300}\ndata:\n  format: megatron\n  blend:\n    - {weight: 3, path: a/train}\n"
+      "    - {weight: 1, path: corpus.txt, format: text}\n");
+  REQUIRE(spec.data.sources.size() == 2);
+  CHECK(spec.data.sources[0].weight == 0.75);
+  CHECK(spec.data.sources[0].format == ppctl::config::DataFormat::Megatron);
+  CHECK(spec.data.sources[0].files == std::vector<std::string>{corpus_dir().str() + "/a/train"});
+  CHECK(spec.data.sources[1].weight == 0.25);
+  CHECK(spec.data.sources[1].format == ppctl::config::DataFormat::Text);
+  CHECK(spec.data.sources[1].files == std::vector<std::string>{corpus_dir().str() + "/corpus.txt"});
+  // A text entry in the blend keeps the byte rule for vocab_size.
+  CHECK(only_problem("model: {vocab_size: 100}\ndata: {blend: [{weight: 1, path: corpus.txt, format: text}]}\n").path ==
+        "model.vocab_size");
+}
+
+TEST_CASE("data.blend and data.format mistakes are reported with the entry", "[config][data]") {
+  const Message both = only_problem("data: {path: corpus.txt, blend: [{weight: 1, path: corpus.txt}]}\n");
+  check(both, 1, "data.blend", std::nullopt, "data.path and data.blend exclude each other");
+  const Message weight = only_problem("data: {format: tokens, blend: [{weight: 0, path: x.bin}]}\n");
+  check(weight, 1, "data.blend[0].weight", "0", "must be in (0, 1000000000]");
+  const Message missing = only_problem("data: {format: tokens, blend: [{path: x.bin}]}\n");
+  check(missing, 1, "data.blend[0].weight", std::nullopt, "required key is missing");
+  const Message unknown = only_problem("data: {format: tokens, blend: [{weight: 1, path: x.bin, wieght: 2}]}\n");
+  CHECK(unknown.path == "data.blend[0].wieght");
+  const Message format = only_problem("data: {format: indexed, path: corpus.txt}\n");
+  check(format, 1, "data.format", "\"indexed\"", "must be one of text, tokens, megatron");
+  CHECK(format.hint == "did you mean 'megatron'?");
+  const Message dtype = only_problem("data: {format: tokens, dtype: int16, path: x.bin}\n");
+  check(dtype, 1, "data.dtype", "\"int16\"", "must be one of uint16, uint32, int32");
+  const Message empty = only_problem("data: {blend: []}\n");
+  check(empty, 1, "data.blend", "[]", "must be a non-empty list of {weight, path} entries");
 }
 
 // ------------------------------------------------------------------------------------------------------------

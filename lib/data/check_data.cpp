@@ -1,0 +1,188 @@
+// check_data: the data checks run once by the launcher, and the cached id scan.
+#include "data/check_data.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "data/dataset.hpp"
+#include "data/megatron_source.hpp"
+
+namespace ppctl::data {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int64_t kChunk = int64_t{1} << 20;  // ids converted per pass of a scan
+
+/// Visits the ids of `source` chunk by chunk: `visit(first position, ids, count)`; stops when it
+/// returns false.
+template <typename Visit>
+void for_each_chunk(const TokenSource& source, const Visit& visit) {
+  std::vector<int64_t> ids(static_cast<size_t>(std::min(kChunk, std::max<int64_t>(source.num_tokens(), 1))));
+  for (int64_t start = 0; start < source.num_tokens(); start += kChunk) {
+    const int64_t n = std::min(kChunk, source.num_tokens() - start);
+    source.read(start, n, ids.data());
+    if (!visit(start, ids.data(), n)) return;
+  }
+}
+
+struct FileKey {
+  int64_t size = -1;
+  int64_t mtime_ns = -1;
+};
+
+FileKey key_of(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return {};
+  return {static_cast<int64_t>(info.st_size),
+          static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
+}
+
+std::optional<json> read_json(const std::string& path) {
+  std::error_code ignored;
+  if (!fs::exists(path, ignored)) return std::nullopt;
+  try {
+    return json::parse(core::read_file(path));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+/// The data file of a source and the prefix its tokenizer sidecar hangs off.
+std::string data_file(const config::DataSource& s) {
+  return s.format == config::DataFormat::Megatron ? s.files.at(0) + ".bin" : s.files.at(0);
+}
+
+}  // namespace
+
+IdRange scan_ids(const TokenSource& source, const std::string& path) {
+  const std::string cache = path + ".ppctl-ids.json";
+  const FileKey key = key_of(path);
+  if (const auto j = read_json(cache)) {
+    if (j->value("format", "") == "ppctl-id-scan" && j->value("version", 0) == 1 &&
+        j->value("size", int64_t{-2}) == key.size && j->value("mtime_ns", int64_t{-2}) == key.mtime_ns) {
+      return {j->at("min_token_id").get<int64_t>(), j->at("max_token_id").get<int64_t>(),
+              j->at("tokens").get<int64_t>()};
+    }
+  }
+  IdRange range{0, 0, source.num_tokens()};
+  bool first = true;
+  for_each_chunk(source, [&](int64_t, const int64_t* ids, int64_t n) {
+    const auto [lo, hi] = std::minmax_element(ids, ids + n);
+    range.min_id = first ? *lo : std::min(range.min_id, *lo);
+    range.max_id = first ? *hi : std::max(range.max_id, *hi);
+    first = false;
+    return true;
+  });
+  const json out{{"format", "ppctl-id-scan"}, {"version", 1},          {"size", key.size},
+                 {"mtime_ns", key.mtime_ns},  {"tokens", range.tokens}, {"min_token_id", range.min_id},
+                 {"max_token_id", range.max_id}};
+  try {
+    core::write_file_atomically(cache, out.dump(2) + "\n");
+  } catch (const Error&) {
+    // A read-only data folder: the scan is repeated next time, nothing else changes.
+  }
+  return range;
+}
+
+std::optional<int64_t> first_id_outside(const TokenSource& source, int64_t vocab_size) {
+  std::optional<int64_t> found;
+  for_each_chunk(source, [&](int64_t start, const int64_t* ids, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (ids[k] < 0 || ids[k] >= vocab_size) {
+        found = start + k;
+        return false;
+      }
+    }
+    return true;
+  });
+  return found;
+}
+
+void check_data(const config::JobSpec& spec) {
+  std::vector<std::string> problems;
+  const auto& sources = spec.data.sources;
+  const int64_t vocab = spec.model.vocab_size;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& s = sources[i];
+    const std::string field = spec.data.paths.empty() ? fmt::format("data.blend[{}].path", i) : "data.path";
+    const auto problem = [&](const std::string& what) {
+      problems.push_back(fmt::format("{}: {}: {}", spec.source, field, what));
+    };
+    std::unique_ptr<TokenSource> source;
+    try {
+      source = open_token_source(s);
+      if (const auto* megatron = dynamic_cast<const MegatronSource*>(source.get())) megatron->check_index();
+    } catch (const Error& e) {
+      problem(e.what());
+      continue;
+    }
+    const int64_t windows = windows_in(source->num_tokens(), spec.model.seq_len);
+    const int64_t held_out = windows == 0 ? 0 : config::held_out_sequences(windows, spec.data.eval_fraction);
+    if (windows - held_out < 1) {
+      problem(fmt::format("{} holds {} tokens: {} window(s) of model.seq_len + 1 = {} tokens, {} held out by "
+                          "data.eval_fraction {:g}, leaving none to train on (fix: add data, lower model.seq_len, "
+                          "or lower data.eval_fraction)",
+                          source->describe(), source->num_tokens(), windows, spec.model.seq_len + 1, held_out,
+                          spec.data.eval_fraction));
+    }
+    if (s.format == config::DataFormat::Text) continue;  // bytes: ids < 256 <= vocab_size (config checks it)
+    const std::string file = data_file(s);
+    std::optional<int64_t> max_id;
+    const std::string sidecar_path = s.files.at(0) + ".tokenizer.json";
+    if (const auto sidecar = read_json(sidecar_path);
+        sidecar && sidecar->value("format", "") == "ppctl-tokenizer") {
+      const auto tokenizer_vocab = sidecar->value("vocab_size", int64_t{0});
+      if (tokenizer_vocab > vocab) {
+        problems.push_back(fmt::format(
+            "{}: model.vocab_size: {} is smaller than the vocabulary of the tokenizer that wrote {} ({} ids, "
+            "from {}) (fix: set model.vocab_size: {} or more)",
+            spec.source, vocab, file, tokenizer_vocab, sidecar_path, tokenizer_vocab));
+      }
+      if (sidecar->contains("max_token_id") && sidecar->at("max_token_id").is_number_integer()) {
+        max_id = sidecar->at("max_token_id").get<int64_t>();
+      }
+    }
+    int64_t min_id = 0;
+    if (!max_id) {
+      const IdRange range = scan_ids(*source, file);
+      max_id = range.max_id;
+      min_id = range.min_id;
+    }
+    if (*max_id >= vocab || min_id < 0) {
+      const auto at = first_id_outside(*source, vocab);
+      if (!at) continue;  // a stale sidecar: the ids themselves are fine
+      int64_t id = 0;
+      source->read(*at, 1, &id);
+      std::string where = fmt::format("token position {}", *at);
+      if (const auto* megatron = dynamic_cast<const MegatronSource*>(source.get())) {
+        int64_t lo = 0;
+        int64_t hi = static_cast<int64_t>(megatron->header().sequence_count) - 1;
+        while (lo < hi) {  // the last sequence starting at or before the position
+          const int64_t mid = (lo + hi + 1) / 2;
+          if (megatron->sequence_start(mid) <= *at) {
+            lo = mid;
+          } else {
+            hi = mid - 1;
+          }
+        }
+        where += fmt::format(" (sequence {}, its token {})", lo, *at - megatron->sequence_start(lo));
+      }
+      problems.push_back(fmt::format(
+          "{}: model.vocab_size: {}: the id {} at {} is outside [0, model.vocab_size = {}) and would index past "
+          "the embedding (fix: set model.vocab_size above the largest id{}, or re-tokenize the data)",
+          spec.source, file, id, where, vocab, *max_id >= vocab ? fmt::format(" ({}): {}", *max_id, *max_id + 1) : ""));
+    }
+  }
+  if (!problems.empty()) throw ConfigError(problems);
+}
+
+}  // namespace ppctl::data
