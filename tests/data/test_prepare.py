@@ -2,7 +2,7 @@
 megatron-core's IndexedDataset for the written files, Python bytes for --tokenizer bytes; and every bad
 input of the command (exit 2, a message naming the file, nothing left behind).
 
-Usage: test_prepare.py GROUP PPCTL   (GROUP: sentencepiece | megatron | bad_input | progress)
+Usage: test_prepare.py GROUP PPCTL   (GROUP: sentencepiece | megatron | bad_input | progress | train)
 """
 import json
 import os
@@ -284,6 +284,37 @@ def group_progress(tmp):
     assert "\r\x1b[K" in text and "ETA" in text and "MB/s" in text and "docs" in text, repr(text)
     assert text.count("\r\x1b[K") >= 1 and text.endswith("\n"), repr(text)  # the last draw ends the line
     print("progress: plain on a pipe, redrawn with an ETA on a terminal")
+
+
+def group_train(tmp):
+    """The flow of the README on a tiny scale: a SentencePiece model, `data prepare`, `train` from the
+    indexed dataset (loss logged and falling), and the sidecar's vocabulary enforced by `train`."""
+    model = train_spm(tmp, "m", corpus_lines(), 150)
+    jsonl = os.path.join(tmp, "docs.jsonl")
+    write_jsonl(jsonl, [line for line in corpus_lines() for _ in range(4)])
+    prefix = os.path.join(tmp, "corpus")
+    run(["data", "prepare", "--model", model, "--input", jsonl, "--append-eod", "--output", prefix])
+    vocab = sidecar(prefix)["vocab_size"]
+
+    def job(vocab_size):
+        spec = os.path.join(tmp, "job.yaml")
+        with open(spec, "w") as f:
+            f.write(f"""model: {{vocab_size: {vocab_size}, layers: 2, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}}
+pipeline: {{stages: 2, schedule: 1f1b, microbatches: 2, micro_batch_size: 4}}
+data: {{format: megatron, path: corpus}}
+optimizer: {{lr: 0.01}}
+train: {{steps: 12, seed: 1, log_interval: 1}}
+runtime: {{comm_timeout_s: 60}}
+""")
+        return spec
+
+    _, err = run(["train", job(vocab), "--run-dir", os.path.join(tmp, "run")])
+    losses = [float(line.split("| loss ")[1].split()[0]) for line in err.splitlines() if "| loss " in line]
+    assert len(losses) == 12, err
+    assert abs(losses[0] - __import__("math").log(vocab)) < 0.5 and losses[-1] < losses[0] - 0.5, losses
+    _, err = run(["train", job(vocab - 1)], expect_rc=2)
+    assert "tokenizer.json" in err and "vocab_size" in err, err
+    print(f"train: 12 steps from the prepared dataset, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
 
 if __name__ == "__main__":
