@@ -228,10 +228,12 @@ int cmd_worker(const ppctl::train::WorkerOptions& options) {
 }
 
 /// `ppctl data prepare`: bad input (data::PrepareError) exits 2 with nothing written.
-int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& append_eod_id) {
+int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& input_format,
+                     const std::string& append_eod_id) {
   if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by CLI::Range
   options.progress = ppctl::train::stderr_is_terminal();
   try {
+    options.input.format = ppctl::data::parse_input_format(input_format);
     std::cout << ppctl::data::format_prepare_report(ppctl::data::prepare_dataset(options)) << '\n';
   } catch (const ppctl::data::PrepareError& e) {
     std::cerr << "error: " << e.what() << "\nnothing was written\n";
@@ -412,9 +414,8 @@ int main(int argc, char** argv) {
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
     if (*prepare) {
-      prepare_options.input.format = ppctl::data::parse_input_format(input_format);
       prepare_options.append_eod = append_eod->count() > 0;
-      return cmd_data_prepare(prepare_options, append_eod_id);
+      return cmd_data_prepare(prepare_options, input_format, append_eod_id);
     }
   } catch (const ppctl::ConfigError& e) {
     for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';

@@ -222,6 +222,12 @@ def group_bad_input(tmp):
         with open(bad, "w") as f:
             f.write(''.join(json.dumps({"text": "x" * 1000}) + "\n" for _ in range(40)) + line + "\n")
         expect_bad(bytes_args + ["--input", good, bad], *needles, folder=out)
+    # --input-format jsonl forces JSONL on any name: a plain text file then fails at its first line.
+    plain = os.path.join(tmp, "plain.txt")
+    with open(plain, "w") as f:
+        f.write("just text\n")
+    expect_bad(bytes_args + ["--input", plain, "--input-format", "jsonl"], "plain.txt:1:", "not JSON",
+               "--input-format text", folder=out)
     # SentencePiece models: missing, unreadable, not a model (random bytes; the .vocab text file).
     sp_args = ["--input", good, "--output", prefix]
     expect_bad(sp_args + ["--model", os.path.join(tmp, "none.model")], "none.model", "no such file", folder=out)
