@@ -12,7 +12,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv procps
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev fortunes
   munge slurmctld slurmd slurm-client)  # the last four: the local Slurm cluster of tests/slurm/
-APT_PACKAGES+=(libsentencepiece-dev sentencepiece)  # `ppctl data prepare`'s tokenizer library; spm_train
+APT_PACKAGES+=(libsentencepiece-dev sentencepiece python3-sentencepiece)  # `ppctl data prepare`'s
+# tokenizer library; spm_train; the same library's Python binding, which tests/data/test_prepare.py compares with
 BACKPORTS_PACKAGES=(catch2)
 
 missing=()

@@ -70,6 +70,19 @@ def no_leftovers(folder, allowed=()):
     return left
 
 
+def split_at(text, separator):
+    """Python's own reading of --document-separator: lines equal to `separator` end documents (and are
+    dropped); empty documents are dropped."""
+    pieces, doc = [], ""
+    for line in text.splitlines(keepends=True):
+        if line.rstrip("\n").rstrip("\r") == separator:
+            pieces.append(doc)
+            doc = ""
+        else:
+            doc += line
+    return [p for p in pieces + [doc] if p]
+
+
 def train_spm(folder, name, text_lines, vocab_size):
     """A tiny unigram model trained by Python sentencepiece (byte fallback off, default ids:
     unk 0, bos 1, eos 2)."""
@@ -119,6 +132,38 @@ def group_sentencepiece(tmp):
         check_sidecar(prefix, with_eod, "sentencepiece", sp.get_piece_size(), sp.eos_id(), model)
         no_leftovers(tmp)
         print(f"sentencepiece ({trainer}): {sum(map(len, expected))} ids equal Python sentencepiece's")
+    # Setup's model (vocabulary 4096, Debian's spm_train) on a real fortune file, when setup made it.
+    model = os.path.expanduser("~/.cache/ppctl/tokenizers/fortunes-4096.model")
+    source = "/usr/share/games/fortunes/fortunes.u8"
+    if os.path.exists(model) and os.path.exists(source):
+        sp = spm.SentencePieceProcessor(model_file=model)
+        with open(source, encoding="utf-8") as f:
+            expected = [sp.encode(p) for p in split_at(f.read(), "%")]
+        prefix = os.path.join(tmp, "fortunes")
+        run(["data", "prepare", "--input", source, "--model", model, "--document-separator", "%",
+             "--output", prefix])
+        got = read_megatron(prefix)[0]
+        assert len(got) == len(expected)
+        # Unigram segmentation is a Viterbi search; where two segmentations score exactly the same
+        # ("!!!!!" = "!!!" "!!" or "!!" "!!!") Debian's library 0.1.97, which ppctl links, and PyPI's 0.2.3
+        # break the tie differently. There the ids must still spell the same text with the same score.
+        ties = 0
+        for g, e in zip(got, expected):
+            if g != e:
+                ties += 1
+                assert sp.decode(g) == sp.decode(e), (g, e)
+                assert abs(sum(map(sp.get_score, g)) - sum(map(sp.get_score, e))) < 1e-3, (g, e)
+        assert ties <= len(expected) // 20, f"{ties} of {len(expected)} documents differ"
+        print(f"sentencepiece (setup's fortunes-4096): {len(expected)} fortunes, {ties} equal-score ties")
+        # Debian's own Python binding (the same library version as ppctl's), when installed: exactly equal.
+        probe = subprocess.run(["/usr/bin/python3", "-c", "import json, sys, sentencepiece as s; "
+                                "p = s.SentencePieceProcessor(model_file=sys.argv[1]); "
+                                "print(json.dumps([p.encode(d) for d in json.load(sys.stdin)]))", model],
+                               input=json.dumps(split_at(open(source, encoding="utf-8").read(), "%")),
+                               capture_output=True, text=True)
+        if probe.returncode == 0:
+            assert json.loads(probe.stdout) == got, "ppctl ids differ from Debian's sentencepiece binding"
+            print("sentencepiece (setup's fortunes-4096): equal to Debian's python3-sentencepiece, tie for tie")
 
 
 def group_megatron(tmp):
@@ -159,17 +204,7 @@ def group_megatron(tmp):
     assert read_megatron(prefix)[0] == [list(t.encode()) for t in texts]
     run(["data", "prepare", "--tokenizer", "bytes", "--input", *files, "--output", prefix,
          "--document-separator", "%"])
-    pieces = []
-    for t in texts:  # Python's own reading of the rule: lines equal to "%" end documents; empty ones dropped
-        doc = ""
-        for line in t.splitlines(keepends=True):
-            if line.rstrip("\n") == "%":
-                pieces.append(doc)
-                doc = ""
-            else:
-                doc += line
-        pieces.append(doc)
-    pieces = [p for p in pieces if p]
+    pieces = [p for t in texts for p in split_at(t, "%")]
     assert len(pieces) == 5, pieces
     assert read_megatron(prefix)[0] == [list(p.encode()) for p in pieces]
     # Paragraphs: --document-separator '' splits at empty lines.
