@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/check.hpp"
+#include "data/mapped_ids.hpp"
 
 namespace ppctl::data {
 
@@ -18,7 +19,7 @@ FlatTokenSource::FlatTokenSource(const std::string& path, config::TokenDType dty
 
 void FlatTokenSource::read(int64_t start, int64_t count, int64_t* out) const {
   PPCTL_ASSERT(start >= 0 && count >= 0 && start + count <= num_tokens(), "token read outside the file");
-  copy_ids(file_.data(), layout_, start, count, out);
+  read_mapped_ids(file_, layout_, start, count, out);
 }
 
 std::string FlatTokenSource::describe() const {

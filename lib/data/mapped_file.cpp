@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -62,6 +63,13 @@ MappedFile::~MappedFile() {
 
 void MappedFile::release_pages() const {
   if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), static_cast<size_t>(size_), MADV_DONTNEED);
+}
+
+void MappedFile::release_range(int64_t offset, int64_t bytes) const {
+  if (data_ == nullptr || bytes <= 0) return;
+  const int64_t begin = offset / kFaultAround * kFaultAround;
+  const int64_t end = std::min(size_, (offset + bytes + kFaultAround - 1) / kFaultAround * kFaultAround);
+  ::madvise(const_cast<uint8_t*>(data_) + begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
 }
 
 }  // namespace ppctl::data

@@ -29,6 +29,13 @@ class MappedFile {
   /// Drops the mapped pages from this process's resident set (madvise MADV_DONTNEED); the file is
   /// still mapped and reads load the pages again. Used after a one-off scan.
   void release_pages() const;
+  /// Drops the pages around bytes [offset, offset + bytes) from this process's resident set, rounded
+  /// out to kFaultAround: a read fault maps the neighbouring cached pages too (Linux fault-around,
+  /// 64 KiB by default), so without this the resident set would grow by up to 64 KiB per window read
+  /// until it held the whole (cached) file. The page cache keeps the data; only this process's page
+  /// table entries go.
+  void release_range(int64_t offset, int64_t bytes) const;
+  static constexpr int64_t kFaultAround = 64 * 1024;
 
  private:
   std::string path_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.hpp"
+#include "data/mapped_ids.hpp"
 
 namespace ppctl::data {
 namespace {
@@ -114,7 +115,7 @@ void MegatronSource::check_index() const {
 
 void MegatronSource::read(int64_t start, int64_t count, int64_t* out) const {
   PPCTL_ASSERT(start >= 0 && count >= 0 && start + count <= num_tokens(), "token read outside the .bin");
-  copy_ids(bin_.data(), layout_, start, count, out);
+  read_mapped_ids(bin_, layout_, start, count, out);
 }
 
 std::string MegatronSource::describe() const { return fmt::format("{} (megatron, {})", prefix_, megatron::dtype_name(header_.dtype)); }

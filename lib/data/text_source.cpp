@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "data/mapped_ids.hpp"
 
 namespace ppctl::data {
 
@@ -25,7 +26,7 @@ void TextSource::read(int64_t start, int64_t count, int64_t* out) const {
   while (done < count) {
     const int64_t offset = start + done - starts_[k];
     const int64_t n = std::min(count - done, files_[k].size() - offset);
-    copy_ids(files_[k].data(), {1, false}, offset, n, out + done);
+    read_mapped_ids(files_[k], {1, false}, offset, n, out + done);
     done += n;
     ++k;
   }

@@ -6,6 +6,7 @@
 
 #include "core/check.hpp"
 #include "data/flat_token_source.hpp"
+#include "data/mapped_ids.hpp"
 #include "data/megatron_source.hpp"
 #include "data/text_source.hpp"
 
@@ -50,6 +51,11 @@ void copy_ids(const uint8_t* base, IdLayout layout, int64_t start, int64_t count
     case 17: return convert<int64_t>(base, start, count, out);
     default: PPCTL_ASSERT(false, "copy_ids: unsupported id layout");
   }
+}
+
+void read_mapped_ids(const MappedFile& file, IdLayout layout, int64_t start, int64_t count, int64_t* out) {
+  copy_ids(file.data(), layout, start, count, out);
+  file.release_range(start * layout.bytes, count * layout.bytes);
 }
 
 std::unique_ptr<TokenSource> open_token_source(const config::DataSource& source) {

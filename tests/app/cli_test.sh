@@ -50,7 +50,7 @@ PY
 # A tiny job on a blend of a Megatron dataset and a flat token file (vocabulary 100); $1 = steps, $2 = extra YAML.
 blend_job() {
   token_data "$WORK/big" 4000 100
-  token_data "$WORK/small" 700 100 "$WORK/small.bin"
+  token_data "$WORK/small" 400 100 "$WORK/small.bin"
   cat > "$WORK/job.yaml" <<YAML
 model: {vocab_size: 100, layers: 2, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}
 pipeline: {stages: 2, schedule: 1f1b, microbatches: 4, micro_batch_size: 4}
@@ -214,7 +214,7 @@ PY
     sed -i 's/vocab_size: 90/vocab_size: 100/' "$WORK/job.yaml"
     rm "$WORK/small.bin"
     check_refused "job.yaml: data.blend[1].path: $WORK/small.bin: cannot be read"
-    token_data "$WORK/small" 700 100 "$WORK/small.bin"
+    token_data "$WORK/small" 400 100 "$WORK/small.bin"
     sed -i 's/seq_len: 16/seq_len: 700/' "$WORK/job.yaml"
     check_refused "leaving none to train on"
     no_leftovers
