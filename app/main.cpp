@@ -1,5 +1,5 @@
-// ppctl command line: `plan`, `train`, `verify` and the internal `worker`. Parses arguments, calls
-// lib/, maps exceptions to exit codes (0 ok, 1 runtime failure, 2 bad input, 3 verify mismatch,
+// ppctl command line: `plan`, `train`, `verify`, `data prepare` and the internal `worker`. Parses
+// arguments, calls lib/, maps exceptions to exit codes (0 ok, 1 runtime failure, 2 bad input, 3 verify mismatch,
 // a failed worker's code otherwise).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -21,12 +21,15 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/prepare.hpp"
+#include "data/prepare_error.hpp"
 #include "plan/parallel.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
+#include "train/progress.hpp"
 #include "train/run_dir.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
@@ -224,6 +227,21 @@ int cmd_worker(const ppctl::train::WorkerOptions& options) {
   }
 }
 
+/// `ppctl data prepare`: bad input (data::PrepareError) exits 2 with nothing written.
+int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& input_format,
+                     const std::string& append_eod_id) {
+  if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by CLI::Range
+  options.progress = ppctl::train::stderr_is_terminal();
+  try {
+    options.input.format = ppctl::data::parse_input_format(input_format);
+    std::cout << ppctl::data::format_prepare_report(ppctl::data::prepare_dataset(options)) << '\n';
+  } catch (const ppctl::data::PrepareError& e) {
+    std::cerr << "error: " << e.what() << "\nnothing was written\n";
+    return kExitBadInput;
+  }
+  return 0;
+}
+
 /// CLI11 check: a number of at least `min` (above it when `strict`), with a readable message.
 CLI::Validator number_check(double min, bool strict) {
   return CLI::Validator(
@@ -345,6 +363,40 @@ int main(int argc, char** argv) {
                     "the checkpoint of step STEP",
                     "STEP:FILES");
 
+  ppctl::data::PrepareOptions prepare_options;
+  std::string input_format = "auto", append_eod_id;
+  auto* data = app.add_subcommand("data", "Datasets: `ppctl data prepare` tokenizes text into an indexed dataset");
+  data->require_subcommand(1);
+  auto* prepare = data->add_subcommand(
+      "prepare", "Tokenize text or JSONL files into a Megatron indexed dataset PREFIX.bin + PREFIX.idx "
+                 "(+ PREFIX.tokenizer.json)");
+  prepare->add_option("--input", prepare_options.inputs,
+                      "Text or JSONL files, in this order (JSONL: one {\"text\": ...} object per line)")
+      ->required()
+      ->expected(1, CLI::detail::expected_max_vector_size);
+  prepare->add_option("--output", prepare_options.output_prefix,
+                      "Dataset prefix: writes PREFIX.bin, PREFIX.idx, PREFIX.tokenizer.json (the folder must exist)")
+      ->required();
+  prepare->add_option("--tokenizer", prepare_options.tokenizer,
+                      "sentencepiece (with --model) or bytes (ids 0-255) (default sentencepiece)")
+      ->check(CLI::IsMember({"sentencepiece", "bytes"}));
+  prepare->add_option("--model", prepare_options.model, "SentencePiece model file (.model, as spm_train writes it)");
+  prepare->add_option("--input-format", input_format,
+                      "auto (.jsonl/.json are JSONL, other files text), text or jsonl (default auto)")
+      ->check(CLI::IsMember({"auto", "text", "jsonl"}));
+  prepare->add_option("--json-key", prepare_options.input.json_key,
+                      "JSONL: the field holding each document's text (default text)");
+  prepare->add_option_function<std::string>(
+      "--document-separator",
+      [&prepare_options](const std::string& line) { prepare_options.input.document_separator = line; },
+      "Text: a line equal to LINE ends a document (dropped; empty pieces skipped); '' = at empty lines, "
+      "% = fortune files (default: each file is one document)")
+      ->type_name("LINE");
+  auto* append_eod = prepare->add_option(
+      "--append-eod", append_eod_id,
+      "Append an end-of-document id to every non-empty document: ID, or without one the model's eos id");
+  append_eod->expected(0, 1)->type_name("[ID]")->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -361,6 +413,10 @@ int main(int argc, char** argv) {
     }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
+    if (*prepare) {
+      prepare_options.append_eod = append_eod->count() > 0;
+      return cmd_data_prepare(prepare_options, input_format, append_eod_id);
+    }
   } catch (const ppctl::ConfigError& e) {
     for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';
     std::cerr << fmt::format("{} problem(s) in the job spec; nothing was started\n", e.problems().size());

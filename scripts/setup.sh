@@ -12,6 +12,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv procps
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev fortunes
   munge slurmctld slurmd slurm-client)  # the last four: the local Slurm cluster of tests/slurm/
+APT_PACKAGES+=(libsentencepiece-dev sentencepiece python3-sentencepiece)  # `ppctl data prepare`'s
+# tokenizer library; spm_train; the same library's Python binding, which tests/data/test_prepare.py compares with
 BACKPORTS_PACKAGES=(catch2)
 
 missing=()
@@ -62,6 +64,20 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install -q -r "${REQS[0]}" >&2
   "$VENV/bin/python" -m pip install -q --no-deps -r "${REQS[1]}" >&2
   echo "$WANT" > "$STAMP"
+fi
+
+# The SentencePiece model of configs/example-tokens.yaml: trained once (~15 s) on the fortunes text with
+# Debian's spm_train, kept next to the venv (outside the clone) so rebuilds and fresh clones reuse it.
+TOKENIZERS="${PPCTL_TOKENIZERS:-${XDG_CACHE_HOME:-$HOME/.cache}/ppctl/tokenizers}"
+if [ ! -s "$TOKENIZERS/fortunes-4096.model" ]; then
+  echo "setup: training the example SentencePiece tokenizer (vocabulary 4096) into $TOKENIZERS" >&2
+  mkdir -p "$TOKENIZERS"
+  work="$(mktemp -d "$TOKENIZERS/.train.XXXXXX")"
+  spm_train --input="$(ls /usr/share/games/fortunes/*.u8 | paste -sd,)" --model_prefix="$work/fortunes-4096" \
+    --vocab_size=4096 --model_type=unigram --num_threads=2 --minloglevel=2 >&2
+  mv "$work/fortunes-4096.vocab" "$TOKENIZERS/fortunes-4096.vocab"
+  mv "$work/fortunes-4096.model" "$TOKENIZERS/fortunes-4096.model"  # last: its presence means done
+  rmdir "$work"
 fi
 
 echo "$VENV/bin/python"

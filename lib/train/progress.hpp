@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/live_line.hpp"
+
 namespace ppctl::train {
 
 /// "step 12/20 | loss 3.1234 | 8123 tok/s | ETA 0:05" (ETA as H:MM:SS, or M:SS under an hour).
@@ -30,18 +32,14 @@ class ProgressLine {
   ProgressLine& operator=(const ProgressLine&) = delete;
   ~ProgressLine();
 
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return line_.enabled(); }
   /// Shows step `step` of `steps` (1-based) with its loss and throughput; `eta_s` seconds left.
   void update(int64_t step, int64_t steps, double loss, double tokens_per_s, double eta_s);
   /// Ends a line left open (a newline), e.g. before the run's closing log lines or on failure.
   void finish();
 
  private:
-  bool enabled_;
-  std::FILE* out_;
-  std::chrono::milliseconds min_interval_;
-  std::chrono::steady_clock::time_point last_draw_{};
-  bool open_ = false;  // a line is drawn without its newline
+  core::LiveLine line_;
 };
 
 }  // namespace ppctl::train

@@ -1,0 +1,163 @@
+// `ppctl data prepare`: check everything, then read, tokenize and write; report.
+#include "data/prepare.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/live_line.hpp"
+#include "data/indexed_writer.hpp"
+#include "data/prepare_error.hpp"
+#include "data/tokenizer.hpp"
+
+namespace ppctl::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kMB = 1e6;
+
+/// The output prefix must name a file in an existing folder.
+void check_output(const std::string& prefix) {
+  if (prefix.empty()) throw PrepareError("--output is empty (fix: name the dataset, e.g. --output data/corpus)");
+  std::error_code ec;
+  if (prefix.back() == '/' || fs::is_directory(prefix, ec)) {
+    throw PrepareError(fmt::format("--output {}: a folder; it names the dataset's files (fix: e.g. --output "
+                                   "{}/corpus writes corpus.bin and corpus.idx there)",
+                                   prefix, fs::path(prefix).lexically_normal().string()));
+  }
+  const auto folder = fs::path(prefix).parent_path();
+  if (!folder.empty() && !fs::is_directory(folder, ec)) {
+    throw PrepareError(fmt::format("--output {}: folder {} does not exist (fix: create it with mkdir -p {})",
+                                   prefix, folder.string(), folder.string()));
+  }
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
+  if (options.tokenizer == "bytes") {
+    if (!options.model.empty()) {
+      throw PrepareError(fmt::format("--model {} is given with --tokenizer bytes, which has no model (fix: "
+                                     "drop --model, or use --tokenizer sentencepiece)",
+                                     options.model));
+    }
+    return make_bytes_tokenizer();
+  }
+  if (options.tokenizer == "sentencepiece") {
+    if (options.model.empty()) {
+      throw PrepareError("--tokenizer sentencepiece needs --model FILE (fix: train one with spm_train, or "
+                         "use --tokenizer bytes)");
+    }
+    return load_sentencepiece(options.model);
+  }
+  throw PrepareError(fmt::format("--tokenizer {}: unknown (fix: sentencepiece or bytes)", options.tokenizer));
+}
+
+/// The id appended to every non-empty document, or nullopt without --append-eod.
+std::optional<int64_t> resolve_eod(const PrepareOptions& options, const Tokenizer& tokenizer) {
+  if (!options.append_eod) return std::nullopt;
+  if (options.eod_id) {
+    if (*options.eod_id < 0 || *options.eod_id > INT32_MAX) {
+      throw PrepareError(fmt::format("--append-eod {}: must be an id in [0, {}]", *options.eod_id, INT32_MAX));
+    }
+    return options.eod_id;
+  }
+  if (!tokenizer.eos_id()) {
+    throw PrepareError(fmt::format(
+        "--append-eod without an id: the {} tokenizer has no end-of-sequence id (fix: give one, e.g. "
+        "--append-eod {})",
+        tokenizer.kind(), tokenizer.vocab_size()));
+  }
+  return tokenizer.eos_id();
+}
+
+}  // namespace
+
+std::string format_prepare_progress(int64_t bytes_done, int64_t bytes_total, int64_t documents,
+                                    double seconds) {
+  const double rate = seconds > 0 ? bytes_done / seconds : 0.0;
+  const double eta = rate > 0 ? (bytes_total - bytes_done) / rate : -1.0;
+  return fmt::format("prepare {:.1f}/{:.1f} MB | {} docs | {:.1f} MB/s | ETA {}", bytes_done / kMB,
+                     bytes_total / kMB, documents, rate / kMB, core::format_duration(eta));
+}
+
+std::string format_prepare_report(const PrepareReport& r) {
+  return fmt::format(
+      "{}.{{bin,idx}}: {} documents, {} tokens ({}, vocabulary {}, {}) from {:.2f} MB in {:.2f} s = "
+      "{:.2f} MB/s",
+      r.output_prefix, r.documents, r.tokens, megatron::dtype_name(r.dtype), r.vocab_size,
+      r.eod_id ? fmt::format("eod {}", *r.eod_id) : std::string("no eod"), r.bytes_in / kMB, r.seconds,
+      r.seconds > 0 ? r.bytes_in / kMB / r.seconds : 0.0);
+}
+
+std::string sidecar_json(const PrepareReport& r, const std::string& model_path) {
+  nlohmann::ordered_json j;
+  j["format"] = "ppctl-tokenizer";
+  j["version"] = 1;
+  j["tokenizer"] = r.tokenizer;
+  j["model"] = model_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(model_path);
+  j["vocab_size"] = r.vocab_size;
+  j["eod_id"] = r.eod_id ? nlohmann::ordered_json(*r.eod_id) : nlohmann::ordered_json(nullptr);
+  j["max_token_id"] = r.max_token_id;
+  j["documents"] = r.documents;
+  j["tokens"] = r.tokens;
+  return j.dump(2) + "\n";
+}
+
+PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress_out) {
+  // Everything the user named, before anything is written.
+  const int64_t bytes_total = check_inputs(options.inputs);
+  const auto tokenizer = make_tokenizer(options);
+  const auto eod = resolve_eod(options, *tokenizer);
+  check_output(options.output_prefix);
+
+  PrepareReport report;
+  report.output_prefix = options.output_prefix;
+  report.tokenizer = tokenizer->kind();
+  report.eod_id = eod;
+  report.vocab_size = std::max(tokenizer->vocab_size(), eod ? *eod + 1 : 0);
+  report.dtype = megatron::optimal_dtype(report.vocab_size);
+
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  core::LiveLine line(options.progress, progress_out);
+  IndexedDatasetWriter writer(options.output_prefix, report.dtype);
+  std::vector<int32_t> ids;
+  for (const auto& path : options.inputs) {
+    read_documents(
+        path, options.input,
+        [&](std::string_view text) {
+          ids.clear();
+          tokenizer->encode(text, ids);
+          if (eod && !ids.empty()) ids.push_back(static_cast<int32_t>(*eod));
+          writer.add_document(ids);
+        },
+        [&](int64_t n) {
+          report.bytes_in += n;
+          if (line.due()) {
+            line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()),
+                      false);
+          }
+        });
+  }
+  line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()), true);
+  report.documents = writer.documents();
+  report.tokens = writer.tokens();
+  report.max_token_id = writer.max_token_id();
+  report.bytes_out = writer.bin_bytes();
+  if (report.tokens == 0) {
+    throw PrepareError(fmt::format("the {} document(s) of the input hold no token (fix: check the input "
+                                   "files{})",
+                                   report.documents,
+                                   options.input.format == InputFormat::kText ? "" : " and --json-key"));
+  }
+  writer.commit(sidecar_json(report, tokenizer->model_path()));
+  report.seconds = elapsed();
+  return report;
+}
+
+}  // namespace ppctl::data

@@ -1,0 +1,18 @@
+// The error `ppctl data prepare` throws for bad input (exit code 2): an input, model or output that
+// cannot be used, named with the file (and line) and the fix.
+#pragma once
+
+#include "core/error.hpp"
+
+namespace ppctl::data {
+
+/// Bad input to `ppctl data prepare`: a missing or unreadable input file, a JSONL line that is not
+/// JSON or lacks the text field, an unusable tokenizer model, an output folder that does not exist.
+/// `what()` names the file (and line) and says how to fix it. Failures of the machine itself (disk
+/// full) are plain ppctl::Error.
+class PrepareError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace ppctl::data
