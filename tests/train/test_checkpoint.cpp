@@ -5,12 +5,14 @@
 
 #include <catch2/generators/catch_generators.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/serialize.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "config/load.hpp"
 #include "core/atomic_file.hpp"
@@ -27,8 +29,9 @@ namespace {
 
 /// A job of `steps` steps checkpointing into DIR/ckpt every `interval` steps.
 fs::path checkpointed_job(const std::string& name, int64_t stages, int64_t steps, int64_t interval,
-                          int64_t microbatches = 4, int64_t micro_batch_size = 2) {
+                          int64_t microbatches = 4, int64_t micro_batch_size = 2, const std::string& model = "") {
   Job job{stages, microbatches, micro_batch_size, steps};
+  job.model = model;
   job.train = ", log_interval: 1";
   job.sections = fmt::format("checkpoint: {{dir: ckpt, interval: {}, keep: 10}}\n", interval);
   return make_job(job, fresh_dir(name));
@@ -115,12 +118,16 @@ TEST_CASE("resuming after step k gives the uninterrupted run's losses and state,
 }
 
 TEST_CASE("a checkpoint resumes at another stage count (the layers regroup): 2 -> 4, 2 -> 1, 1 -> 2") {
-  const auto [saved, resumed_with] = GENERATE(std::pair{2, 4}, std::pair{2, 1}, std::pair{1, 2});
-  INFO("saved with " << saved << " stage(s), resumed with " << resumed_with);
-  const auto whole = checkpointed_job(fmt::format("ckpt_regroup_whole{}", saved), saved, 5, 2);
+  // The last case is a Llama (grouped-query attention, untied head): its units regroup the same way.
+  const auto [saved, resumed_with, model] =
+      GENERATE(std::tuple{2, 4, ""}, std::tuple{2, 1, ""}, std::tuple{1, 2, ""},
+               std::tuple{2, 1, ", arch: llama, kv_heads: 2, tie_embeddings: false"});
+  INFO("saved with " << saved << " stage(s), resumed with " << resumed_with << " " << model);
+  const std::string arch = std::string(model).empty() ? "" : "_llama";
+  const auto whole = checkpointed_job(fmt::format("ckpt_regroup_whole{}{}", saved, arch), saved, 5, 2, 4, 2, model);
   const auto whole_run = run_ok(whole, {});
-  const auto other =
-      checkpointed_job(fmt::format("ckpt_regroup_{}_{}", saved, resumed_with), resumed_with, 5, 2);
+  const auto other = checkpointed_job(fmt::format("ckpt_regroup_{}_{}{}", saved, resumed_with, arch), resumed_with,
+                                      5, 2, 4, 2, model);
   const auto resumed = run_ok(other, {"--resume", step_dir(whole, 2).string()});
   CHECK(resumed.output.find(fmt::format("saved with {} stage(s)", saved)) != std::string::npos);
   const auto expected = logged_steps(whole_run.output);
@@ -252,6 +259,44 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
     CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, untied, 8, 10, good); }, "tied")
               .find("model.tie_embeddings is true in the checkpoint") != std::string::npos);
     CHECK_NOTHROW(train::check_resumable(meta, spec, 8, 5, good));
+  }
+  SECTION("another architecture or MLP / key-value width") {
+    const auto meta = train::read_checkpoint_meta(good);
+    CHECK(meta.model.arch == config::Arch::Gpt2);
+    CHECK(config::ffn_hidden_of(meta.model) == 4 * meta.model.hidden);
+    auto llama = spec;
+    llama.model.arch = config::Arch::Llama;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, llama, 8, 10, good); }, "arch")
+              .find("model.arch is gpt2 in the checkpoint") != std::string::npos);
+    auto wider_mlp = spec;
+    wider_mlp.model.ffn_hidden = 3 * spec.model.hidden;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, wider_mlp, 8, 10, good); }, "ffn")
+              .find(fmt::format("model.ffn_hidden is {} in the checkpoint", 4 * spec.model.hidden)) !=
+          std::string::npos);
+    auto grouped = spec;
+    grouped.model.kv_heads = 1;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, grouped, 8, 10, good); }, "kv")
+              .find(fmt::format("model.kv_heads is {} in the checkpoint", spec.model.heads)) != std::string::npos);
+    auto explicit_rule = spec;  // the rule written out is the same model
+    explicit_rule.model.ffn_hidden = 4 * spec.model.hidden;
+    CHECK_NOTHROW(train::check_resumable(meta, explicit_rule, 8, 5, good));
+  }
+  SECTION("a meta.json from before model.arch reads as gpt2; an unknown arch is refused") {
+    auto text = core::read_file(good / "meta.json");
+    auto j = nlohmann::json::parse(text);
+    for (const char* key : {"arch", "activation", "norm_eps", "rope_theta", "ffn_hidden", "kv_heads"}) {
+      REQUIRE(j["model"].contains(key));
+      j["model"].erase(key);
+    }
+    core::write_file_atomically(good / "meta.json", j.dump(2));
+    const auto old = train::read_checkpoint_meta(good);
+    CHECK(old.model.arch == config::Arch::Gpt2);
+    CHECK(old.model.activation == config::Activation::Gelu);
+    CHECK_NOTHROW(train::check_resumable(old, spec, 8, 5, good));
+    j["model"]["arch"] = "bert";
+    core::write_file_atomically(good / "meta.json", j.dump(2));
+    CHECK(message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "unknown arch")
+              .find("names an unknown model.arch 'bert'") != std::string::npos);
   }
 }
 
