@@ -63,6 +63,11 @@ struct ModelSpec {
   bool tie_embeddings = true;  ///< the LM head uses the token embedding's weight (Press & Wolf, arXiv
                                ///< 1608.05859); with several stages the last one holds a copy whose
                                ///< gradient is summed with the first stage's every step. `true` / `false`.
+  std::string init_from;       ///< a Hugging Face model folder (config.json + model.safetensors, or shards
+                               ///< in model.safetensors.index.json) whose weights the model starts from;
+                               ///< model fields not written in the spec come from its config.json, written
+                               ///< ones must agree (config/hf_config.hpp). Resolved to an absolute path by
+                               ///< the loader. Empty (default) = random initialisation.
 };
 
 /// How the model is cut and scheduled.
