@@ -1,4 +1,5 @@
-// Lower-case YAML spelling of the job-spec enums (the inverse of what config/load.cpp accepts).
+// Lower-case YAML spelling of the job-spec enums (the inverse of what config/load.cpp accepts), and the
+// model fields whose 0 means an architecture's rule, resolved.
 #include "config/job_spec.hpp"
 
 #include "core/error.hpp"
@@ -67,6 +68,32 @@ std::string to_string(Precision precision) {
   }
   throw InternalError("to_string: unknown Precision");
 }
+
+std::string to_string(Arch arch) {
+  switch (arch) {
+    case Arch::Gpt2: return "gpt2";
+    case Arch::Llama: return "llama";
+  }
+  throw InternalError("to_string: unknown Arch");
+}
+
+std::string to_string(Activation activation) {
+  switch (activation) {
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluTanh: return "gelu_tanh";
+  }
+  throw InternalError("to_string: unknown Activation");
+}
+
+int64_t ffn_hidden_of(const ModelSpec& model) {
+  if (model.ffn_hidden > 0) return model.ffn_hidden;
+  if (model.arch == Arch::Gpt2) return 4 * model.hidden;
+  constexpr int64_t kMultipleOf = 256;  // llama/model.py ModelArgs.multiple_of
+  const int64_t two_thirds = 2 * (4 * model.hidden) / 3;
+  return (two_thirds + kMultipleOf - 1) / kMultipleOf * kMultipleOf;
+}
+
+int64_t kv_heads_of(const ModelSpec& model) { return model.kv_heads > 0 ? model.kv_heads : model.heads; }
 
 int64_t held_out_sequences(int64_t num_sequences, double fraction) {
   if (fraction <= 0.0) return 0;

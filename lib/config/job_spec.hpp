@@ -52,8 +52,22 @@ enum class Precision {
 /// Communication backend; Auto = gloo on cpu, nccl on cuda.
 enum class Backend { Auto, Gloo, Nccl };
 
-/// GPT decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
+/// Decoder architecture (model/gpt2.hpp, model/llama.hpp).
+enum class Arch {
+  Gpt2,   ///< `gpt2`: GPT-2 (Radford et al. 2019): LayerNorm, learned positions, GELU MLP, biases
+  Llama,  ///< `llama`: Llama (Touvron et al., arXiv 2302.13971): RMSNorm, rotary positions, SwiGLU MLP,
+          ///< grouped-query attention (Ainslie et al., arXiv 2305.13245), no biases
+};
+
+/// GPT-2's MLP activation.
+enum class Activation {
+  Gelu,      ///< `gelu`: exact GELU, 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks & Gimpel, arXiv 1606.08415)
+  GeluTanh,  ///< `gelu_tanh`: the tanh approximation, Hugging Face GPT-2's `gelu_new`
+};
+
+/// Decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
 struct ModelSpec {
+  Arch arch = Arch::Gpt2;    ///< `gpt2` (default) or `llama`.
   int64_t vocab_size = 256;  ///< tokens in the vocabulary; data are bytes, so >= 256. Range [256, 1e6].
   int64_t layers = 4;        ///< transformer blocks. Range [1, 10000]; >= pipeline.stages x pipeline.virtual_stages.
   int64_t hidden = 128;      ///< model width d. Range [1, 65536]; divisible by heads.
@@ -63,12 +77,28 @@ struct ModelSpec {
   bool tie_embeddings = true;  ///< the LM head uses the token embedding's weight (Press & Wolf, arXiv
                                ///< 1608.05859); with several stages the last one holds a copy whose
                                ///< gradient is summed with the first stage's every step. `true` / `false`.
+                               ///< Default true for gpt2, false for llama (the loader sets it when unwritten).
+  Activation activation = Activation::Gelu;  ///< gpt2 only: `gelu` (default) or `gelu_tanh`.
+  double norm_eps = 1e-5;    ///< epsilon of every LayerNorm (gpt2) / RMSNorm (llama). Range (0, 1).
+  double rope_theta = 10000.0;  ///< llama only: RoPE base theta, inv_freq_j = theta^(-2j / head_dim).
+                                ///< Range (1, 1e12].
+  int64_t ffn_hidden = 0;    ///< MLP inner width; 0 = the architecture's rule (ffn_hidden_of). Range [0, 1e6].
+  int64_t kv_heads = 0;      ///< llama only: key/value heads (grouped-query attention); 0 = heads (plain
+                             ///< multi-head attention). Range [0, 65536]; must divide heads.
   std::string init_from;       ///< a Hugging Face model folder (config.json + model.safetensors, or shards
                                ///< in model.safetensors.index.json) whose weights the model starts from;
                                ///< model fields not written in the spec come from its config.json, written
                                ///< ones must agree (config/hf_config.hpp). Resolved to an absolute path by
                                ///< the loader. Empty (default) = random initialisation.
 };
+
+/// model.ffn_hidden resolved: as written when non-zero; else 4 x hidden for gpt2, and for llama the
+/// rule of Meta's reference llama/model.py (FeedForward, multiple_of = 256): int(2 x 4h / 3) rounded
+/// up to a multiple of 256 (hidden 4096 -> 11008, 128 -> 512).
+int64_t ffn_hidden_of(const ModelSpec& model);
+
+/// model.kv_heads resolved: as written when non-zero, else model.heads.
+int64_t kv_heads_of(const ModelSpec& model);
 
 /// How the model is cut and scheduled.
 struct PipelineSpec {
@@ -185,5 +215,7 @@ std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
 std::string to_string(Recompute recompute);
 std::string to_string(Precision precision);
+std::string to_string(Arch arch);
+std::string to_string(Activation activation);
 
 }  // namespace ppctl::config

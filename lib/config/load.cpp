@@ -503,6 +503,15 @@ std::vector<Section> schema(JobSpec& spec) {
         int_field("seq_len", m.seq_len, {1, kMillion}),
         real_field("dropout", m.dropout, {0, false, 1, true}),
         bool_field("tie_embeddings", m.tie_embeddings),
+        // Checked against model.arch once every key is read (Loader::check_arch_fields).
+        enum_field("arch", m.arch, std::vector{Arch::Gpt2, Arch::Llama},
+                   {{"gpt-2", "gpt2"}, {"llama2", "llama"}, {"llama3", "llama"}, {"mistral", "llama"}}),
+        enum_field("activation", m.activation, std::vector{Activation::Gelu, Activation::GeluTanh},
+                   {{"gelu_new", "gelu_tanh"}, {"gelu_pytorch_tanh", "gelu_tanh"}, {"tanh", "gelu_tanh"}}),
+        real_field("norm_eps", m.norm_eps, {0, true, 1, true}),
+        real_field("rope_theta", m.rope_theta, {1, true, 1e12, false}),
+        int_field("ffn_hidden", m.ffn_hidden, {0, kMillion}),
+        int_field("kv_heads", m.kv_heads, {0, 65'536}),
         {"init_from",  // resolved and merged with its config.json by Loader::apply_init_from
          [&m](Context& c, const Entry& e) {
            return read_text(c, e, "folder path", "init_from: models/gpt2", m.init_from);
@@ -982,6 +991,40 @@ class Loader {
     }
   }
 
+  /// The model fields that belong to one architecture, grouped-query heads, RoPE's even head size, and
+  /// model.tie_embeddings' per-architecture default (false for llama when not written).
+  void check_arch_fields() {
+    ModelSpec& m = spec_.model;
+    if (!usable("model.arch")) return;
+    const std::string arch = to_string(m.arch);
+    const auto only_for = [&](const std::string& key, Arch owner, const std::string& value) {
+      if (m.arch == owner || !seen_.count("model." + key)) return;
+      combination_problem("model." + key, "model.arch", value,
+                          fmt::format("applies only to model.arch {} (model.arch is {}{})", to_string(owner), arch,
+                                      seen_.count("model.arch") ? "" : ", the default"),
+                          fmt::format("remove model.{}, or set model.arch: {}", key, to_string(owner)));
+    };
+    only_for("activation", Arch::Gpt2, quoted(to_string(m.activation)));
+    only_for("rope_theta", Arch::Llama, fmt::format("{:g}", m.rope_theta));
+    only_for("kv_heads", Arch::Llama, std::to_string(m.kv_heads));
+    if (m.arch == Arch::Llama && !seen_.count("model.tie_embeddings")) m.tie_embeddings = false;
+    if (m.arch == Arch::Llama && usable("model.kv_heads") && usable("model.heads") && m.kv_heads > 0 &&
+        m.heads % m.kv_heads != 0) {
+      combination_problem("model.kv_heads", "model.heads", std::to_string(m.kv_heads),
+                          fmt::format("must divide model.heads ({})", m.heads),
+                          fmt::format("use a divisor of {} such as {}, or 0 for kv_heads = heads", m.heads,
+                                      divisors_near(m.heads, m.kv_heads)));
+    }
+    if (m.arch == Arch::Llama && usable("model.hidden") && usable("model.heads") && m.hidden % m.heads == 0 &&
+        (m.hidden / m.heads) % 2 != 0) {
+      combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
+                          fmt::format("gives an odd head size hidden / heads = {}; rotary embeddings (llama) "
+                                      "rotate pairs of features, so it must be even",
+                                      m.hidden / m.heads),
+                          "choose heads so that model.hidden / model.heads is even");
+    }
+  }
+
   void check_combinations() {
     const ModelSpec& m = spec_.model;
     const RuntimeSpec& r = spec_.runtime;
@@ -990,6 +1033,7 @@ class Loader {
     check_data_covers_a_sequence();
     check_eval();
     check_checkpoint();
+    check_arch_fields();
     if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
       combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
                           fmt::format("must divide model.hidden ({})", m.hidden),
