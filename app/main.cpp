@@ -25,6 +25,7 @@
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/hf_export.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
 #include "train/run_dir.hpp"
@@ -326,6 +327,19 @@ int main(int argc, char** argv) {
   verify->add_option("--tolerance", tolerance, "Largest accepted relative difference (default 1e-5)")
       ->check(number_check(0.0, true));
 
+  std::string export_checkpoint, export_hf_dir;
+  uint64_t max_shard_bytes = ppctl::train::kDefaultMaxShardBytes;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a checkpoint as a Hugging Face model folder (config.json + model.safetensors)");
+  export_cmd->add_option("checkpoint", export_checkpoint, "Checkpoint folder, or a checkpoint.dir (its latest)")
+      ->required();
+  export_cmd->add_option("--hf", export_hf_dir, "Output folder (new or empty); appears complete or not at all")
+      ->required();
+  add_parsed_option(export_cmd, "--max-shard-size", max_shard_bytes, ppctl::train::parse_shard_size,
+                    "Largest shard of tensor data, e.g. 5GB (default), 200MiB, 4096; above it the weights "
+                    "are sharded with model.safetensors.index.json",
+                    "SIZE");
+
   ppctl::train::WorkerOptions worker_options;
   auto* worker = app.add_subcommand("worker", "Internal: run one rank (started by `ppctl train`)");
   worker->group("");  // hidden from --help
@@ -361,6 +375,13 @@ int main(int argc, char** argv) {
     }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
+    if (*export_cmd) {
+      const auto result = ppctl::train::export_hf(export_checkpoint, export_hf_dir, max_shard_bytes);
+      std::cout << fmt::format("exported step {} to {}: {} tensors, {:.1f} MB in {} file(s)\n", result.step,
+                               result.folder.string(), result.tensors, static_cast<double>(result.bytes) / 1e6,
+                               result.shards);
+      return 0;
+    }
   } catch (const ppctl::ConfigError& e) {
     for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';
     std::cerr << fmt::format("{} problem(s) in the job spec; nothing was started\n", e.problems().size());

@@ -691,7 +691,7 @@ class Loader {
     try {
       hf = read_hf_model_config(m.init_from);
     } catch (const Error& e) {
-      c_.problems.add(line, "model.init_from", quoted(m.init_from), e.what(),
+      c_.problems.add(line, "model.init_from", (quoted)(m.init_from), e.what(),
                       "point model.init_from at a Hugging Face GPT-2 or Llama folder");
       return;
     }
