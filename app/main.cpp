@@ -143,7 +143,8 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
-              std::optional<std::string> resume, const std::string& run_dir, bool force_local) {
+              std::optional<std::string> resume, const std::string& run_dir, bool force_local,
+              const std::string& dump_gradients = "") {
   const auto env = ppctl::comm::environment_map();
   const auto mode = ppctl::comm::detect_launch_mode(env);
   if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
@@ -168,6 +169,10 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   if (!planned.spec.checkpoint.dir.empty()) {
     ppctl::train::check_checkpoint_dir_writable(planned.spec.checkpoint.dir);
+  }
+  if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops
+    extra.push_back("--dump-gradients");
+    extra.push_back(std::filesystem::absolute(dump_gradients).string());
   }
   const ppctl::schedule::CostModel costs;
   const auto plan_text = ppctl::schedule::format_plan(
@@ -315,6 +320,10 @@ int main(int argc, char** argv) {
   train->add_option("--run-dir", run_dir,
                     "Folder for this run's config, logs, metrics and trace (new or empty; default: "
                     "observe.runs_dir/<spec name>-<UTC time>)");
+  std::string train_dump_gradients;
+  train->add_option("--dump-gradients", train_dump_gradients,
+                    "Testing: every worker writes step 1's gradients and loss to DIR/rank<R>.pt and stops")
+      ->group("");  // hidden from --help
   bool force_local = false;
   train->add_flag("--local", force_local,
                   "Spawn every worker here even when RANK/WORLD_SIZE or SLURM_PROCID are set (by "
@@ -371,7 +380,7 @@ int main(int argc, char** argv) {
     if (*train) {
       return cmd_train(spec_path, steps,
                        resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt,
-                       run_dir, force_local);
+                       run_dir, force_local, train_dump_gradients);
     }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);

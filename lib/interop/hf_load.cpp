@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -12,10 +13,21 @@
 #include "interop/hf_folder.hpp"
 
 namespace ppctl::interop {
+namespace {
+
+/// This process's peak resident set so far, MiB (getrusage; Linux reports KiB).
+double peak_rss_mib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
 
 void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& model,
                      const plan::StageLayout& layout, torch::nn::Module& stage) {
   const auto start = std::chrono::steady_clock::now();
+  const double rss_before = peak_rss_mib();
   const HfFolder folder(dir);
   std::map<std::string, HfTensor> by_name;
   for (auto& t : hf_tensors(model, layout)) by_name.emplace(t.ppctl_name, std::move(t));
@@ -36,9 +48,11 @@ void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& 
     param.copy_(source);
     bytes += static_cast<int64_t>(values.size() * sizeof(float));
   }
-  spdlog::info("stage {}: {} parameter tensors ({:.1f} MiB) loaded from {} in {:.2f} s", layout.stage,
-               by_name.size(), static_cast<double>(bytes) / (1024.0 * 1024.0), folder.description(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  spdlog::info("stage {}: {} parameter tensors ({:.1f} MiB) loaded from {} in {:.3f} s; peak RSS {:.1f} MiB "
+               "before, {:.1f} MiB after",
+               layout.stage, by_name.size(), static_cast<double>(bytes) / (1024.0 * 1024.0), folder.description(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), rss_before,
+               peak_rss_mib());
 }
 
 }  // namespace ppctl::interop
