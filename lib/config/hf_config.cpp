@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -34,10 +35,15 @@ class Reader {
     return *value;
   }
 
-  void integer(const std::string& key, const std::string& field) {
+  /// Required integer keys: config.json key -> ppctl field.
+  void integers(std::initializer_list<std::pair<const char*, const char*>> keys) {
+    for (const auto& [key, field] : keys) integer(key, field);
+  }
+
+  void integer(const std::string& key, const std::string& field, bool upper_bound = false) {
     const json& v = required(key);
     if (!v.is_number_integer()) fail(key, "value " + v.dump() + " is not an integer", "write an integer");
-    add(field, std::to_string(v.get<int64_t>()), key);
+    add(field, std::to_string(v.get<int64_t>()), key, upper_bound);
   }
 
   void number(const json& v, const std::string& key, const std::string& field) {
@@ -73,13 +79,8 @@ class Reader {
 
 void read_gpt2(Reader& r) {
   r.add("arch", "gpt2", "model_type");
-  r.integer("n_embd", "hidden");
-  r.integer("n_layer", "layers");
-  r.integer("n_head", "heads");
-  r.integer("vocab_size", "vocab_size");
-  const json& positions = r.required("n_positions");
-  if (!positions.is_number_integer()) r.fail("n_positions", "not an integer", "write an integer");
-  r.add("seq_len", std::to_string(positions.get<int64_t>()), "n_positions", true);
+  r.integers({{"n_embd", "hidden"}, {"n_layer", "layers"}, {"n_head", "heads"}, {"vocab_size", "vocab_size"}});
+  r.integer("n_positions", "seq_len", /*upper_bound=*/true);
   const json* act = r.find("activation_function");
   const std::string activation = act != nullptr && act->is_string() ? act->get<std::string>() : "gelu_new";
   if (activation == "gelu_new" || activation == "gelu_pytorch_tanh") {
@@ -106,16 +107,16 @@ void read_gpt2(Reader& r) {
 
 void read_llama(Reader& r) {
   r.add("arch", "llama", "model_type");
-  r.integer("hidden_size", "hidden");
-  r.integer("intermediate_size", "ffn_hidden");
-  r.integer("num_hidden_layers", "layers");
-  r.integer("num_attention_heads", "heads");
+  r.integers({{"hidden_size", "hidden"},
+              {"intermediate_size", "ffn_hidden"},
+              {"num_hidden_layers", "layers"},
+              {"num_attention_heads", "heads"},
+              {"vocab_size", "vocab_size"}});
   if (r.find("num_key_value_heads") != nullptr) {
     r.integer("num_key_value_heads", "kv_heads");
   } else {
     r.add("kv_heads", "0", "num_key_value_heads");
   }
-  r.integer("vocab_size", "vocab_size");
   r.number(r.required("rms_norm_eps"), "rms_norm_eps", "norm_eps");
   // transformers 5 keeps rope_theta inside rope_parameters; older configs have it at the top level.
   const json* params = r.find("rope_parameters");
@@ -137,9 +138,7 @@ void read_llama(Reader& r) {
            "use a model without RoPE scaling");
   }
   r.boolean("tie_word_embeddings", "tie_embeddings", false);
-  const json& positions = r.required("max_position_embeddings");
-  if (!positions.is_number_integer()) r.fail("max_position_embeddings", "not an integer", "write an integer");
-  r.add("seq_len", std::to_string(positions.get<int64_t>()), "max_position_embeddings", true);
+  r.integer("max_position_embeddings", "seq_len", /*upper_bound=*/true);
   r.must_be("hidden_act", "silu", "SwiGLU with SiLU");
   r.must_be("attention_bias", false, "no attention biases");
   r.must_be("mlp_bias", false, "no MLP biases");

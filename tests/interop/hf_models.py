@@ -17,7 +17,7 @@ def make(kind, seed=0):
         config = transformers.GPT2Config(
             vocab_size=VOCAB, n_positions=POSITIONS, n_embd=32, n_layer=4, n_head=4,
             activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-            tie_word_embeddings=kind == "gpt2-tied")
+            tie_word_embeddings=kind == "gpt2-tied", bos_token_id=0, eos_token_id=0)
         model = transformers.GPT2LMHeadModel(config)
     elif kind == "llama":
         config = transformers.LlamaConfig(
