@@ -67,7 +67,6 @@ enum class Activation {
 
 /// Decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
 struct ModelSpec {
-  Arch arch = Arch::Gpt2;    ///< `gpt2` (default) or `llama`.
   int64_t vocab_size = 256;  ///< tokens in the vocabulary; data are bytes, so >= 256. Range [256, 1e6].
   int64_t layers = 4;        ///< transformer blocks. Range [1, 10000]; >= pipeline.stages x pipeline.virtual_stages.
   int64_t hidden = 128;      ///< model width d. Range [1, 65536]; divisible by heads.
@@ -78,6 +77,8 @@ struct ModelSpec {
                                ///< 1608.05859); with several stages the last one holds a copy whose
                                ///< gradient is summed with the first stage's every step. `true` / `false`.
                                ///< Default true for gpt2, false for llama (the loader sets it when unwritten).
+  Arch arch = Arch::Gpt2;    ///< `gpt2` (default) or `llama`. (After the older fields: aggregate
+                             ///< initialisers {vocab_size, layers, ...} keep their meaning.)
   Activation activation = Activation::Gelu;  ///< gpt2 only: `gelu` (default) or `gelu_tanh`.
   double norm_eps = 1e-5;    ///< epsilon of every LayerNorm (gpt2) / RMSNorm (llama). Range (0, 1).
   double rope_theta = 10000.0;  ///< llama only: RoPE base theta, inv_freq_j = theta^(-2j / head_dim).

@@ -35,21 +35,30 @@ std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages) {
   return ranges;
 }
 
-/// Per block: LayerNorm 2h (x2), fused QKV 3h^2 + 3h, projection h^2 + h, MLP 4h^2 + 4h and 4h^2 +
-/// h.
+/// gpt2, with f = ffn_hidden_of: LayerNorm 2h (x2), fused QKV 3h^2 + 3h, projection h^2 + h, MLP
+/// h f + f and f h + h (12 h^2 + 13 h at f = 4h). llama, with kv = kv_heads x head_dim: RMSNorm h (x2),
+/// q and o h^2 each, k and v h kv each, gate, up and down h f each; no biases.
 int64_t block_parameters(const config::ModelSpec& model) {
   const int64_t h = model.hidden;
-  return 12 * h * h + 13 * h;
+  const int64_t f = config::ffn_hidden_of(model);
+  if (model.arch == config::Arch::Llama) {
+    const int64_t kv = config::kv_heads_of(model) * (h / model.heads);
+    return 2 * h + 2 * h * h + 2 * h * kv + 3 * h * f;
+  }
+  return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
 }
 
-/// Token embedding vocab x h plus learned position embedding seq_len x h (GPT-2 style).
+/// Token embedding vocab x h, plus for gpt2 the learned position embedding seq_len x h.
 int64_t embedding_parameters(const config::ModelSpec& model) {
-  return model.vocab_size * model.hidden + model.seq_len * model.hidden;
+  const int64_t positions = model.arch == config::Arch::Gpt2 ? model.seq_len * model.hidden : 0;
+  return model.vocab_size * model.hidden + positions;
 }
 
-/// Final LayerNorm 2h plus the bias-free LM head vocab x h (not tied to the embedding).
+/// Final norm (LayerNorm 2h for gpt2, RMSNorm h for llama) plus the bias-free LM head vocab x h (not
+/// tied to the embedding).
 int64_t head_parameters(const config::ModelSpec& model) {
-  return 2 * model.hidden + model.vocab_size * model.hidden;
+  const int64_t norm = model.arch == config::Arch::Llama ? model.hidden : 2 * model.hidden;
+  return norm + model.vocab_size * model.hidden;
 }
 
 /// The idle share of a step's time when every F and B costs the same on every stage: (p-1)/(m+p-1)

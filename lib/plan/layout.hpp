@@ -21,10 +21,12 @@ struct LayerRange {
 /// layers < stages.
 std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages);
 
-/// Parameter counts of the GPT built by model/ (must match torch's count exactly):
-/// block = 12 h^2 + 13 h (two LayerNorms, fused QKV with bias, projection with bias, 4h MLP with biases);
-/// embedding = vocab h + seq_len h (token and learned position embeddings);
-/// head = 2 h + vocab h (final LayerNorm and the bias-free LM head).
+/// Parameter counts of the decoder built by model/ (must match torch's count exactly), f = ffn_hidden_of:
+/// gpt2: block = 4 h^2 + 2 h f + 9 h + f (two LayerNorms, fused QKV with bias, projection with bias, MLP
+/// with biases; 12 h^2 + 13 h at f = 4h); embedding = vocab h + seq_len h (token and learned position
+/// embeddings); head = 2 h + vocab h (final LayerNorm and the bias-free LM head).
+/// llama (kv = kv_heads x hidden / heads): block = 2 h + 2 h^2 + 2 h kv + 3 h f (two RMSNorms, q, k, v, o,
+/// gate, up, down, no biases); embedding = vocab h; head = h + vocab h (final RMSNorm and LM head).
 int64_t block_parameters(const config::ModelSpec& model);
 int64_t embedding_parameters(const config::ModelSpec& model);
 int64_t head_parameters(const config::ModelSpec& model);

@@ -12,7 +12,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/action.hpp"

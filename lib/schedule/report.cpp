@@ -45,8 +45,12 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   const int64_t global_batch = p.microbatches * p.micro_batch_size * layout.data_parallel;
   std::string out;
   out += fmt::format("job        {}\n", spec.source);
-  out += fmt::format("model      GPT: {} blocks, hidden {}, {} heads, seq_len {}, vocab {}: {} parameters\n",
-                     m.layers, m.hidden, m.heads, m.seq_len, m.vocab_size, layout.total_parameters);
+  const bool llama = m.arch == config::Arch::Llama;
+  const std::string heads = llama ? fmt::format("{} heads ({} key/value)", m.heads, config::kv_heads_of(m))
+                                  : fmt::format("{} heads", m.heads);
+  out += fmt::format("model      {}: {} blocks, hidden {}, {}, ffn {}, seq_len {}, vocab {}: {} parameters\n",
+                     llama ? "Llama" : "GPT-2", m.layers, m.hidden, heads, config::ffn_hidden_of(m), m.seq_len,
+                     m.vocab_size, layout.total_parameters);
   if (!m.init_from.empty()) {  // the model section as merged with the folder's config.json
     out += fmt::format("weights    from Hugging Face folder {}: arch {}, ffn_hidden {}, kv_heads {}, norm_eps {:g}{}, "
                        "tie_embeddings {}\n",

@@ -84,7 +84,13 @@ json meta_json(const CheckpointMeta& meta) {
             {"hidden", m.hidden},
             {"heads", m.heads},
             {"seq_len", m.seq_len},
-            {"tie_embeddings", m.tie_embeddings}}},
+            {"tie_embeddings", m.tie_embeddings},
+            {"arch", config::to_string(m.arch)},
+            {"activation", config::to_string(m.activation)},
+            {"norm_eps", m.norm_eps},
+            {"rope_theta", m.rope_theta},
+            {"ffn_hidden", config::ffn_hidden_of(m)},
+            {"kv_heads", config::kv_heads_of(m)}}},
           {"sequences_per_step", meta.sequences_per_step},
           {"next_sample", meta.next_sample},
           {"seed", meta.seed},
@@ -99,6 +105,33 @@ json meta_json(const CheckpointMeta& meta) {
       "checkpoint file {} {} (fix: resume from another complete checkpoint, e.g. an older "
       "step-NNNNNNNN folder beside {})",
       file.string(), why, file.parent_path().string()));
+}
+
+/// The architecture fields of meta.json's `model` into `out`. Checkpoints written before model.arch
+/// existed have none of them and hold a GPT-2 with today's defaults (0 = the rule for ffn_hidden and
+/// kv_heads), so a missing key keeps ModelSpec's default. Throws json::exception on a wrong type,
+/// CheckpointError (naming `file`) on an unknown architecture or activation.
+void read_arch_fields(const json& m, const fs::path& file, config::ModelSpec& out) {
+  if (m.contains("arch")) {
+    const auto arch = m.at("arch").get<std::string>();
+    if (arch == config::to_string(config::Arch::Llama)) {
+      out.arch = config::Arch::Llama;
+    } else if (arch != config::to_string(config::Arch::Gpt2)) {
+      corrupt(file, fmt::format("names an unknown model.arch '{}'", arch));
+    }
+  }
+  if (m.contains("activation")) {
+    const auto activation = m.at("activation").get<std::string>();
+    if (activation == config::to_string(config::Activation::GeluTanh)) {
+      out.activation = config::Activation::GeluTanh;
+    } else if (activation != config::to_string(config::Activation::Gelu)) {
+      corrupt(file, fmt::format("names an unknown model.activation '{}'", activation));
+    }
+  }
+  out.norm_eps = m.value("norm_eps", out.norm_eps);
+  out.rope_theta = m.value("rope_theta", out.rope_theta);
+  out.ffn_hidden = m.value("ffn_hidden", out.ffn_hidden);
+  out.kv_heads = m.value("kv_heads", out.kv_heads);
 }
 
 /// Rank 0, once every unit file is in `partial`: meta.json, the rename, `latest`, pruning.
@@ -258,6 +291,7 @@ CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
     meta.model.seq_len = m.at("seq_len").get<int64_t>();
     meta.tie_embeddings = m.at("tie_embeddings").get<bool>();
     meta.model.tie_embeddings = meta.tie_embeddings;
+    read_arch_fields(m, file, meta.model);
     meta.sequences_per_step = j.at("sequences_per_step").get<int64_t>();
     meta.next_sample = j.at("next_sample").get<int64_t>();
     meta.seed = j.at("seed").get<uint64_t>();
@@ -342,6 +376,10 @@ void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, in
       {"model.seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len), shape},
       {"model.tie_embeddings", meta.tie_embeddings ? "true" : "false", b.tie_embeddings ? "true" : "false",
        shape},
+      {"model.arch", config::to_string(a.arch), config::to_string(b.arch), shape},
+      {"model.ffn_hidden", std::to_string(config::ffn_hidden_of(a)), std::to_string(config::ffn_hidden_of(b)),
+       shape},
+      {"model.kv_heads", std::to_string(config::kv_heads_of(a)), std::to_string(config::kv_heads_of(b)), shape},
       {"train.seed", std::to_string(meta.seed), std::to_string(spec.train.seed),
        "the data order would not continue"},
       {"data.eval_fraction", fmt::format("{:g}", meta.eval_fraction), fmt::format("{:g}", spec.data.eval_fraction),

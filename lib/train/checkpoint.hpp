@@ -13,7 +13,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 
 namespace ppctl::train {
 

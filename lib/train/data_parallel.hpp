@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 #include "plan/layout.hpp"
 #include "plan/parallel.hpp"
 

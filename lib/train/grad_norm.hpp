@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 
 namespace ppctl::train {
 

@@ -11,7 +11,7 @@
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "data/text_dataset.hpp"
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
 #include "train/observer.hpp"

@@ -50,7 +50,14 @@ double model_flops_per_step(const config::ModelSpec& model, int64_t sequences) {
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double v = static_cast<double>(model.vocab_size);
-  return 72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h));
+  const double f = static_cast<double>(config::ffn_hidden_of(model));
+  const double kv = static_cast<double>(config::kv_heads_of(model) * (model.hidden / model.heads));
+  const double mlp_matrices = model.arch == config::Arch::Llama ? 3.0 : 2.0;
+  const double tokens = b * s;
+  const double block = 2.0 * tokens * h * (2.0 * h + 2.0 * kv)  // q, k, v, output projection
+                       + 4.0 * tokens * s * h                    // scores and values
+                       + mlp_matrices * 2.0 * tokens * h * f;    // MLP
+  return 3.0 * (l * block + 2.0 * tokens * h * v);
 }
 
 std::optional<double> known_peak_tflops(const std::string& device_name, double* bf16_tflops) {

@@ -13,18 +13,25 @@
 
 namespace ppctl::train {
 
-/// Model FLOPs of one optimizer step of the GPT in `model` over `sequences` sequences (the global
-/// batch B): forward and backward, without recomputation, counting a multiply-add as 2 FLOPs:
+/// Model FLOPs of one optimizer step of the decoder in `model` over `sequences` sequences (the global
+/// batch B): forward and backward (backward = twice the forward), without recomputation, counting a
+/// multiply-add as 2 FLOPs. Per matrix product: a [B s, k] x [k, n] product costs 2 B s k n forward.
+///
+/// gpt2 with f = 4h is exactly Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
+/// Clusters Using Megatron-LM", arXiv 2104.04473, Appendix, eq. (3) with the recomputation forward
+/// removed (its 96 = 4 x 24 becomes 3 x 24 = 72, its V / (16 l h) becomes V / (12 l h)):
 ///
 ///     F = 72 B s l h^2 (1 + s / (6 h) + V / (12 l h))
 ///
-/// with s = seq_len, l = layers, h = hidden, V = vocab_size. Source: Narayanan et al., "Efficient
-/// Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv 2104.04473,
-/// Appendix, eq. (3) with the recomputation forward removed (its 96 = 4 x 24 becomes 3 x 24 = 72, its
-/// V / (16 l h) becomes V / (12 l h)): per block 24 B s h^2 + 4 B s^2 h forward FLOPs (QKV, attention
-/// scores and values, projection, a 4h MLP), 2 B s h V for the LM head, backward twice the forward.
-/// Recomputation (train.recompute) does extra work that this deliberately does not count: MFU counts
-/// model FLOPs only. LayerNorms, softmax, biases and the embedding lookup are left out, as in the paper.
+/// with s = seq_len, l = layers, h = hidden, V = vocab_size. In general, per block forward, with
+/// f = config::ffn_hidden_of and kv = kv_heads x head_dim (= h for gpt2):
+///   attention projections  2 B s h (h + 2 kv + h)       (q, k, v and the output projection)
+///   attention scores/values 2 x 2 B s^2 h                (Q K^T and softmax(.) V over all s^2, as eq. 3)
+///   MLP  gpt2: 2 x 2 B s h f (fc1, fc2); llama (SwiGLU): 3 x 2 B s h f (gate, up, down)
+/// plus the logits 2 B s h V once; F = 3 x (l x block + logits). Grouped-query attention shrinks only
+/// k and v. Recomputation (train.recompute) does extra work that this deliberately does not count: MFU
+/// counts model FLOPs only. Norms, softmax, rotary embeddings, the SwiGLU product, biases and the
+/// embedding lookup are left out, as in the paper.
 double model_flops_per_step(const config::ModelSpec& model, int64_t sequences);
 
 /// Peak dense TFLOP/s of one GPU whose name (as CUDA reports it, e.g. "NVIDIA H100 80GB HBM3")

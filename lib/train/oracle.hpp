@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 
 namespace ppctl::train {
 

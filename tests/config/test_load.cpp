@@ -1021,6 +1021,15 @@ TEST_CASE("configs/example.yaml loads", "[config][docs]") {
   CHECK_FALSE(spec.data.files.empty());
 }
 
+TEST_CASE("configs/example-llama.yaml loads as a grouped-query Llama", "[config][docs]") {
+  const JobSpec spec = load_job_spec(std::string(PPCTL_SOURCE_DIR) + "/configs/example-llama.yaml");
+  CHECK(spec.model.arch == Arch::Llama);
+  CHECK(kv_heads_of(spec.model) == 2);
+  CHECK(ffn_hidden_of(spec.model) == 512);
+  CHECK_FALSE(spec.model.tie_embeddings);
+  CHECK_FALSE(spec.data.files.empty());
+}
+
 // ------------------------------------------------------------------------------------------------------------
 // Did-you-mean.
 

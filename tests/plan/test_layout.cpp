@@ -100,6 +100,43 @@ TEST_CASE("parameter formulas match the module shapes") {
   CHECK(plan::block_parameters(gpt2_small) == 7087872);  // GPT-2 small block: 7,087,872
 }
 
+TEST_CASE("llama parameter counts equal the published totals of Llama-2 7B and Llama-3 8B") {
+  // Total parameters as Hugging Face's LlamaForCausalLM reports them (untied head).
+  const auto total = [](const config::ModelSpec& m) {
+    return m.layers * plan::block_parameters(m) + plan::embedding_parameters(m) + plan::head_parameters(m);
+  };
+  config::ModelSpec llama2;
+  llama2.arch = config::Arch::Llama;
+  llama2.vocab_size = 32000;
+  llama2.layers = 32;
+  llama2.hidden = 4096;
+  llama2.heads = 32;
+  llama2.seq_len = 4096;  // no position embedding: does not count
+  CHECK(config::ffn_hidden_of(llama2) == 11008);
+  CHECK(total(llama2) == 6'738'415'616);
+  auto llama3 = llama2;  // grouped-query attention: 8 key/value heads
+  llama3.vocab_size = 128256;
+  llama3.kv_heads = 8;
+  llama3.ffn_hidden = 14336;
+  CHECK(total(llama3) == 8'030'261'248);
+  // Per module, as torch lists them: 2 RMSNorms, q, k, v, o, gate, up, down.
+  config::ModelSpec small = llama2;
+  small.hidden = 64;
+  small.heads = 8;
+  small.kv_heads = 2;
+  small.ffn_hidden = 100;
+  const int64_t kv = 2 * 8;
+  CHECK(plan::block_parameters(small) == 2 * 64 + 64 * 64 + 2 * 64 * kv + 64 * 64 + 3 * 64 * 100);
+  CHECK(plan::head_parameters(small) == 64 + 32000 * 64);
+}
+
+TEST_CASE("gpt2 parameter counts follow ffn_hidden") {
+  config::ModelSpec m;
+  m.hidden = 8;
+  m.ffn_hidden = 20;
+  CHECK(plan::block_parameters(m) == 4 * 8 + (8 * 24 + 24) + (8 * 8 + 8) + (8 * 20 + 20) + (20 * 8 + 8));
+}
+
 TEST_CASE("bubble_fraction is (p-1)/(m+p-1)") {
   CHECK(plan::bubble_fraction(1, 1) == 0.0);
   CHECK(plan::bubble_fraction(1, 32) == 0.0);

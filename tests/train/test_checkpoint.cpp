@@ -5,6 +5,7 @@
 
 #include <catch2/generators/catch_generators.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/serialize.h>
 
 #include <filesystem>
@@ -252,6 +253,44 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
     CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, untied, 8, 10, good); }, "tied")
               .find("model.tie_embeddings is true in the checkpoint") != std::string::npos);
     CHECK_NOTHROW(train::check_resumable(meta, spec, 8, 5, good));
+  }
+  SECTION("another architecture or MLP / key-value width") {
+    const auto meta = train::read_checkpoint_meta(good);
+    CHECK(meta.model.arch == config::Arch::Gpt2);
+    CHECK(config::ffn_hidden_of(meta.model) == 4 * meta.model.hidden);
+    auto llama = spec;
+    llama.model.arch = config::Arch::Llama;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, llama, 8, 10, good); }, "arch")
+              .find("model.arch is gpt2 in the checkpoint") != std::string::npos);
+    auto wider_mlp = spec;
+    wider_mlp.model.ffn_hidden = 3 * spec.model.hidden;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, wider_mlp, 8, 10, good); }, "ffn")
+              .find(fmt::format("model.ffn_hidden is {} in the checkpoint", 4 * spec.model.hidden)) !=
+          std::string::npos);
+    auto grouped = spec;
+    grouped.model.kv_heads = 1;
+    CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, grouped, 8, 10, good); }, "kv")
+              .find(fmt::format("model.kv_heads is {} in the checkpoint", spec.model.heads)) != std::string::npos);
+    auto explicit_rule = spec;  // the rule written out is the same model
+    explicit_rule.model.ffn_hidden = 4 * spec.model.hidden;
+    CHECK_NOTHROW(train::check_resumable(meta, explicit_rule, 8, 5, good));
+  }
+  SECTION("a meta.json from before model.arch reads as gpt2; an unknown arch is refused") {
+    auto text = core::read_file(good / "meta.json");
+    auto j = nlohmann::json::parse(text);
+    for (const char* key : {"arch", "activation", "norm_eps", "rope_theta", "ffn_hidden", "kv_heads"}) {
+      REQUIRE(j["model"].contains(key));
+      j["model"].erase(key);
+    }
+    core::write_file_atomically(good / "meta.json", j.dump(2));
+    const auto old = train::read_checkpoint_meta(good);
+    CHECK(old.model.arch == config::Arch::Gpt2);
+    CHECK(old.model.activation == config::Activation::Gelu);
+    CHECK_NOTHROW(train::check_resumable(old, spec, 8, 5, good));
+    j["model"]["arch"] = "bert";
+    core::write_file_atomically(good / "meta.json", j.dump(2));
+    CHECK(message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "unknown arch")
+              .find("names an unknown model.arch 'bert'") != std::string::npos);
   }
 }
 

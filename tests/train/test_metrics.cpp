@@ -42,6 +42,37 @@ TEST_CASE("model FLOPs per step follow Megatron's formula without recomputation"
   CHECK(model_flops_per_step(example, 64) == Catch::Approx(3 * (4 * per_block + head)).epsilon(1e-12));
 }
 
+TEST_CASE("gpt2 FLOPs are Megatron's eq. 3 without recomputation", "[train][metrics]") {
+  ppctl::config::ModelSpec m;
+  m.layers = 12;
+  m.hidden = 768;
+  m.seq_len = 1024;
+  m.vocab_size = 50257;
+  const double b = 8, s = 1024, l = 12, h = 768, v = 50257;
+  const double eq3 = 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));  // arXiv 2104.04473
+  CHECK(model_flops_per_step(m, 8) == Catch::Approx(eq3).epsilon(1e-12));
+}
+
+TEST_CASE("llama FLOPs: three SwiGLU matrices, grouped-query k and v", "[train][metrics]") {
+  ppctl::config::ModelSpec m;
+  m.arch = ppctl::config::Arch::Llama;
+  m.layers = 3;
+  m.hidden = 16;
+  m.heads = 4;
+  m.kv_heads = 1;  // k and v 4 wide each
+  m.ffn_hidden = 40;
+  m.seq_len = 8;
+  m.vocab_size = 300;
+  const double bs = 2.0 * 8;
+  // By hand, forward per block: q 2bs 16 16, k and v 2bs 16 4 each, o 2bs 16 16; scores and values
+  // 2 x 2 b s^2 16; gate, up, down 2bs 16 40 each. Logits 2bs 16 300.
+  const double block = 2 * bs * (256 + 64 + 64 + 256) + 4 * bs * 8 * 16 + 3 * 2 * bs * 640;
+  const double logits = 2 * bs * 16 * 300;
+  CHECK(model_flops_per_step(m, 2) == Catch::Approx(3 * (3 * block + logits)).epsilon(1e-12));
+  m.kv_heads = 4;  // multi-head: more k and v work
+  CHECK(model_flops_per_step(m, 2) > 3 * (3 * block + logits));
+}
+
 TEST_CASE("known GPUs by their CUDA names; unknown names give no peak", "[train][metrics]") {
   double bf16 = 0;
   CHECK(known_peak_tflops("NVIDIA H100 80GB HBM3", &bf16) == Catch::Approx(66.9));

@@ -1,86 +1,35 @@
-// GPT blocks and pipeline stage modules: construction, partition-independent initialisation,
-// seeded dropout, forward and loss.
-#include "model/gpt.hpp"
+// Pipeline stage modules of any architecture: construction, partition-independent initialisation of the
+// embedding and head, forward by parts and loss.
+#include "model/stage.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "core/check.hpp"
+#include "core/error.hpp"
 #include "model/autocast.hpp"
+#include "model/gpt2.hpp"
+#include "model/llama.hpp"
 
 namespace ppctl::model {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  // splitmix64 finaliser over h ^ v: a fixed, well-mixed hash.
-  uint64_t z = h ^ (v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+/// Block `layer_index` of model.arch.
+std::shared_ptr<DecoderBlock> make_block(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed) {
+  switch (spec.arch) {
+    case config::Arch::Gpt2: return std::make_shared<Gpt2BlockImpl>(spec, layer_index, seed);
+    case config::Arch::Llama: return std::make_shared<LlamaBlockImpl>(spec, layer_index, seed);
+  }
+  throw InternalError("make_block: unknown Arch");
 }
 
-constexpr double kInitStd = 0.02;
-
-/// GPT-2 initialisation: N(0, 0.02) weights, zero biases; residual output projections scaled by
-/// 1/sqrt(2 L) (GPT-2 paper §2.3). Draws in registration order from one generator.
-void init_linear(torch::nn::Linear& linear, at::Generator& gen, double std) {
-  torch::NoGradGuard no_grad;
-  linear->weight.normal_(0.0, std, gen);
-  if (linear->bias.defined()) linear->bias.zero_();
-}
-
-/// Dropout whose mask comes from a generator keyed by (context, layer, site) — not from the global
-/// RNG — so that every partition of the model draws the same masks.
-torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutContext& ctx,
-                             int64_t layer, int64_t site) {
-  if (!ctx.training || p <= 0.0) return x;
-  uint64_t key = mix(mix(mix(mix(ctx.seed, static_cast<uint64_t>(ctx.step)),
-                             static_cast<uint64_t>(ctx.microbatch)),
-                         static_cast<uint64_t>(layer + 3)),
-                     static_cast<uint64_t>(site));
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(key);
-  auto keep = torch::empty(x.sizes(), torch::dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
-  return x * keep.to(x.device(), x.scalar_type()) / (1.0 - p);
+/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama), epsilon model.norm_eps.
+torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec) {
+  if (spec.arch == config::Arch::Llama) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps));
+  return torch::nn::AnyModule(gpt2_layer_norm(spec));
 }
 
 }  // namespace
-
-uint64_t init_seed(uint64_t seed, int64_t part) { return mix(seed, static_cast<uint64_t>(part + 2)); }
-
-BlockImpl::BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed)
-    : layer_index_(layer_index), heads_(spec.heads), dropout_p_(spec.dropout) {
-  const int64_t h = spec.hidden;
-  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
-  qkv_ = register_module("qkv", torch::nn::Linear(h, 3 * h));
-  proj_ = register_module("proj", torch::nn::Linear(h, h));
-  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
-  fc1_ = register_module("fc1", torch::nn::Linear(h, 4 * h));
-  fc2_ = register_module("fc2", torch::nn::Linear(4 * h, h));
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
-  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(spec.layers));
-  init_linear(qkv_, gen, kInitStd);
-  init_linear(proj_, gen, residual_std);
-  init_linear(fc1_, gen, kInitStd);
-  init_linear(fc2_, gen, residual_std);
-}
-
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
-  const auto batch = x.size(0), seq = x.size(1), hidden = x.size(2);
-  const auto head_dim = hidden / heads_;
-  auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
-  auto split_heads = [&](const torch::Tensor& t) {
-    return t.view({batch, seq, heads_, head_dim}).transpose(1, 2);
-  };
-  auto attn = at::scaled_dot_product_attention(split_heads(qkv[0]), split_heads(qkv[1]),
-                                               split_heads(qkv[2]), /*attn_mask=*/{},
-                                               /*dropout_p=*/0.0, /*is_causal=*/true);
-  attn = attn.transpose(1, 2).reshape({batch, seq, hidden});
-  auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
-  auto mlp = fc2_->forward(torch::gelu(fc1_->forward(ln2_->forward(h))));
-  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
-}
 
 StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout,
                                  uint64_t seed)
@@ -88,16 +37,19 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
   torch::NoGradGuard no_grad;
   if (layout.has_embedding) {
     tok_embed_ = register_module("tok_embed", torch::nn::Embedding(spec.vocab_size, spec.hidden));
-    pos_embed_ = register_module("pos_embed", torch::nn::Embedding(spec.seq_len, spec.hidden));
     auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -1));
     tok_embed_->weight.normal_(0.0, kInitStd, gen);
-    pos_embed_->weight.normal_(0.0, kInitStd, gen);
+    if (spec.arch == config::Arch::Gpt2) {  // learned positions; llama rotates q and k instead
+      pos_embed_ = register_module("pos_embed", torch::nn::Embedding(spec.seq_len, spec.hidden));
+      pos_embed_->weight.normal_(0.0, kInitStd, gen);
+    }
   }
   for (int64_t i = layout.layers.begin; i < layout.layers.end; ++i) {
-    blocks_.push_back(register_module(fmt::format("block{}", i), Block(spec, i, seed)));
+    blocks_.push_back(register_module(fmt::format("block{}", i), make_block(spec, i, seed)));
   }
   if (layout.has_head) {
-    ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({spec.hidden})));
+    ln_f_ = make_final_norm(spec);
+    register_module("ln_f", ln_f_.ptr());
     if (!(spec.tie_embeddings && layout.has_embedding)) {  // else the head uses tok_embed's weight
       lm_head_ = register_module(
           "lm_head",
@@ -135,13 +87,16 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
   for (int64_t part = begin; part < end; ++part) {
     const int64_t block = part - first_block;
     if (block < 0) {
-      auto positions = torch::arange(x.size(1), torch::dtype(torch::kLong).device(x.device()));
-      x = tok_embed_->forward(x) + pos_embed_->forward(positions).unsqueeze(0);
+      x = tok_embed_->forward(x);
+      if (pos_embed_) {
+        auto positions = torch::arange(x.size(1), torch::dtype(torch::kLong).device(x.device()));
+        x = x + pos_embed_->forward(positions).unsqueeze(0);
+      }
       x = seeded_dropout(x, spec_.dropout, dropout, -1, 0);
     } else if (block < blocks) {
       x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
     } else {
-      x = ln_f_->forward(x);
+      x = ln_f_.forward(x);
       x = lm_head_ ? lm_head_->forward(x) : torch::nn::functional::linear(x, tok_embed_->weight);
       if (bf16) x = x.to(torch::kFloat);  // fp32 logits: the loss and its gradient in fp32
     }

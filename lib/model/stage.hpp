@@ -1,6 +1,6 @@
-// GPT decoder pieces built by global layer index: a pipeline stage owns a contiguous range of blocks,
-// plus the embedding (first stage) and the final norm, LM head and loss (last stage).
-// Architecture as GPT-2 (Radford et al. 2019): pre-norm blocks, learned positions, GELU MLP of 4h.
+// A pipeline stage of a decoder built by global layer index: a contiguous range of blocks, plus the
+// embedding (first stage) and the final norm, LM head and loss (last stage). The blocks and norms come
+// from the architecture's file (model/gpt2.hpp, model/llama.hpp); this file is the same for every one.
 #pragma once
 
 #include <torch/torch.h>
@@ -11,43 +11,16 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "model/block.hpp"
 #include "plan/layout.hpp"
 
 namespace ppctl::model {
 
-/// Identifies one forward pass for dropout: masks depend only on (seed, step, microbatch, layer,
-/// site), so a pipelined run and an unpipelined one draw identical masks.
-struct DropoutContext {
-  bool training = true;
-  uint64_t seed = 0;
-  int64_t step = 0;
-  int64_t microbatch = 0;  ///< global microbatch index in the step; runtime::Executor::run_step
-                           ///< takes it as the base (replica dp's offset dp x m) and adds its own
-};
-
-/// Seed of the generator that initialises one part of the model. `part` is -1 for the embedding,
-/// -2 for the final norm and LM head, or the global block index: weights never depend on the
-/// partition into stages.
-uint64_t init_seed(uint64_t seed, int64_t part);
-
-/// One transformer block: x + attn(ln1(x)), then + mlp(ln2(x)); causal self-attention via
-/// at::scaled_dot_product_attention. Input and output [batch, seq_len, hidden], float.
-class BlockImpl : public torch::nn::Module {
- public:
-  BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
-  torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout);
-
- private:
-  int64_t layer_index_;
-  int64_t heads_;
-  double dropout_p_;
-  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
-  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
-};
-TORCH_MODULE(Block);
-
-/// The part of the GPT one pipeline stage runs. Parameter names carry global indices
+/// The part of the decoder one pipeline stage runs. Parameter names carry global indices
 /// (`block3.qkv.weight`, `tok_embed.weight`, `lm_head.weight`), the same in every partition.
+/// model.arch chooses the blocks (gpt2: Gpt2Block, llama: LlamaBlock), the final norm `ln_f`
+/// (LayerNorm / RMSNorm) and whether the embedding adds learned positions `pos_embed` (gpt2 only).
+/// The embedding and the head are initialised from init_seed(seed, -1) and (-2): N(0, 0.02).
 class StageModuleImpl : public torch::nn::Module {
  public:
   /// Builds (and initialises from `seed`) exactly the layers of `layout` on the CPU.
@@ -98,8 +71,8 @@ class StageModuleImpl : public torch::nn::Module {
   plan::StageLayout layout_;
   config::Precision precision_ = config::Precision::Fp32;
   torch::nn::Embedding tok_embed_{nullptr}, pos_embed_{nullptr};
-  std::vector<Block> blocks_;
-  torch::nn::LayerNorm ln_f_{nullptr};
+  std::vector<std::shared_ptr<DecoderBlock>> blocks_;
+  torch::nn::AnyModule ln_f_;
   torch::nn::Linear lm_head_{nullptr};
 };
 TORCH_MODULE(StageModule);

@@ -1,6 +1,7 @@
-// Tests for model/: parameter counts match plan/, weights and dropout masks do not depend on the
-// partition, and stages composed in order compute what the whole model computes.
+// Tests for model/stage: for every architecture, parameter counts match plan/, weights and dropout masks
+// do not depend on the partition, and stages composed in order compute what the whole model computes.
 #include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_floating_point.hpp>
 
 #include <ATen/Parallel.h>
@@ -10,15 +11,21 @@
 #include <fstream>
 #include <map>
 
-#include "model/gpt.hpp"
+#include "model/stage.hpp"
 #include "plan/layout.hpp"
 
 using namespace ppctl;
 
 namespace {
 
-config::JobSpec tiny_spec(int64_t layers, int64_t stages, double dropout) {
+/// Every architecture, for GENERATE.
+const auto kArchs = {config::Arch::Gpt2, config::Arch::Llama};
+
+/// A small model of `arch`; llama with grouped-query attention (2 key/value heads for 4 query heads).
+config::JobSpec tiny_spec(int64_t layers, int64_t stages, double dropout, config::Arch arch = config::Arch::Gpt2) {
   config::JobSpec spec;
+  spec.model.arch = arch;
+  if (arch == config::Arch::Llama) spec.model.kv_heads = 2;
   spec.model.layers = layers;
   spec.model.hidden = 32;
   spec.model.heads = 4;
@@ -55,8 +62,9 @@ int64_t numel(const std::vector<model::StageModule>& stages) {
 }  // namespace
 
 TEST_CASE("parameter counts equal plan/'s formulas, per stage and in total") {
+  const auto arch = GENERATE(values(kArchs));
   for (int64_t stages : {1, 2, 3}) {
-    auto spec = tiny_spec(5, stages, 0.0);
+    auto spec = tiny_spec(5, stages, 0.0, arch);
     spec.model.tie_embeddings = false;  // tied: the next test
     const auto layout = plan::make_layout(spec);
     const auto built = build_stages(spec, 1);
@@ -70,9 +78,10 @@ TEST_CASE("parameter counts equal plan/'s formulas, per stage and in total") {
 }
 
 TEST_CASE("tied embeddings: one weight in one stage, an identical copy on the last of several") {
+  const auto arch = GENERATE(values(kArchs));
   for (int64_t stages : {1, 2, 3}) {
     CAPTURE(stages);
-    const auto spec = tiny_spec(5, stages, 0.0);
+    const auto spec = tiny_spec(5, stages, 0.0, arch);
     REQUIRE(spec.model.tie_embeddings);  // the default
     const auto layout = plan::make_layout(spec);
     const auto built = build_stages(spec, 1);
@@ -93,7 +102,7 @@ TEST_CASE("tied embeddings: one weight in one stage, an identical copy on the la
     }
   }
   // Untied, the head has its own, different initialisation.
-  auto untied = tiny_spec(4, 2, 0.0);
+  auto untied = tiny_spec(4, 2, 0.0, arch);
   untied.model.tie_embeddings = false;
   const auto params = params_of(build_stages(untied, 1));
   CHECK_FALSE(torch::equal(params.at("lm_head.weight"), params.at("tok_embed.weight")));
@@ -101,26 +110,29 @@ TEST_CASE("tied embeddings: one weight in one stage, an identical copy on the la
 }
 
 TEST_CASE("initial weights depend on the seed and the global layer only, not the partition") {
-  const auto whole = params_of(build_stages(tiny_spec(4, 1, 0.0), 5));
+  const auto arch = GENERATE(values(kArchs));
+  const auto whole = params_of(build_stages(tiny_spec(4, 1, 0.0, arch), 5));
   for (int64_t stages : {2, 4}) {
-    const auto split = params_of(build_stages(tiny_spec(4, stages, 0.0), 5));
+    const auto split = params_of(build_stages(tiny_spec(4, stages, 0.0, arch), 5));
     REQUIRE(split.size() == whole.size() + 1);  // + the last stage's copy of the tied embedding
     for (const auto& [name, tensor] : whole) {
       INFO(name << " with " << stages << " stages");
       CHECK(torch::equal(split.at(name), tensor));
     }
   }
-  const auto reseeded = params_of(build_stages(tiny_spec(4, 1, 0.0), 6));
-  CHECK_FALSE(torch::equal(reseeded.at("block0.qkv.weight"), whole.at("block0.qkv.weight")));
-  CHECK_FALSE(torch::equal(whole.at("block0.qkv.weight").slice(0, 0, 32),
-                           whole.at("block1.qkv.weight").slice(0, 0, 32)));
+  const auto reseeded = params_of(build_stages(tiny_spec(4, 1, 0.0, arch), 6));
+  const std::string first = arch == config::Arch::Llama ? "q_proj.weight" : "qkv.weight";
+  CHECK_FALSE(torch::equal(reseeded.at("block0." + first), whole.at("block0." + first)));
+  CHECK_FALSE(torch::equal(whole.at("block0." + first).slice(0, 0, 32),
+                           whole.at("block1." + first).slice(0, 0, 32)));
 }
 
 TEST_CASE("stages run in order equal the whole model, with and without dropout") {
   at::set_num_threads(1);
+  const auto arch = GENERATE(values(kArchs));
   for (double dropout : {0.0, 0.2}) {
-    const auto spec4 = tiny_spec(4, 4, dropout);
-    auto whole = build_stages(tiny_spec(4, 1, dropout), 3);
+    const auto spec4 = tiny_spec(4, 4, dropout, arch);
+    auto whole = build_stages(tiny_spec(4, 1, dropout, arch), 3);
     auto parts = build_stages(spec4, 3);
     auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
     model::DropoutContext ctx{true, 9, 2, 1};
@@ -139,7 +151,7 @@ TEST_CASE("stages run in order equal the whole model, with and without dropout")
 }
 
 TEST_CASE("shapes, and the loss at initialisation is close to ln(vocab)") {
-  const auto spec = tiny_spec(2, 2, 0.0);
+  const auto spec = tiny_spec(2, 2, 0.0, GENERATE(values(kArchs)));
   auto parts = build_stages(spec, 0);
   auto tokens = torch::randint(0, 256, {3, 16}, torch::kLong);
   model::DropoutContext ctx;
@@ -164,7 +176,7 @@ TEST_CASE("the standard library's std::filesystem is used in torch-linked binari
 
 TEST_CASE("bf16 mixed precision: bf16 arithmetic, fp32 weights, gradients and logits, close to fp32") {
   at::set_num_threads(1);
-  const auto spec = tiny_spec(2, 1, 0.0);
+  const auto spec = tiny_spec(2, 1, 0.0, GENERATE(values(kArchs)));
   auto fp32 = build_stages(spec, 5)[0];
   auto bf16 = build_stages(spec, 5)[0];
   bf16->set_precision(config::Precision::Bf16);

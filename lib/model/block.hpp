@@ -1,0 +1,51 @@
+// What every decoder block shares, whatever the architecture: the interface a pipeline stage runs
+// blocks through, the seeds of partition-independent initialisation, and seeded dropout.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace ppctl::model {
+
+/// Identifies one forward pass for dropout: masks depend only on (seed, step, microbatch, layer,
+/// site), so a pipelined run and an unpipelined one draw identical masks.
+struct DropoutContext {
+  bool training = true;
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t microbatch = 0;  ///< global microbatch index in the step; runtime::Executor::run_step
+                           ///< takes it as the base (replica dp's offset dp x m) and adds its own
+};
+
+/// Seed of the generator that initialises one part of the model. `part` is -1 for the embedding,
+/// -2 for the final norm and LM head, or the global block index: weights never depend on the
+/// partition into stages.
+uint64_t init_seed(uint64_t seed, int64_t part);
+
+/// Standard deviation of the N(0, std) initialisation of weight matrices and embeddings (GPT-2).
+constexpr double kInitStd = 0.02;
+
+/// kInitStd / sqrt(2 x layers): the residual output projections' std (GPT-2 paper §2.3), which keeps
+/// the residual stream's variance independent of depth.
+double residual_init_std(int64_t layers);
+
+/// Fills `linear`'s weight from N(0, std) with `gen` and zeroes its bias when it has one.
+void init_linear(torch::nn::Linear& linear, at::Generator& gen, double std);
+
+/// Inverted dropout of `x` with probability `p` whose mask comes from a generator keyed by (`ctx`,
+/// `layer`, `site`) — not from the global RNG — so that every partition of the model, and every
+/// recomputation, draws the same mask. `layer` is -1 for the embedding, else the global block index;
+/// `site` numbers the dropouts within it. Returns `x` itself when not training or p is 0.
+torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutContext& ctx, int64_t layer,
+                             int64_t site);
+
+/// One transformer block of some architecture, built for its global layer index. Input and output
+/// [batch, seq_len, hidden], float (fp32 residual stream; bf16 inside under autocast).
+class DecoderBlock : public torch::nn::Module {
+ public:
+  ~DecoderBlock() override = default;
+  virtual torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) = 0;
+};
+
+}  // namespace ppctl::model

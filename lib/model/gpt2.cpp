@@ -1,0 +1,50 @@
+// The GPT-2 block: construction, layer-seeded initialisation and forward.
+#include "model/gpt2.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace ppctl::model {
+
+torch::nn::LayerNorm gpt2_layer_norm(const config::ModelSpec& spec) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({spec.hidden}).eps(spec.norm_eps));
+}
+
+Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed)
+    : layer_index_(layer_index),
+      heads_(spec.heads),
+      dropout_p_(spec.dropout),
+      gelu_tanh_(spec.activation == config::Activation::GeluTanh) {
+  const int64_t h = spec.hidden;
+  const int64_t f = config::ffn_hidden_of(spec);
+  ln1_ = register_module("ln1", gpt2_layer_norm(spec));
+  qkv_ = register_module("qkv", torch::nn::Linear(h, 3 * h));
+  proj_ = register_module("proj", torch::nn::Linear(h, h));
+  ln2_ = register_module("ln2", gpt2_layer_norm(spec));
+  fc1_ = register_module("fc1", torch::nn::Linear(h, f));
+  fc2_ = register_module("fc2", torch::nn::Linear(f, h));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
+  const double residual_std = residual_init_std(spec.layers);
+  init_linear(qkv_, gen, kInitStd);
+  init_linear(proj_, gen, residual_std);
+  init_linear(fc1_, gen, kInitStd);
+  init_linear(fc2_, gen, residual_std);
+}
+
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
+  const auto batch = x.size(0), seq = x.size(1), hidden = x.size(2);
+  const auto head_dim = hidden / heads_;
+  auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
+  auto split_heads = [&](const torch::Tensor& t) {
+    return t.view({batch, seq, heads_, head_dim}).transpose(1, 2);
+  };
+  auto attn = at::scaled_dot_product_attention(split_heads(qkv[0]), split_heads(qkv[1]),
+                                               split_heads(qkv[2]), /*attn_mask=*/{},
+                                               /*dropout_p=*/0.0, /*is_causal=*/true);
+  attn = attn.transpose(1, 2).reshape({batch, seq, hidden});
+  auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
+  auto inner = fc1_->forward(ln2_->forward(h));
+  auto mlp = fc2_->forward(gelu_tanh_ ? torch::gelu(inner, "tanh") : torch::gelu(inner));
+  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
+}
+
+}  // namespace ppctl::model

@@ -1,0 +1,32 @@
+// The GPT-2 block (Radford et al. 2019): pre-norm LayerNorms, fused QKV multi-head causal attention,
+// a GELU MLP (exact or tanh-approximated), biases everywhere. Positions are learned (model/stage.cpp).
+#pragma once
+
+#include "config/job_spec.hpp"
+#include "model/block.hpp"
+
+namespace ppctl::model {
+
+/// One GPT-2 block: x + attn(ln1(x)), then + mlp(ln2(x)), mlp = fc2(gelu(fc1(.))) of width
+/// config::ffn_hidden_of(spec); causal self-attention via at::scaled_dot_product_attention.
+/// Parameters `ln1`, `qkv` [3h, h] (q | k | v rows), `proj`, `ln2`, `fc1`, `fc2` (weights and biases).
+/// Initialised from init_seed(seed, layer_index): N(0, 0.02) weights, zero biases, residual_init_std
+/// for proj and fc2, drawn in that order. Dropout sites: 0 after attention, 1 after the MLP.
+class Gpt2BlockImpl : public DecoderBlock {
+ public:
+  Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
+  torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) override;
+
+ private:
+  int64_t layer_index_;
+  int64_t heads_;
+  double dropout_p_;
+  bool gelu_tanh_;
+  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
+  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+};
+
+/// GPT-2's LayerNorm over the last dimension `hidden` with epsilon model.norm_eps (weight 1, bias 0).
+torch::nn::LayerNorm gpt2_layer_norm(const config::ModelSpec& spec);
+
+}  // namespace ppctl::model

@@ -1,0 +1,61 @@
+// The Llama block (Touvron et al., arXiv 2302.13971): RMSNorm (Zhang & Sennrich, arXiv 1910.07467),
+// rotary position embeddings (Su et al., arXiv 2104.09864), grouped-query attention (Ainslie et al.,
+// arXiv 2305.13245) and a SwiGLU MLP (Shazeer, arXiv 2002.05202), no biases. Names, layouts and
+// numerics follow Hugging Face transformers' LlamaForCausalLM (modeling_llama.py), so its weights map
+// 1:1 (docs/interfaces: block<i>.{attn_norm,q_proj,k_proj,v_proj,o_proj,mlp_norm,gate_proj,up_proj,
+// down_proj}.weight).
+#pragma once
+
+#include <utility>
+
+#include "config/job_spec.hpp"
+#include "model/block.hpp"
+
+namespace ppctl::model {
+
+/// RMSNorm as HF LlamaRMSNorm: y = weight * (x32 * rsqrt(mean(x32^2, last dim) + eps)).to(x.dtype),
+/// x32 = x in fp32. Parameter `weight` [dim], initialised to ones.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+/// Rotary tables (cos, sin), each [seq_len, head_dim] fp32 on `device`, in HF's convention: inv_freq_j
+/// = theta^(-2j / head_dim) for j < head_dim / 2, angle[t, j] = t x inv_freq_j for positions t = 0 ..
+/// seq_len - 1, both halves of the last dimension repeating the head_dim / 2 angles. head_dim even.
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t seq_len, int64_t head_dim, double theta,
+                                                      const torch::Device& device);
+
+/// x [batch, heads, seq_len, head_dim] rotated: x cos + rotate_half(x) sin, rotate_half(x) =
+/// cat(-x[..., d/2:], x[..., :d/2]) (HF apply_rotary_pos_emb). Promotes to fp32 like HF does.
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+/// One Llama block: h = x + o_proj(attn(rope(q), rope(k), v)) of attn_norm(x), then h + down_proj(
+/// silu(gate_proj(m)) * up_proj(m)) with m = mlp_norm(h). q has `heads` heads, k and v
+/// config::kv_heads_of(spec) heads, each serving heads / kv_heads consecutive query heads (HF
+/// repeat_kv); head_dim = hidden / heads; causal scaled-dot-product attention (scale 1/sqrt(head_dim)).
+/// Initialised from init_seed(seed, layer_index): norms 1, q, k, v, gate, up N(0, 0.02), o_proj and
+/// down_proj residual_init_std, drawn in the order q, k, v, o, gate, up, down. Dropout sites: 0 after
+/// attention, 1 after the MLP (as gpt2).
+class LlamaBlockImpl : public DecoderBlock {
+ public:
+  LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
+  torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) override;
+
+ private:
+  int64_t layer_index_;
+  int64_t heads_, kv_heads_, head_dim_;
+  double rope_theta_;
+  double dropout_p_;
+  RMSNorm attn_norm_{nullptr}, mlp_norm_{nullptr};
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+};
+
+}  // namespace ppctl::model
