@@ -5,6 +5,8 @@
 // the fp32 logits [sequences, tokens, vocab] as tensor `logits` of OUT.safetensors.
 #include <torch/torch.h>
 
+#include "model/stage.hpp"
+
 #include <fstream>
 #include <iostream>
 #include <sstream>
