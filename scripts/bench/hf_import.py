@@ -4,16 +4,15 @@
 Makes a GPT-2 of about 325 MB of fp32 safetensors with transformers (n_embd 768, 8 layers, vocab
 32000; --layers/--vocab change it), then for each stage count runs `ppctl train` for one step with
 model.init_from and reads, from every rank's log, its import time and peak resident set before and
-after the import (interop::load_hf_weights logs both). The baselines read the whole file in one
-process: ppctl with 1 stage (every tensor), and safetensors.torch.load_file (python, the file into
-memory). Prints one table; run with the venv's python (scripts/setup.sh prints it).
+after the import (interop::load_hf_weights logs both). The baseline reading the whole file is ppctl
+with 1 stage (every tensor). The RSS columns are the process's high-water mark (getrusage), which Linux
+carries over fork and exec from the launcher, so the increase (after - before) is what the import costs. Prints one table; run with the venv's python (scripts/setup.sh prints it).
 Usage: scripts/bench/hf_import.py [--stages 1 2 4] [--repeats 3] [--no-build]
 """
 import argparse
 import os
 import pathlib
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -33,19 +32,6 @@ def make_model(folder, layers, vocab):
                                      tie_word_embeddings=False)
     transformers.GPT2LMHeadModel(config).save_pretrained(folder, safe_serialization=True)
     return sum(f.stat().st_size for f in pathlib.Path(folder).glob("*.safetensors"))
-
-
-def whole_file_python(folder):
-    """Time and peak RSS of safetensors.torch.load_file in a fresh process."""
-    code = ("import time, resource, safetensors.torch as st; t = time.perf_counter(); "
-            f"d = st.load_file('{folder}/model.safetensors'); "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
-    base = ("import resource, safetensors.torch; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
-    seconds, rss = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                             check=True).stdout.split())
-    before = float(subprocess.run([sys.executable, "-c", base], capture_output=True, text=True,
-                                  check=True).stdout)
-    return seconds, before, rss
 
 
 def run_ppctl(ppctl, folder, stages, work):
@@ -88,10 +74,6 @@ def main():
               f"safetensors; medians of {args.repeats} runs; RSS = peak resident set of the process")
         print(f"{'reader':<28} {'rank':>4} {'tensors':>7} {'MiB read':>9} {'import s':>9} "
               f"{'RSS before MiB':>15} {'RSS after MiB':>14}")
-        runs = [whole_file_python(folder) for _ in range(args.repeats)]
-        print(f"{'python load_file (whole)':<28} {'-':>4} {'all':>7} {size / 2**20:>9.1f} "
-              f"{statistics.median(r[0] for r in runs):>9.3f} {statistics.median(r[1] for r in runs):>15.1f} "
-              f"{statistics.median(r[2] for r in runs):>14.1f}")
         for stages in args.stages:
             results = [run_ppctl(ppctl, folder, stages, work) for _ in range(args.repeats)]
             for rank in sorted(results[0]):
