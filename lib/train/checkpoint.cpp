@@ -107,27 +107,29 @@ json meta_json(const CheckpointMeta& meta) {
       file.string(), why, file.parent_path().string()));
 }
 
+/// meta.json `model`'s `key`, spelled as config::to_string spells one of `values`, into `out`; a
+/// missing key keeps `out`. Throws CheckpointError (naming `file`) on another spelling.
+template <typename Enum>
+void read_model_enum(const json& m, const char* key, std::initializer_list<Enum> values, const fs::path& file,
+                     Enum& out) {
+  if (!m.contains(key)) return;
+  const auto name = m.at(key).get<std::string>();
+  for (const Enum value : values) {
+    if (name == config::to_string(value)) {
+      out = value;
+      return;
+    }
+  }
+  corrupt(file, fmt::format("names an unknown model.{} '{}'", key, name));
+}
+
 /// The architecture fields of meta.json's `model` into `out`. Checkpoints written before model.arch
 /// existed have none of them and hold a GPT-2 with today's defaults (0 = the rule for ffn_hidden and
 /// kv_heads), so a missing key keeps ModelSpec's default. Throws json::exception on a wrong type,
 /// CheckpointError (naming `file`) on an unknown architecture or activation.
 void read_arch_fields(const json& m, const fs::path& file, config::ModelSpec& out) {
-  if (m.contains("arch")) {
-    const auto arch = m.at("arch").get<std::string>();
-    if (arch == config::to_string(config::Arch::Llama)) {
-      out.arch = config::Arch::Llama;
-    } else if (arch != config::to_string(config::Arch::Gpt2)) {
-      corrupt(file, fmt::format("names an unknown model.arch '{}'", arch));
-    }
-  }
-  if (m.contains("activation")) {
-    const auto activation = m.at("activation").get<std::string>();
-    if (activation == config::to_string(config::Activation::GeluTanh)) {
-      out.activation = config::Activation::GeluTanh;
-    } else if (activation != config::to_string(config::Activation::Gelu)) {
-      corrupt(file, fmt::format("names an unknown model.activation '{}'", activation));
-    }
-  }
+  read_model_enum(m, "arch", {config::Arch::Gpt2, config::Arch::Llama}, file, out.arch);
+  read_model_enum(m, "activation", {config::Activation::Gelu, config::Activation::GeluTanh}, file, out.activation);
   out.norm_eps = m.value("norm_eps", out.norm_eps);
   out.rope_theta = m.value("rope_theta", out.rope_theta);
   out.ffn_hidden = m.value("ffn_hidden", out.ffn_hidden);

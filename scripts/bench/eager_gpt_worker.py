@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The eager PyTorch training loop that scripts/bench/gpu_vs_eager.py compares ppctl with at pp = 1.
 
-One process, one device: the whole GPT of torch_pipelining_worker.py (the match of lib/model/gpt.cpp),
+One process, one device: the whole GPT of torch_pipelining_worker.py (the match of lib/model/gpt2.cpp),
 gradient accumulation over the microbatches with the loss scaled by 1/m (as ppctl), AdamW with
 ppctl's parameter groups (PyTorch's default implementation for the device: foreach on CUDA), random
 byte windows of the same text. Precision: fp32, or bf16 either under autocast (fp32 weights and

@@ -4,9 +4,11 @@
 Started with the venv's python, either as the launcher of all ranks (`--nprocs P`:
 torch.multiprocessing.spawn, one process per pipeline stage; what vs_torch.py does) or as one rank
 under torchrun. Gloo on CPU. Builds its
-stage of a GPT written to match lib/model/gpt.cpp (GPT-2 pre-norm blocks, learned positions, GELU MLP
+stage of a GPT written to match lib/model/gpt2.cpp (GPT-2 pre-norm blocks, learned positions, GELU MLP
 of 4 x hidden, causal scaled_dot_product_attention, final LayerNorm, LM head without bias, byte
-vocabulary, mean cross-entropy), wraps it in a PipelineStage and trains it with the library's own
+vocabulary, mean cross-entropy), or with model.arch "llama" of a Llama built from Hugging Face
+transformers' own LlamaDecoderLayer, LlamaRMSNorm and LlamaRotaryEmbedding (sdpa attention, the
+shape of lib/model/llama.cpp: grouped-query attention, SwiGLU, untied head), wraps it in a PipelineStage and trains it with the library's own
 schedule class (ScheduleGPipe or Schedule1F1B) and torch.optim.AdamW with ppctl's parameter groups.
 Data: random non-overlapping windows of seq_len + 1 bytes of the same text files ppctl reads.
 
@@ -72,6 +74,48 @@ class Block(nn.Module):
         attn = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True)
         h = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, hidden))
         return h + self.fc2(F.gelu(self.fc1(self.ln2(h))))
+
+
+class LlamaStage(nn.Module):
+    """The Llama counterpart of Stage from transformers' modules (no position embedding: every stage
+    rotates its own q and k), initialised as ppctl's llama: norms 1, weights N(0, 0.02), o_proj and
+    down_proj N(0, 0.02 / sqrt(2 layers))."""
+
+    def __init__(self, model, begin, end, first, last):
+        super().__init__()
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+        hidden = model["hidden"]
+        config = LlamaConfig(vocab_size=model["vocab_size"], hidden_size=hidden,
+                             intermediate_size=model["ffn_hidden"], num_hidden_layers=model["layers"],
+                             num_attention_heads=model["heads"], num_key_value_heads=model["kv_heads"],
+                             max_position_embeddings=model["seq_len"], rms_norm_eps=1e-5, rope_theta=10000.0,
+                             attention_bias=False, mlp_bias=False, tie_word_embeddings=False)
+        config._attn_implementation = "sdpa"
+        self.tok_embed = nn.Embedding(model["vocab_size"], hidden) if first else None
+        if first:
+            nn.init.normal_(self.tok_embed.weight, 0.0, INIT_STD)
+        self.rotary = LlamaRotaryEmbedding(config)
+        self.blocks = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(begin, end))
+        residual_std = INIT_STD / math.sqrt(2.0 * model["layers"])
+        for name, p in self.blocks.named_parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, residual_std if ("o_proj" in name or "down_proj" in name) else INIT_STD)
+        self.ln_f = LlamaRMSNorm(hidden, eps=1e-5) if last else None
+        self.lm_head = nn.Linear(hidden, model["vocab_size"], bias=False) if last else None
+        if last:
+            nn.init.normal_(self.lm_head.weight, 0.0, INIT_STD)
+
+    def forward(self, x):
+        if self.tok_embed is not None:
+            x = self.tok_embed(x)
+        positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
+        rotary = self.rotary(x, positions)
+        for block in self.blocks:
+            x = block(x, position_embeddings=rotary)
+        if self.lm_head is not None:
+            x = self.lm_head(self.ln_f(x))
+        return x
 
 
 class Stage(nn.Module):
@@ -257,7 +301,7 @@ def train_rank(rank, world, cfg):
     model, pipe = cfg["model"], cfg["pipeline"]
     begin, end = cfg["blocks"][rank]
     first, last = rank == 0, rank == world - 1
-    module = Stage(model, begin, end, first, last)
+    module = (LlamaStage if model.get("arch") == "llama" else Stage)(model, begin, end, first, last)
     module.train()
     # Static shapes (as ppctl, which knows them from the spec): no shape inference at the first step.
     mbs, seq, hidden = pipe["micro_batch_size"], model["seq_len"], model["hidden"]

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark: ppctl against torch.distributed.pipelining on the same GPT and pipeline, CPU over Gloo.
+"""Benchmark: ppctl against torch.distributed.pipelining on the same model and pipeline, CPU over Gloo.
+
+Models: GPT-2 style (`tiny`, `small`) and Llama style (`llama-tiny`, `llama-small`: RMSNorm, RoPE,
+SwiGLU, grouped-query attention, untied head; the peer builds it from transformers' LlamaDecoderLayer).
 
 For every configuration (model x stages x schedule) it alternates runs of the two engines (ppctl,
 torch, ppctl, torch, ... `--repeats` times each) and prints medians over the repeats:
@@ -41,7 +44,12 @@ from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line pa
 MODELS = {
     "tiny": {"layers": 4, "hidden": 64, "heads": 4, "seq_len": 64, "micro_batch_size": 4, "microbatches": 8},
     "small": {"layers": 8, "hidden": 128, "heads": 4, "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
+    "llama-tiny": {"arch": "llama", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn_hidden": 256,
+                   "seq_len": 64, "micro_batch_size": 4, "microbatches": 8},
+    "llama-small": {"arch": "llama", "layers": 8, "hidden": 128, "heads": 4, "kv_heads": 2, "ffn_hidden": 512,
+                    "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
 }
+LLAMA_KEYS = ("arch", "kv_heads", "ffn_hidden")  # the extra model keys of the llama models
 OPTIMIZER = {"lr": 0.002, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 SEED = 1234
 
@@ -62,8 +70,9 @@ class Config:
 
     def spec_text(self, steps):
         s = self.shape
+        extra = "".join(f", {k}: {s[k]}" for k in LLAMA_KEYS if k in s)
         return (f"model: {{vocab_size: 256, layers: {s['layers']}, hidden: {s['hidden']}, heads: {s['heads']}, "
-                f"seq_len: {s['seq_len']}, dropout: 0.0}}\n"
+                f"seq_len: {s['seq_len']}, dropout: 0.0{extra}}}\n"
                 f"pipeline: {{stages: {self.stages}, schedule: {self.schedule}, "
                 f"microbatches: {s['microbatches']}, micro_batch_size: {s['micro_batch_size']}}}\n"
                 f"data: {{path: [{json.dumps(self.args.data)}]}}\n"
@@ -81,7 +90,8 @@ class Config:
     def torch_config(self, blocks, steps):
         s = self.shape
         return {"threads": self.args.threads, "seed": SEED, "steps": steps, "warmup": self.args.warmup,
-                "model": {k: s[k] for k in ("layers", "hidden", "heads", "seq_len")} | {"vocab_size": 256},
+                "model": {k: s[k] for k in ("layers", "hidden", "heads", "seq_len") + LLAMA_KEYS if k in s}
+                | {"vocab_size": 256},
                 "pipeline": {"schedule": self.schedule, "microbatches": s["microbatches"],
                              "micro_batch_size": s["micro_batch_size"]},
                 "blocks": blocks, "optimizer": OPTIMIZER, "data": [self.args.data]}

@@ -34,6 +34,16 @@ no_leftovers() {
   fi
 }
 
+verify_passes() {  # $1 = spec, then parameter names (or "(loss)") that must each have a row
+  local spec="$1"; shift
+  "$PPCTL" verify "$spec" > "$WORK/out" 2>&1 || fail "verify exited $?"
+  grep -q "^PASS: largest difference" "$WORK/out" || fail "no PASS verdict"
+  for row in "$@"; do
+    awk -v row="$row" '$1 == row { found = 1 } END { exit !found }' "$WORK/out" || fail "no row for $row"
+  done
+  no_leftovers
+}
+
 pid_of_rank() {  # $1 = rank: the worker process whose environment has RANK=$1
   for pid in $(pgrep -f "worker $WORK/job.yaml"); do
     if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$1"; then echo "$pid"; return; fi
@@ -160,11 +170,11 @@ PY
     ;;
   verify_example)
     # The user-facing oracle on the example job (one step pipelined, one unpipelined).
-    "$PPCTL" verify "$ROOT/configs/example.yaml" > "$WORK/out" 2>&1 || fail "verify exited $?"
-    grep -q "^PASS: largest difference" "$WORK/out" || fail "no PASS verdict"
-    grep -q "^block3.fc2.weight " "$WORK/out" || fail "no row for block3.fc2.weight"
-    grep -q "^(loss) " "$WORK/out" || fail "no row for the loss"
-    no_leftovers
+    verify_passes "$ROOT/configs/example.yaml" block3.fc2.weight "(loss)"
+    ;;
+  verify_example_llama)
+    # The oracle on the Llama example: grouped-query attention, RoPE, SwiGLU over 4 stages.
+    verify_passes "$ROOT/configs/example-llama.yaml" block3.down_proj.weight block0.k_proj.weight "(loss)"
     ;;
   plan_trace)
     # The simulated timeline as a Chrome trace: valid JSON, one named track per rank.

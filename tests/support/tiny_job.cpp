@@ -34,14 +34,14 @@ fs::path make_job(const Job& job, const fs::path& dir) {
   }
   const auto spec = dir / "job.yaml";
   std::ofstream(spec) << fmt::format(
-      R"(model: {{layers: 4, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0}}
+      R"(model: {{layers: 4, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0{}}}
 pipeline: {{stages: {}, schedule: 1f1b, microbatches: {}, micro_batch_size: {}}}
 data: {{path: corpus.txt{}}}
 optimizer: {{lr: 0.001{}}}
 train: {{steps: {}, seed: 17{}}}
 runtime: {{comm_timeout_s: 60, threads_per_worker: 1{}}}
 {})",
-      job.stages, job.microbatches, job.micro_batch_size, job.data, job.optimizer, job.steps, job.train,
+      job.model, job.stages, job.microbatches, job.micro_batch_size, job.data, job.optimizer, job.steps, job.train,
       job.runtime, job.sections);
   return spec;
 }

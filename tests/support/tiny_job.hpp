@@ -23,6 +23,7 @@ struct Job {
   std::string data = "";       // more data keys, e.g. ", eval_fraction: 0.1"
   std::string runtime = "";    // more runtime keys, e.g. ", precision: bf16"
   std::string sections = "";   // more sections, e.g. "checkpoint: {dir: ckpt}\n"
+  std::string model = "";      // more model keys, e.g. ", arch: llama, kv_heads: 2"
 };
 
 /// An empty folder /tmp/ppctl_step_NAME (removed first if it exists).

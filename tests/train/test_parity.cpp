@@ -32,11 +32,16 @@ struct Case {
   int64_t virtual_stages = 1;
   std::string extra = "";  // more pipeline keys
   bool tied = true;        // model.tie_embeddings
+  std::string model = "";  // more model keys, e.g. kLlama
 };
 
+/// The keys of a small Llama (grouped-query attention, 2 key/value heads for 4 query heads).
+const std::string kLlama = ", arch: llama, kv_heads: 2, ffn_hidden: 48";
+
 std::string name_of(const Case& c) {
-  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}{}", c.schedule, c.ranks, c.virtual_stages,
-                     c.microbatches, c.layers, c.dropout > 0 ? 1 : 0, c.tied ? "" : "_untied");
+  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}{}{}", c.schedule, c.ranks, c.virtual_stages,
+                     c.microbatches, c.layers, c.dropout > 0 ? 1 : 0, c.tied ? "" : "_untied",
+                     c.model.empty() ? "" : "_llama");
 }
 
 fs::path make_job(const Case& c, const fs::path& dir) {
@@ -47,13 +52,13 @@ fs::path make_job(const Case& c, const fs::path& dir) {
   }
   const auto spec = dir / "job.yaml";
   std::ofstream out(spec);
-  out << fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}, tie_embeddings: {}}}
+  out << fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}, tie_embeddings: {}{}}}
 pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, micro_batch_size: 2{}}}
 data: {{path: corpus.txt}}
 train: {{steps: 1, seed: 17}}
 runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
 )",
-                     c.layers, c.dropout, c.tied, c.ranks, c.virtual_stages, c.schedule,
+                     c.layers, c.dropout, c.tied, c.model, c.ranks, c.virtual_stages, c.schedule,
                      c.microbatches, c.extra);
   return spec;
 }
@@ -130,6 +135,20 @@ TEST_CASE("tied embeddings meet the oracle of one shared weight; untied ones tha
                           Case{1, "1f1b", 2, 2}, Case{4, "gpipe", 4, 4, 0.1},
                           Case{2, "zbv", 4, 4, 0.0, 2}, Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2"});
   const auto dir = fresh_dir(name_of(c) + "_tied");
+  check_parity(c, dir, make_job(c, dir));
+}
+
+TEST_CASE("llama meets the oracle: schedules, split backward, dropout, dp x pp, tied and untied") {
+  // Grouped-query attention, RoPE, RMSNorm and SwiGLU through the same executor paths as gpt2: one
+  // stage per rank, split backward (I then W) with dropout, local hand-off between virtual stages,
+  // the V placement, replicas, and the tied head copy.
+  const auto c = GENERATE(Case{2, "1f1b", 4, 4, 0.0, 1, "", false, kLlama},
+                          Case{2, "zb-h1", 4, 4, 0.1, 1, "", false, kLlama},
+                          Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, "", false, kLlama},
+                          Case{2, "zbv", 4, 4, 0.0, 2, "", false, kLlama},
+                          Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2", false, kLlama},
+                          Case{4, "gpipe", 4, 4, 0.1, 1, "", true, kLlama});
+  const auto dir = fresh_dir(name_of(c));
   check_parity(c, dir, make_job(c, dir));
 }
 

@@ -34,6 +34,7 @@ struct Pipeline {
   int64_t microbatches;
   int64_t layers;
   double dropout;
+  std::string model = "";  // more model keys, e.g. ", arch: llama, kv_heads: 2"
 };
 
 /// train.recompute and train.recompute_every.
@@ -43,8 +44,8 @@ struct Policy {
 };
 
 std::string name_of(const Pipeline& p) {
-  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}", p.schedule, p.stages, p.virtual_stages,
-                     p.microbatches, p.layers, p.dropout > 0 ? 1 : 0);
+  return fmt::format("{}_p{}_v{}_m{}_l{}_d{}{}", p.schedule, p.stages, p.virtual_stages,
+                     p.microbatches, p.layers, p.dropout > 0 ? 1 : 0, p.model.empty() ? "" : "_llama");
 }
 
 /// Writes DIR/job.yaml (and its corpus) for one step of `p` under `policy`; returns the spec path.
@@ -55,13 +56,13 @@ fs::path write_job(const Pipeline& p, const Policy& policy, const fs::path& dir)
     corpus << "recompute " << i << ": pack my box with five dozen liquor jugs\n";
   const auto spec = dir / "job.yaml";
   std::ofstream(spec) << fmt::format(
-      "model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}}}\n"
+      "model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}{}}}\n"
       "pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, "
       "micro_batch_size: 2}}\n"
       "data: {{path: corpus.txt}}\n"
       "train: {{steps: 1, seed: 23, recompute: {}, recompute_every: {}}}\n"
       "runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}\n",
-      p.layers, p.dropout, p.stages, p.virtual_stages, p.schedule, p.microbatches, policy.mode,
+      p.layers, p.dropout, p.model, p.stages, p.virtual_stages, p.schedule, p.microbatches, policy.mode,
       policy.every);
   return spec;
 }
@@ -99,7 +100,8 @@ TEST_CASE("gradients with recomputation equal those without it and the unpipelin
       GENERATE(Pipeline{"1f1b", 4, 1, 6, 10, 0.0},   // 3, 3, 2, 2 blocks per stage
                Pipeline{"1f1b", 4, 1, 6, 10, 0.1},   // dropout: the recomputed masks match
                Pipeline{"zb-h1", 4, 1, 6, 10, 0.0},  // split backward: recompute at I
-               Pipeline{"interleaved-1f1b", 2, 2, 4, 10, 0.0});  // local stage hand-off
+               Pipeline{"interleaved-1f1b", 2, 2, 4, 10, 0.0},  // local stage hand-off
+               Pipeline{"zb-h1", 2, 1, 4, 5, 0.1, ", arch: llama, kv_heads: 2"});  // llama, split, dropout
   at::set_num_threads(1);
   INFO(name_of(p));
   const auto dir = fs::temp_directory_path() / ("ppctl_recompute_" + name_of(p));

@@ -288,9 +288,11 @@ TEST_CASE("gradient statistics: norm, non-finite stages, clip factor") {
 
 TEST_CASE("bf16 mixed precision: pipelined gradients equal the unpipelined bf16 gradients") {
   at::set_num_threads(1);
+  const std::string model = GENERATE("", ", arch: llama, kv_heads: 2");  // gpt2, then llama
   Job job{2, 4, 2, 1};
   job.runtime = ", precision: bf16";
-  const auto spec_path = make_job(job, fresh_dir("bf16_p2"));
+  job.model = model;
+  const auto spec_path = make_job(job, fresh_dir(model.empty() ? "bf16_p2" : "bf16_p2_llama"));
   const auto spec = config::load_job_spec(spec_path.string());
   const auto pipelined = train::load_gradient_dumps(dump_step(spec_path).string(), 2);
   check_close(pipelined, train::reference_gradients(spec), 1e-5);
