@@ -27,6 +27,7 @@
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/hf_export.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
 #include "train/progress.hpp"
@@ -145,7 +146,8 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
-              std::optional<std::string> resume, const std::string& run_dir, bool force_local) {
+              std::optional<std::string> resume, const std::string& run_dir, bool force_local,
+              const std::string& dump_gradients = "") {
   const auto env = ppctl::comm::environment_map();
   const auto mode = ppctl::comm::detect_launch_mode(env);
   if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
@@ -170,6 +172,10 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   if (!planned.spec.checkpoint.dir.empty()) {
     ppctl::train::check_checkpoint_dir_writable(planned.spec.checkpoint.dir);
+  }
+  if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops
+    extra.push_back("--dump-gradients");
+    extra.push_back(std::filesystem::absolute(dump_gradients).string());
   }
   const ppctl::schedule::CostModel costs;
   const auto plan_text = ppctl::schedule::format_plan(
@@ -332,6 +338,10 @@ int main(int argc, char** argv) {
   train->add_option("--run-dir", run_dir,
                     "Folder for this run's config, logs, metrics and trace (new or empty; default: "
                     "observe.runs_dir/<spec name>-<UTC time>)");
+  std::string train_dump_gradients;
+  train->add_option("--dump-gradients", train_dump_gradients,
+                    "Testing: every worker writes step 1's gradients and loss to DIR/rank<R>.pt and stops")
+      ->group("");  // hidden from --help
   bool force_local = false;
   train->add_flag("--local", force_local,
                   "Spawn every worker here even when RANK/WORLD_SIZE or SLURM_PROCID are set (by "
@@ -343,6 +353,19 @@ int main(int argc, char** argv) {
   verify->add_option("spec", spec_path, "Job spec (YAML)")->required();
   verify->add_option("--tolerance", tolerance, "Largest accepted relative difference (default 1e-5)")
       ->check(number_check(0.0, true));
+
+  std::string export_checkpoint, export_hf_dir;
+  uint64_t max_shard_bytes = ppctl::train::kDefaultMaxShardBytes;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a checkpoint as a Hugging Face model folder (config.json + model.safetensors)");
+  export_cmd->add_option("checkpoint", export_checkpoint, "Checkpoint folder, or a checkpoint.dir (its latest)")
+      ->required();
+  export_cmd->add_option("--hf", export_hf_dir, "Output folder (new or empty); appears complete or not at all")
+      ->required();
+  add_parsed_option(export_cmd, "--max-shard-size", max_shard_bytes, ppctl::train::parse_shard_size,
+                    "Largest shard of tensor data, e.g. 5GB (default), 200MiB, 4096; above it the weights "
+                    "are sharded with model.safetensors.index.json",
+                    "SIZE");
 
   ppctl::train::WorkerOptions worker_options;
   auto* worker = app.add_subcommand("worker", "Internal: run one rank (started by `ppctl train`)");
@@ -409,13 +432,20 @@ int main(int argc, char** argv) {
     if (*train) {
       return cmd_train(spec_path, steps,
                        resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt,
-                       run_dir, force_local);
+                       run_dir, force_local, train_dump_gradients);
     }
     if (*verify) return cmd_verify(spec_path, tolerance);
     if (*worker) return cmd_worker(worker_options);
     if (*prepare) {
       prepare_options.append_eod = append_eod->count() > 0;
       return cmd_data_prepare(prepare_options, input_format, append_eod_id);
+    }
+    if (*export_cmd) {
+      const auto result = ppctl::train::export_hf(export_checkpoint, export_hf_dir, max_shard_bytes);
+      std::cout << fmt::format("exported step {} to {}: {} tensors, {:.1f} MB in {} file(s)\n", result.step,
+                               result.folder.string(), result.tensors, static_cast<double>(result.bytes) / 1e6,
+                               result.shards);
+      return 0;
     }
   } catch (const ppctl::ConfigError& e) {
     for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';

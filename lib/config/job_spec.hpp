@@ -98,6 +98,11 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;    ///< MLP inner width; 0 = the architecture's rule (ffn_hidden_of). Range [0, 1e6].
   int64_t kv_heads = 0;      ///< llama only: key/value heads (grouped-query attention); 0 = heads (plain
                              ///< multi-head attention). Range [0, 65536]; must divide heads.
+  std::string init_from;       ///< a Hugging Face model folder (config.json + model.safetensors, or shards
+                               ///< in model.safetensors.index.json) whose weights the model starts from;
+                               ///< model fields not written in the spec come from its config.json, written
+                               ///< ones must agree (config/hf_config.hpp). Resolved to an absolute path by
+                               ///< the loader. Empty (default) = random initialisation.
 };
 
 /// model.ffn_hidden resolved: as written when non-zero; else 4 x hidden for gpt2, and for llama the

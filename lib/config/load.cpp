@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/hf_config.hpp"
 #include "config/suggest.hpp"
 #include "core/error.hpp"
 
@@ -546,7 +547,11 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         real_field("norm_eps", m.norm_eps, {0, true, 1, true}),
         real_field("rope_theta", m.rope_theta, {1, true, 1e12, false}),
         int_field("ffn_hidden", m.ffn_hidden, {0, kMillion}),
-        int_field("kv_heads", m.kv_heads, {0, 65'536})}},
+        int_field("kv_heads", m.kv_heads, {0, 65'536}),
+        {"init_from",  // resolved and merged with its config.json by Loader::apply_init_from
+         [&m](Context& c, const Entry& e) {
+           return read_text(c, e, "folder path", "init_from: models/gpt2", m.init_from);
+         }}}},
       {"pipeline",
        {int_field("stages", p.stages, {1, 1024}),
         enum_field("schedule", p.schedule,
@@ -648,6 +653,7 @@ class Loader {
       return read_section(section_named(name), e);
     });
     resolve_data();
+    apply_init_from(root);
     check_required(line_of(root));
     apply_schedule_defaults();
     check_combinations();
@@ -720,6 +726,58 @@ class Loader {
     return names;
   }
   static std::string key_names(const Section& section) { return join_names(key_names_vector(section)); }
+
+  /// model.init_from: the folder made absolute, and its config.json merged into the model section. A
+  /// field the spec does not write takes config.json's value (read by the field's own reader, so its
+  /// range is checked); a written one must equal it, except seq_len, which may be shorter than the
+  /// model's longest context. Each disagreement is a problem naming both values.
+  void apply_init_from(const YAML::Node& root) {
+    ModelSpec& m = spec_.model;
+    if (m.init_from.empty() || !usable("model.init_from")) return;
+    m.init_from = resolve_against(c_.base_dir, m.init_from);
+    const int line = seen_.at("model.init_from").line;
+    HfModelConfig hf;
+    try {
+      hf = read_hf_model_config(m.init_from);
+    } catch (const Error& e) {
+      c_.problems.add(line, "model.init_from", (quoted)(m.init_from), e.what(),
+                      "point model.init_from at a Hugging Face GPT-2 or Llama folder");
+      return;
+    }
+    const Section& model = section_named("model");
+    const std::string file = (fs::path(m.init_from) / "config.json").string();
+    for (const auto& f : hf.fields) {
+      const std::string path = "model." + f.key;
+      const auto field = std::find_if(model.fields.begin(), model.fields.end(),
+                                      [&](const Field& candidate) { return candidate.key == f.key; });
+      if (field == model.fields.end()) continue;  // a field this build does not have
+      const auto written = seen_.find(path);
+      if (written == seen_.end()) {
+        const Entry entry{fmt::format("{} (from {} {})", path, file, f.source), line, YAML::Node(f.value)};
+        seen_[path] = {line, field->read(c_, entry)};
+        continue;
+      }
+      const YAML::Node node = root["model"][f.key];
+      if (!written->second.ok || !node.IsScalar() || agrees(node.Scalar(), f.value, f.upper_bound)) continue;
+      c_.problems.add(written->second.line, path, describe(node),
+                      fmt::format("{} {} = {} in {} (model.init_from)",
+                                  f.upper_bound ? "exceeds the model's longest context," : "differs from",
+                                  f.source, f.value, file),
+                      f.upper_bound ? fmt::format("write seq_len {} or less, or remove it", f.value)
+                                    : fmt::format("remove {} to take it from config.json, or write {}", path,
+                                                  f.value));
+    }
+  }
+
+  /// `written` agrees with config.json's `given`: the same number or text, or for an upper bound a
+  /// number no larger.
+  static bool agrees(const std::string& written, const std::string& given, bool upper_bound) {
+    double a = 0, b = 0;
+    if (parse_double(written, a) == Parse::Ok && parse_double(given, b) == Parse::Ok) {
+      return upper_bound ? a <= b : a == b;
+    }
+    return written == given;
+  }
 
   /// data.path (or data.blend) is the only required key.
   void check_required(int root_line) {

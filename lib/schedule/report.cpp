@@ -51,6 +51,15 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   out += fmt::format("model      {}: {} blocks, hidden {}, {}, ffn {}, seq_len {}, vocab {}: {} parameters\n",
                      llama ? "Llama" : "GPT-2", m.layers, m.hidden, heads, config::ffn_hidden_of(m), m.seq_len,
                      m.vocab_size, layout.total_parameters);
+  if (!m.init_from.empty()) {  // the model section as merged with the folder's config.json
+    out += fmt::format("weights    from Hugging Face folder {}: arch {}, ffn_hidden {}, kv_heads {}, norm_eps {:g}{}, "
+                       "tie_embeddings {}\n",
+                       m.init_from, config::to_string(m.arch), config::ffn_hidden_of(m), config::kv_heads_of(m),
+                       m.norm_eps,
+                       m.arch == config::Arch::Llama ? fmt::format(", rope_theta {:g}", m.rope_theta)
+                                                     : ", activation " + config::to_string(m.activation),
+                       m.tie_embeddings);
+  }
   out += fmt::format("pipeline   {} stages on {} ranks ({} per rank), schedule {}, {} microbatches x "
                      "{} sequences x dp {} = global batch {} sequences ({} tokens)\n",
                      layout.num_stages, layout.pipeline_size, p.virtual_stages,

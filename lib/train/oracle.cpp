@@ -12,6 +12,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
+#include "interop/hf_load.hpp"
 #include "train/grad_norm.hpp"
 #include "train/microbatches.hpp"
 
@@ -69,6 +70,9 @@ GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks) {
 
 GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   model::StageModule whole(spec.model, model::whole_model_layout(spec.model), spec.train.seed);
+  if (!spec.model.init_from.empty()) {
+    interop::load_hf_weights(spec.model.init_from, spec.model, whole->layout(), *whole);
+  }
   whole->set_precision(spec.runtime.precision);
   const data::Dataset dataset(spec);
   // The global batch of dp replicas: replica r's microbatch j is global microbatch r x m0 + j.

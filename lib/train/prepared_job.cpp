@@ -10,6 +10,7 @@
 
 #include "config/load.hpp"
 #include "data/check_data.hpp"
+#include "interop/hf_folder.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "train/worker.hpp"
@@ -43,6 +44,8 @@ PreparedJob prepare_job(const std::string& spec_path) {
                                  : std::nullopt;
   auto program = schedule::job_program(spec, schedule_text ? &*schedule_text : nullptr);
   auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  // model.init_from: every tensor's presence and shape from the safetensors headers, before any spawn.
+  if (!spec.model.init_from.empty()) interop::check_hf_folder(spec.model.init_from, spec.model);
   std::vector<std::pair<std::string, std::string>> env{
       {kSpecTextVariable, text.value_or("")},
       {kProgramHashVariable, fmt::format("{:016x}", schedule::program_hash(program))}};

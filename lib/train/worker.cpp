@@ -15,6 +15,7 @@
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "interop/hf_load.hpp"
 #include "plan/layout.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
@@ -130,6 +131,7 @@ int run_worker(const WorkerOptions& options) {
   for (const auto& s : layout.stages) {
     if (s.rank != coords.pp) continue;
     model::StageModule stage(spec.model, s, spec.train.seed);
+    if (!spec.model.init_from.empty()) interop::load_hf_weights(spec.model.init_from, spec.model, s, *stage);
     stage->to(device);
     stage->set_precision(spec.runtime.precision);
     stage->train();

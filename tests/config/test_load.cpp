@@ -340,7 +340,7 @@ TEST_CASE("an unknown key with nothing close lists the valid keys", "[config][ke
   check(m, 2, "model.colour", std::nullopt, "unknown key");
   CHECK(m.hint ==
         "valid keys are vocab_size, layers, hidden, heads, seq_len, dropout, tie_embeddings, arch, activation, "
-        "norm_eps, rope_theta, ffn_hidden, kv_heads");
+        "norm_eps, rope_theta, ffn_hidden, kv_heads, init_from");
 }
 
 TEST_CASE("unknown keys are caught in every section", "[config][keys]") {

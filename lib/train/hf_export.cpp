@@ -1,0 +1,143 @@
+// ppctl checkpoint -> Hugging Face folder: config.json and (sharded) model.safetensors, atomically.
+#include "train/hf_export.hpp"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "config/hf_config.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "interop/hf_names.hpp"
+#include "interop/safetensors.hpp"
+#include "train/checkpoint.hpp"
+
+namespace ppctl::train {
+namespace fs = std::filesystem;
+
+uint64_t parse_shard_size(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string unit = text.substr(digits);
+  static const std::map<std::string, uint64_t> units{
+      {"", 1},           {"B", 1},          {"KB", 1000ULL},   {"MB", 1000'000ULL}, {"GB", 1000'000'000ULL},
+      {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}};
+  const auto it = units.find(unit);
+  uint64_t value = 0;
+  if (digits == 0 || digits > 15 || it == units.end() || (value = std::stoull(text.substr(0, digits))) == 0) {
+    throw Error(fmt::format("max shard size '{}': write a positive whole number of bytes, optionally with a "
+                            "unit KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 5GB",
+                            text));
+  }
+  return value * it->second;
+}
+
+namespace {
+
+/// The checkpoint's parameters by ppctl name, read from its unit files (already verified).
+std::map<std::string, torch::Tensor> read_parameters(const fs::path& checkpoint, const CheckpointMeta& meta) {
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& [file, recorded] : meta.files) {
+    const auto bytes = core::read_file(checkpoint / file);
+    try {
+      for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
+        const auto& key = item.key().toStringRef();
+        if (key.rfind("param/", 0) == 0) params.emplace(key.substr(6), item.value().toTensor());
+      }
+    } catch (const c10::Error&) {
+      throw CheckpointError(fmt::format("{}: cannot be read as a dict of tensors (fix: use an intact checkpoint)",
+                                        (checkpoint / file).string()));
+    }
+  }
+  return params;
+}
+
+/// `out` must be absent or an empty folder; its parent must exist.
+void check_output(const fs::path& out) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
+    throw CheckpointError(fmt::format("--hf {}: exists and is not an empty folder (fix: remove it or name a new "
+                                      "folder)",
+                                      out.string()));
+  }
+  const auto parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  if (!fs::is_directory(parent, ec)) {
+    throw CheckpointError(fmt::format("--hf {}: folder {} does not exist (fix: create it first)", out.string(),
+                                      parent.string()));
+  }
+}
+
+}  // namespace
+
+ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out, uint64_t max_shard_bytes) {
+  const auto checkpoint = resolve_checkpoint(checkpoint_path);
+  const auto meta = read_checkpoint_meta(checkpoint);
+  verify_checkpoint_files(checkpoint, meta);
+  check_output(out);
+  const auto params = read_parameters(checkpoint, meta);
+
+  // Tensors in HF layout, contiguous fp32, kept alive until written.
+  std::vector<torch::Tensor> keep;
+  std::vector<interop::TensorToWrite> tensors;
+  for (const auto& t : interop::hf_tensors(meta.model)) {
+    if (t.tied_copy) continue;
+    const auto it = params.find(t.ppctl_name);
+    if (it == params.end()) {
+      throw CheckpointError(fmt::format("{}: {} lacks the parameter {} (fix: use an intact checkpoint)",
+                                        (checkpoint / checkpoint_unit(t.ppctl_name)).string() + ".pt",
+                                        checkpoint.string(), t.ppctl_name));
+    }
+    auto value = it->second.to(torch::kFloat);
+    if (t.layout == interop::Layout::Transpose) value = value.t();
+    keep.push_back(value.contiguous());
+    tensors.push_back({t.hf_names.front(), t.hf_shape, keep.back().data_ptr<float>()});
+  }
+
+  // Greedy shards in model order, as save_pretrained fills them.
+  std::vector<std::vector<interop::TensorToWrite>> shards(1);
+  uint64_t shard_bytes = 0, total = 0;
+  for (const auto& t : tensors) {
+    const uint64_t bytes = interop::safetensors_data_bytes({t});
+    if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(t);
+    shard_bytes += bytes;
+    total += bytes;
+  }
+
+  const auto tmp = fs::path(out.string() + fmt::format(".tmp.{}", ::getpid()));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp);
+  try {
+    core::write_file_atomically(tmp / "config.json", config::hf_config_json(meta.model));
+    const std::map<std::string, std::string> format{{"format", "pt"}};
+    if (shards.size() == 1) {
+      interop::write_safetensors(tmp / "model.safetensors", shards[0], format);
+    } else {
+      nlohmann::ordered_json index{{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::ordered_json::object()}};
+      for (size_t i = 0; i < shards.size(); ++i) {
+        const auto name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+        interop::write_safetensors(tmp / name, shards[i], format);
+        for (const auto& t : shards[i]) index["weight_map"][t.name] = name;
+      }
+      core::write_file_atomically(tmp / "model.safetensors.index.json", index.dump(2) + "\n");
+    }
+    core::sync_directory(tmp);
+    if (fs::exists(out, ec)) fs::remove(out);  // an empty folder (checked above)
+    fs::rename(tmp, out);
+    core::sync_directory(out.parent_path().empty() ? fs::path(".") : out.parent_path());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return {out, meta.step, static_cast<int64_t>(tensors.size()), total, static_cast<int64_t>(shards.size())};
+}
+
+}  // namespace ppctl::train

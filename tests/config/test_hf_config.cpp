@@ -1,0 +1,144 @@
+// model.init_from: a Hugging Face config.json merged into the model section (fields taken, agreement
+// of written ones, seq_len as an upper bound, unsupported architectures and variants), and the
+// config.json ppctl export writes read back into the same model.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/hf_config.hpp"
+#include "config/load.hpp"
+#include "core/error.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::ContainsSubstring;
+using namespace ppctl::config;
+
+namespace {
+
+/// A folder with corpus.txt and hf/config.json holding `config`.
+fs::path folder_with(const std::string& name, const std::string& config) {
+  const auto dir = fs::temp_directory_path() / ("ppctl-hf-config-" + std::to_string(::getpid())) / name;
+  fs::create_directories(dir / "hf");
+  std::ofstream(dir / "corpus.txt") << std::string(5000, 'a');
+  std::ofstream(dir / "hf" / "config.json") << config;
+  return dir;
+}
+
+const char* kGpt2 = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 3,
+  "n_head": 4, "n_positions": 256, "vocab_size": 300, "activation_function": "gelu_new",
+  "layer_norm_epsilon": 1e-05, "n_inner": null, "tie_word_embeddings": false})";
+
+const char* kLlama = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "vocab_size": 320, "hidden_act": "silu",
+  "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "tie_word_embeddings": false})";
+
+JobSpec parse(const fs::path& dir, const std::string& model_lines) {
+  return parse_job_spec("model:\n  init_from: hf\n" + model_lines + "data: {path: corpus.txt}\n", "job.yaml",
+                        dir.string());
+}
+
+std::string problems(const fs::path& dir, const std::string& model_lines) {
+  try {
+    parse(dir, model_lines);
+  } catch (const ppctl::ConfigError& e) {
+    return e.what();
+  }
+  FAIL("accepted");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("init_from: unwritten GPT-2 model fields come from config.json", "[config][hf]") {
+  const auto dir = folder_with("gpt2", kGpt2);
+  const auto spec = parse(dir, "  seq_len: 32\n");
+  CHECK(spec.model.init_from == (dir / "hf").string());
+  CHECK(spec.model.arch == Arch::Gpt2);
+  CHECK(spec.model.hidden == 64);
+  CHECK(spec.model.layers == 3);
+  CHECK(spec.model.heads == 4);
+  CHECK(spec.model.vocab_size == 300);
+  CHECK(spec.model.seq_len == 32);
+  CHECK(spec.model.activation == Activation::GeluTanh);
+  CHECK(spec.model.norm_eps == 1e-5);
+  CHECK(spec.model.ffn_hidden == 0);
+  CHECK_FALSE(spec.model.tie_embeddings);
+  CHECK(parse(dir, "").model.seq_len == 256);  // n_positions when not written
+}
+
+TEST_CASE("init_from: Llama fields, rope_theta inside rope_parameters", "[config][hf]") {
+  const auto dir = folder_with("llama", kLlama);
+  const auto spec = parse(dir, "  seq_len: 64\n  kv_heads: 2\n");
+  CHECK(spec.model.arch == Arch::Llama);
+  CHECK(spec.model.hidden == 64);
+  CHECK(spec.model.ffn_hidden == 96);
+  CHECK(spec.model.kv_heads == 2);
+  CHECK(spec.model.rope_theta == 500000.0);
+  CHECK(spec.model.norm_eps == 1e-6);
+  CHECK(spec.model.vocab_size == 320);
+  CHECK_FALSE(spec.model.tie_embeddings);
+}
+
+TEST_CASE("init_from: written fields must agree with config.json, naming both values", "[config][hf]") {
+  const auto dir = folder_with("conflict", kGpt2);
+  const auto text = problems(dir, "  hidden: 128\n  seq_len: 512\n");
+  CHECK_THAT(text, ContainsSubstring("job.yaml:3: model.hidden: value 128: differs from n_embd = 64 in"));
+  CHECK_THAT(text, ContainsSubstring((dir / "hf" / "config.json").string()));
+  CHECK_THAT(text, ContainsSubstring("model.seq_len: value 512: exceeds the model's longest context, "
+                                     "n_positions = 256"));
+  CHECK_NOTHROW(parse(dir, "  hidden: 64\n  norm_eps: 0.00001\n  tie_embeddings: false\n  seq_len: 256\n"));
+}
+
+TEST_CASE("init_from: unsupported architectures and variants are errors naming config.json", "[config][hf]") {
+  const auto bert = folder_with("bert", R"({"architectures": ["BertForMaskedLM"], "model_type": "bert"})");
+  CHECK_THAT(problems(bert, ""), ContainsSubstring("unsupported architecture 'BertForMaskedLM'"));
+  std::string relu = kGpt2;
+  relu.replace(relu.find("gelu_new"), 8, "relu");
+  CHECK_THAT(problems(folder_with("relu", relu), ""), ContainsSubstring("activation_function"));
+  std::string scaled = kLlama;
+  scaled.replace(scaled.find("\"default\""), 9, "\"yarn\"");
+  CHECK_THAT(problems(folder_with("yarn", scaled), ""), ContainsSubstring("rope_type"));
+  const auto none = fs::temp_directory_path() / ("ppctl-hf-config-" + std::to_string(::getpid())) / "none";
+  fs::create_directories(none);
+  std::ofstream(none / "corpus.txt") << std::string(5000, 'a');
+  CHECK_THAT(problems(none, ""), ContainsSubstring("config.json: cannot read it"));
+}
+
+TEST_CASE("hf_config_json reads back into the same model", "[config][hf]") {
+  for (const Arch arch : {Arch::Gpt2, Arch::Llama}) {
+    ModelSpec m;
+    m.arch = arch;
+    m.hidden = 48;
+    m.heads = 6;
+    m.layers = 2;
+    m.vocab_size = 260;
+    m.seq_len = 40;
+    m.norm_eps = 1e-6;
+    m.tie_embeddings = arch == Arch::Gpt2;
+    if (arch == Arch::Llama) {
+      m.kv_heads = 3;
+      m.rope_theta = 20000;
+      m.ffn_hidden = 100;
+    } else {
+      m.activation = Activation::GeluTanh;
+    }
+    const auto dir = folder_with("roundtrip-" + to_string(arch), hf_config_json(m));
+    const auto back = parse(dir, "").model;
+    CHECK(back.arch == m.arch);
+    CHECK(back.hidden == m.hidden);
+    CHECK(back.heads == m.heads);
+    CHECK(back.layers == m.layers);
+    CHECK(back.vocab_size == m.vocab_size);
+    CHECK(back.seq_len == m.seq_len);
+    CHECK(back.norm_eps == m.norm_eps);
+    CHECK(back.tie_embeddings == m.tie_embeddings);
+    CHECK(ffn_hidden_of(back) == ffn_hidden_of(m));
+    CHECK(kv_heads_of(back) == kv_heads_of(m));
+    CHECK(back.activation == m.activation);
+    CHECK(back.rope_theta == m.rope_theta);
+  }
+}

@@ -1,0 +1,251 @@
+"""ppctl against Hugging Face transformers: import (model.init_from), export (ppctl export --hf) and the
+bad inputs of both. Usage: test_hf.py CASE PPCTL PPCTL_LOGITS, CASE one of
+  parity-gpt2-tied, parity-gpt2-untied, parity-llama: the model loaded at 1, 2 and 4 stages; the loss and
+      every parameter's gradient of step 1 equal transformers' forward and backward (fp32, relative 1e-5);
+  export-gpt2, export-llama: a few training steps from the HF folder, `ppctl export` (one file and
+      sharded), transformers loads the result and its logits equal ppctl's (relative 1e-5);
+  bad-inputs: missing tensor, wrong shape, unsupported architecture, truncated file, index naming a
+      missing shard, a written field disagreeing with config.json: each exits 2 naming tensor and file.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+import safetensors.torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import hf_models  # noqa: E402
+
+SEQ_LEN = 16
+SEQUENCES = 4  # the global batch: every sequence of the data file, so its order does not matter
+TOLERANCE = 1e-5
+
+
+def write_data(folder):
+    """Random bytes: exactly SEQUENCES windows of SEQ_LEN + 1 bytes (stride SEQ_LEN)."""
+    g = torch.Generator().manual_seed(1)
+    data = torch.randint(0, 256, (SEQUENCES * SEQ_LEN + 1,), generator=g, dtype=torch.uint8)
+    path = folder / "data.bin"
+    path.write_bytes(bytes(data.tolist()))
+    windows = [data[k * SEQ_LEN: k * SEQ_LEN + SEQ_LEN + 1].long() for k in range(SEQUENCES)]
+    batch = torch.stack(windows)
+    return path, batch[:, :-1], batch[:, 1:]
+
+
+def write_spec(folder, name, init_from, data, stages, extra=""):
+    spec = folder / f"{name}.yaml"
+    spec.write_text(f"""model:
+  init_from: {init_from}
+  seq_len: {SEQ_LEN}
+pipeline:
+  stages: {stages}
+  microbatches: {SEQUENCES}
+  micro_batch_size: 1
+data:
+  path: {data}
+optimizer:
+  weight_decay: 0.0
+train:
+  steps: 1
+observe:
+  runs_dir: {folder / 'runs'}
+{extra}""")
+    return spec
+
+
+def run(cmd, expect=0):
+    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
+    if result.returncode != expect:
+        sys.exit(f"FAIL: {' '.join(map(str, cmd))} exited {result.returncode}, expected {expect}\n"
+                 f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}")
+    return result
+
+
+def relative(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+
+
+def hf_loss_and_grads(model, tokens, targets):
+    model.zero_grad(set_to_none=True)
+    logits = model(input_ids=tokens).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+    loss.backward()
+    return loss.item(), {name: p.grad for name, p in model.named_parameters()}
+
+
+def case_parity(kind, ppctl, tmp):
+    hf_dir = tmp / "hf"
+    hf_models.save(kind, hf_dir)
+    reference = hf_models.load(hf_dir)
+    reference.train()
+    data, tokens, targets = write_data(tmp)
+    hf_loss, hf_grads = hf_loss_and_grads(reference, tokens, targets)
+    names = hf_models.ppctl_to_hf(kind, reference.config.num_hidden_layers)
+    worst = 0.0
+    for stages in (1, 2, 4):
+        spec = write_spec(tmp, f"p{stages}", hf_dir, data, stages)
+        plan = run([ppctl, "plan", spec]).stdout
+        assert str(hf_dir) in plan, f"plan does not name the folder:\n{plan}"
+        dump = tmp / f"dump{stages}"
+        dump.mkdir()
+        run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", tmp / f"run{stages}"])
+        grads = {}
+        for f in sorted(dump.glob("rank*.pt")):
+            grads.update(torch.load(f, weights_only=False))  # our own dump (torch::pickle_save)
+        loss = grads.pop("__loss__").item()
+        grads.pop("__grad_norm__")
+        assert abs(loss - hf_loss) <= TOLERANCE * abs(hf_loss), f"{stages} stages: loss {loss} vs HF {hf_loss}"
+        expected = {n for n in names if n != "lm_head.weight"}
+        assert expected <= set(grads), f"{stages} stages: missing gradients {expected - set(grads)}"
+        for name, grad in grads.items():
+            hf_name, transposed = names[name]
+            theirs = hf_grads[hf_name]
+            if transposed:
+                theirs = theirs.t()
+            if name == "pos_embed.weight":
+                theirs = theirs[:SEQ_LEN]
+            assert grad.shape == theirs.shape, f"{name}: shape {grad.shape} vs HF {theirs.shape}"
+            r = relative(grad, theirs)
+            worst = max(worst, r)
+            assert r <= TOLERANCE, f"{stages} stages: gradient of {name} ({hf_name}) differs, relative {r:.2e}"
+        print(f"{kind}: {stages} stage(s): loss {loss:.6f} (HF {hf_loss:.6f}), {len(grads)} gradients equal")
+    print(f"{kind}: worst relative gradient difference {worst:.2e}")
+
+
+def ppctl_logits(tool, checkpoint, tokens, tmp):
+    text = tmp / "tokens.txt"
+    text.write_text("\n".join(" ".join(str(int(t)) for t in row) for row in tokens) + "\n")
+    out = tmp / "logits.safetensors"
+    run([tool, checkpoint, text, out])
+    return safetensors.torch.load_file(str(out))["logits"]
+
+
+def case_export(kind, ppctl, tool, tmp):
+    hf_dir = tmp / "hf"
+    original = hf_models.save(kind, hf_dir)
+    data, tokens, _ = write_data(tmp)
+    spec = write_spec(tmp, "train", hf_dir, data, 2,
+                      f"checkpoint:\n  dir: {tmp / 'ckpt'}\n  interval: 3\n")
+    run([ppctl, "train", spec, "--steps", "3", "--run-dir", tmp / "run"])
+    checkpoint = tmp / "ckpt"
+    ours = ppctl_logits(tool, checkpoint, tokens, tmp)
+    with torch.no_grad():
+        before = original(input_ids=tokens).logits
+    assert relative(ours, before) > 1e-4, "training did not change the model"
+    for name, extra in [("single", []), ("sharded", ["--max-shard-size", "20KB"])]:
+        out = tmp / f"export-{name}"
+        result = run([ppctl, "export", checkpoint, "--hf", out] + extra)
+        print(result.stdout.strip())
+        files = sorted(p.name for p in out.iterdir())
+        if name == "sharded":
+            assert "model.safetensors.index.json" in files and len([f for f in files if f.startswith("model-")]) > 1, files
+            index = json.loads((out / "model.safetensors.index.json").read_text())
+            assert set(index["weight_map"].values()) == {f for f in files if f.startswith("model-")}
+        else:
+            assert files == ["config.json", "model.safetensors"], files
+        model = hf_models.load(out)
+        model.eval()
+        with torch.no_grad():
+            theirs = model(input_ids=tokens).logits
+        r = relative(theirs, ours)
+        assert r <= TOLERANCE, f"{name}: transformers' logits of the export differ from ppctl's: relative {r:.2e}"
+        print(f"{kind}: export ({name}, {len(files)} files): transformers' logits equal ppctl's, relative {r:.2e}")
+    # The folder appears whole or not at all: an existing non-empty one is refused, nothing is left behind.
+    refused = run([ppctl, "export", checkpoint, "--hf", tmp / "export-single"], expect=2)
+    assert "exists and is not an empty folder" in refused.stderr, refused.stderr
+    assert not [p for p in tmp.iterdir() if ".tmp." in p.name], list(tmp.iterdir())
+    # An export is itself a valid model.init_from.
+    spec2 = write_spec(tmp, "again", tmp / "export-sharded", data, 2)
+    run([ppctl, "plan", spec2])
+
+
+def expect_refused(ppctl, spec, *needles, command="plan"):
+    result = run([ppctl, command, spec] + (["--run-dir", spec.parent / "r"] if command == "train" else []), expect=2)
+    for needle in needles:
+        assert str(needle) in result.stderr, f"{spec.name}: '{needle}' not in:\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+    print(f"bad input {spec.stem}: exit 2, names {', '.join(map(str, needles))}")
+
+
+def case_bad_inputs(ppctl, tmp):
+    good = tmp / "good"
+    hf_models.save("gpt2-untied", good)
+    data, _, _ = write_data(tmp)
+    weights = safetensors.torch.load_file(str(good / "model.safetensors"))
+
+    def variant(name):
+        folder = tmp / name
+        shutil.copytree(good, folder)
+        return folder
+
+    missing = variant("missing")
+    w = dict(weights)
+    del w["transformer.h.1.ln_1.weight"]
+    safetensors.torch.save_file(w, str(missing / "model.safetensors"), metadata={"format": "pt"})
+    expect_refused(ppctl, write_spec(tmp, "missing", missing, data, 2), "transformer.h.1.ln_1.weight",
+                   missing / "model.safetensors", "missing tensor")
+
+    shape = variant("shape")
+    w = dict(weights)
+    w["transformer.h.0.mlp.c_fc.weight"] = w["transformer.h.0.mlp.c_fc.weight"].t().contiguous()
+    safetensors.torch.save_file(w, str(shape / "model.safetensors"), metadata={"format": "pt"})
+    spec = write_spec(tmp, "shape", shape, data, 2)
+    for command in ("plan", "train"):  # train: refused before any worker starts
+        expect_refused(ppctl, spec, "transformer.h.0.mlp.c_fc.weight", shape / "model.safetensors",
+                       "[128, 32]", "[32, 128]", command=command)
+
+    arch = variant("arch")
+    config = json.loads((arch / "config.json").read_text())
+    config["architectures"] = ["BertForMaskedLM"]
+    config["model_type"] = "bert"
+    (arch / "config.json").write_text(json.dumps(config))
+    expect_refused(ppctl, write_spec(tmp, "arch", arch, data, 2), "BertForMaskedLM", arch / "config.json")
+
+    truncated = variant("truncated")
+    target = truncated / "model.safetensors"
+    target.write_bytes(target.read_bytes()[:-100])
+    expect_refused(ppctl, write_spec(tmp, "truncated", truncated, data, 2), target, "truncated")
+
+    sharded = tmp / "sharded"
+    hf_models.save("gpt2-untied", sharded, max_shard_size="40KB")
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    shard = sorted(set(index["weight_map"].values()))[1]
+    (sharded / shard).unlink()
+    expect_refused(ppctl, write_spec(tmp, "shard", sharded, data, 2), shard,
+                   sharded / "model.safetensors.index.json", "missing")
+
+    conflict = tmp / "conflict.yaml"
+    conflict.write_text(write_spec(tmp, "c0", good, data, 2).read_text().replace(
+        "model:\n", "model:\n  hidden: 64\n"))
+    expect_refused(ppctl, conflict, "model.hidden", "value 64", "n_embd = 32", good / "config.json")
+    longer = tmp / "longer.yaml"
+    longer.write_text(write_spec(tmp, "c1", good, data, 2).read_text().replace(
+        f"seq_len: {SEQ_LEN}", "seq_len: 64"))
+    expect_refused(ppctl, longer, "model.seq_len", "n_positions = 32")
+
+
+def main():
+    case, ppctl, tool = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix=f"ppctl-hf-{case}-") as folder:
+        tmp = pathlib.Path(folder)
+        if case.startswith("parity-"):
+            case_parity(case[len("parity-"):], ppctl, tmp)
+        elif case.startswith("export-"):
+            case_export({"gpt2": "gpt2-untied", "gpt2-tied": "gpt2-tied", "llama": "llama"}[case[len("export-"):]],
+                        ppctl, tool, tmp)
+        elif case == "bad-inputs":
+            case_bad_inputs(ppctl, tmp)
+        else:
+            sys.exit(f"unknown case {case}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
