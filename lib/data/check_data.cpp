@@ -67,8 +67,11 @@ IdRange scan_ids(const TokenSource& source, const std::string& path) {
   const std::string cache = path + ".ppctl-ids.json";
   const FileKey key = key_of(path);
   if (const auto j = read_json(cache)) {
-    if (j->value("format", "") == "ppctl-id-scan" && j->value("version", 0) == 1 &&
-        j->value("size", int64_t{-2}) == key.size && j->value("mtime_ns", int64_t{-2}) == key.mtime_ns) {
+    // Keyed by the file's size and mtime and by how it is read (format and dtype): the same bytes read
+    // as uint32 instead of uint16 hold other ids.
+    if (j->value("format", "") == "ppctl-id-scan" && j->value("version", 0) == 2 &&
+        j->value("size", int64_t{-2}) == key.size && j->value("mtime_ns", int64_t{-2}) == key.mtime_ns &&
+        j->value("source", "") == source.describe() && j->value("tokens", int64_t{-2}) == source.num_tokens()) {
       return {j->at("min_token_id").get<int64_t>(), j->at("max_token_id").get<int64_t>(),
               j->at("tokens").get<int64_t>()};
     }
@@ -82,7 +85,7 @@ IdRange scan_ids(const TokenSource& source, const std::string& path) {
     first = false;
     return true;
   });
-  const json out{{"format", "ppctl-id-scan"}, {"version", 1},          {"size", key.size},
+  const json out{{"format", "ppctl-id-scan"}, {"version", 2}, {"source", source.describe()}, {"size", key.size},
                  {"mtime_ns", key.mtime_ns},  {"tokens", range.tokens}, {"min_token_id", range.min_id},
                  {"max_token_id", range.max_id}};
   try {
@@ -147,7 +150,11 @@ void check_data(const config::JobSpec& spec) {
             "from {}) (fix: set model.vocab_size: {} or more)",
             spec.source, vocab, file, tokenizer_vocab, sidecar_path, tokenizer_vocab));
       }
-      if (sidecar->contains("max_token_id") && sidecar->at("max_token_id").is_number_integer()) {
+      // Its max_token_id is trusted only for the data it was written with: the same token count, and a
+      // sidecar no older than the data file (a .bin replaced under an old sidecar is scanned instead).
+      const FileKey data_key = key_of(file), sidecar_key = key_of(sidecar_path);
+      if (sidecar->contains("max_token_id") && sidecar->at("max_token_id").is_number_integer() &&
+          sidecar->value("tokens", int64_t{-1}) == source->num_tokens() && sidecar_key.mtime_ns >= data_key.mtime_ns) {
         max_id = sidecar->at("max_token_id").get<int64_t>();
       }
     }
@@ -178,8 +185,13 @@ void check_data(const config::JobSpec& spec) {
       }
       problems.push_back(fmt::format(
           "{}: model.vocab_size: {}: the id {} at {} is outside [0, model.vocab_size = {}) and would index past "
-          "the embedding (fix: set model.vocab_size above the largest id{}, or re-tokenize the data)",
-          spec.source, file, id, where, vocab, *max_id >= vocab ? fmt::format(" ({}): {}", *max_id, *max_id + 1) : ""));
+          "the embedding (fix: {})",
+          spec.source, file, id, where, vocab,
+          id < 0 || *max_id >= 1'000'000
+              ? "check data.dtype (the file may hold ids of another width) or re-tokenize the data"
+              : fmt::format("set model.vocab_size above the largest id ({}): {}, check data.dtype, or re-tokenize "
+                            "the data",
+                            *max_id, *max_id + 1)));
     }
   }
   if (!problems.empty()) throw ConfigError(problems);

@@ -66,14 +66,26 @@ void check_output(const fs::path& out) {
   }
   const auto parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   if (!fs::is_directory(parent, ec)) {
-    throw CheckpointError(fmt::format("--hf {}: folder {} does not exist (fix: create it first)", out.string(),
+    throw CheckpointError(fmt::format("--hf {}: {} is not an existing folder (fix: create it first)", out.string(),
                                       parent.string()));
   }
 }
 
 }  // namespace
 
-ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out, uint64_t max_shard_bytes) {
+/// `--hf` as given, made absolute and normal, without a trailing separator (`out/` names the folder out;
+/// `.` the current folder). Throws CheckpointError for an empty path.
+fs::path normal_output(const fs::path& given) {
+  if (given.empty()) {
+    throw CheckpointError("--hf: the output folder is empty (fix: name a new or empty folder, e.g. --hf out/my-model)");
+  }
+  fs::path out = fs::absolute(given).lexically_normal();
+  while (!out.has_filename() && out.has_parent_path() && out != out.root_path()) out = out.parent_path();
+  return out;
+}
+
+ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out_given, uint64_t max_shard_bytes) {
+  const fs::path out = normal_output(out_given);
   const auto checkpoint = resolve_checkpoint(checkpoint_path);
   const auto meta = read_checkpoint_meta(checkpoint);
   verify_checkpoint_files(checkpoint, meta);
@@ -114,8 +126,8 @@ ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out, uin
   const auto tmp = fs::path(out.string() + fmt::format(".tmp.{}", ::getpid()));
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  fs::create_directory(tmp);
   try {
+    fs::create_directory(tmp);
     core::write_file_atomically(tmp / "config.json", config::hf_config_json(meta.model));
     const std::map<std::string, std::string> format{{"format", "pt"}};
     if (shards.size() == 1) {
@@ -133,6 +145,11 @@ ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out, uin
     if (fs::exists(out, ec)) fs::remove(out);  // an empty folder (checked above)
     fs::rename(tmp, out);
     core::sync_directory(out.parent_path().empty() ? fs::path(".") : out.parent_path());
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw CheckpointError(fmt::format("--hf {}: cannot write the export: {} (fix: name a writable new or empty "
+                                      "folder)",
+                                      out.string(), e.code().message()));
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

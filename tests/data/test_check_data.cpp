@@ -64,7 +64,8 @@ TEST_CASE("a sound megatron dataset passes, and its scan is cached beside the .b
   REQUIRE(fs::exists(dir.path / "ds.bin.ppctl-ids.json"));
   // The cache is used while the file keeps its size and mtime: a forged cache is believed...
   write_bytes(dir.path / "ds.bin.ppctl-ids.json",
-              std::string("{\"format\": \"ppctl-id-scan\", \"version\": 1, \"size\": 200, \"mtime_ns\": ") +
+              std::string("{\"format\": \"ppctl-id-scan\", \"version\": 2, \"source\": \"") +
+                  (dir.path / "ds").string() + " (megatron, uint16)\", \"size\": 200, \"mtime_ns\": " +
                   std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      fs::last_write_time(dir.path / "ds.bin").time_since_epoch())
                                      .count()) +
@@ -88,6 +89,34 @@ TEST_CASE("a token id at or above model.vocab_size is refused with the file and 
   write_bytes(dir.path / "neg.bin", std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
   CHECK_THAT(problems_of(spec_for(dir.path, "{format: tokens, dtype: int32, path: neg.bin}")),
              ContainsSubstring("the id -1 at token position 20"));
+  CHECK_THAT(problems_of(spec_for(dir.path, "{format: tokens, dtype: int32, path: neg.bin}")),
+             ContainsSubstring("check data.dtype"));
+}
+
+TEST_CASE("a scan cache or tokenizer sidecar made for other data is not trusted") {
+  ppctl::test::TempDir dir;
+  // Ids 0..999 as uint16; the same bytes read as uint32 hold ids of 65536 and more.
+  std::vector<uint16_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>(i);
+  write_bytes(dir.path / "t.bin", std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
+  CHECK(problems_of(spec_for(dir.path, "{format: tokens, dtype: uint16, path: t.bin}", 1000)).empty());
+  REQUIRE(fs::exists(dir.path / "t.bin.ppctl-ids.json"));
+  CHECK_THAT(problems_of(spec_for(dir.path, "{format: tokens, dtype: uint32, path: t.bin}", 1000)),
+             ContainsSubstring("at token position 0"));
+  // A .bin replaced under an old sidecar (other token count, sidecar older): its max_token_id is ignored.
+  write_dataset(dir.path, 100, 10, 500);
+  write_bytes(dir.path / "ds.tokenizer.json",
+              R"({"format": "ppctl-tokenizer", "version": 1, "tokenizer": "bytes", "model": null,
+                  "vocab_size": 64, "eod_id": null, "max_token_id": 10, "documents": 1, "tokens": 90})");
+  CHECK_THAT(problems_of(spec_for(dir.path, "{format: megatron, path: ds}")),
+             ContainsSubstring("the id 500 at token position 10"));
+  write_bytes(dir.path / "ds.tokenizer.json",
+              R"({"format": "ppctl-tokenizer", "version": 1, "tokenizer": "bytes", "model": null,
+                  "vocab_size": 64, "eod_id": null, "max_token_id": 10, "documents": 1, "tokens": 100})");
+  fs::last_write_time(dir.path / "ds.tokenizer.json",
+                      fs::last_write_time(dir.path / "ds.bin") - std::chrono::hours(1));
+  CHECK_THAT(problems_of(spec_for(dir.path, "{format: megatron, path: ds}")),
+             ContainsSubstring("the id 500 at token position 10"));
 }
 
 TEST_CASE("model.vocab_size below the tokenizer sidecar's vocabulary is refused") {

@@ -160,6 +160,18 @@ def case_export(kind, ppctl, tool, tmp):
     refused = run([ppctl, "export", checkpoint, "--hf", tmp / "export-single"], expect=2)
     assert "exists and is not an empty folder" in refused.stderr, refused.stderr
     assert not [p for p in tmp.iterdir() if ".tmp." in p.name], list(tmp.iterdir())
+    # Every spelling of an output folder: a trailing separator, `.` (an empty current folder), and the
+    # refusals of an empty path and of a folder under a file, each a clear exit 2.
+    run([ppctl, "export", checkpoint, "--hf", f"{tmp / 'export-slash'}/"])
+    assert (tmp / "export-slash" / "config.json").exists()
+    (tmp / "export-dot").mkdir()
+    subprocess.run([str(ppctl), "export", str(checkpoint), "--hf", "."], cwd=tmp / "export-dot", check=True,
+                   capture_output=True, timeout=300)
+    assert (tmp / "export-dot" / "config.json").exists()
+    assert "output folder is empty" in run([ppctl, "export", checkpoint, "--hf", ""], expect=2).stderr
+    (tmp / "a-file").write_text("x")
+    refused = run([ppctl, "export", checkpoint, "--hf", tmp / "a-file" / "sub"], expect=2)
+    assert "a-file" in refused.stderr, refused.stderr
     # An export is itself a valid model.init_from.
     spec2 = write_spec(tmp, "again", tmp / "export-sharded", data, 2)
     run([ppctl, "plan", spec2])
