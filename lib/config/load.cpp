@@ -736,12 +736,25 @@ class Loader {
     if (m.init_from.empty() || !usable("model.init_from")) return;
     m.init_from = resolve_against(c_.base_dir, m.init_from);
     const int line = seen_.at("model.init_from").line;
+    std::error_code ec;
+    if (fs::is_regular_file(m.init_from, ec)) {
+      c_.problems.add(line, "model.init_from", (quoted)(m.init_from), "is a file, not a folder",
+                      fmt::format("name the folder holding config.json and the safetensors files, e.g. {}",
+                                  fs::path(m.init_from).parent_path().string()));
+      return;
+    }
     HfModelConfig hf;
     try {
       hf = read_hf_model_config(m.init_from);
     } catch (const Error& e) {
-      c_.problems.add(line, "model.init_from", (quoted)(m.init_from), e.what(),
-                      "point model.init_from at a Hugging Face GPT-2 or Llama folder");
+      // The reader's message carries its own fix: one "(fix: ...)" per problem.
+      std::string rule = e.what();
+      std::string hint = "point model.init_from at a Hugging Face GPT-2 or Llama folder";
+      if (const auto at = rule.rfind(" (fix: "); at != std::string::npos && rule.back() == ')') {
+        hint = rule.substr(at + 7, rule.size() - at - 8);
+        rule.resize(at);
+      }
+      c_.problems.add(line, "model.init_from", (quoted)(m.init_from), rule, hint);
       return;
     }
     const Section& model = section_named("model");

@@ -51,6 +51,21 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   out += fmt::format("model      {}: {} blocks, hidden {}, {}, ffn {}, seq_len {}, vocab {}: {} parameters\n",
                      llama ? "Llama" : "GPT-2", m.layers, m.hidden, heads, config::ffn_hidden_of(m), m.seq_len,
                      m.vocab_size, layout.total_parameters);
+  {  // the training data: each source's format (and dtype), its share of the samples, and where it is
+    std::string sources;
+    for (const auto& d : spec.data.sources) {
+      if (!sources.empty()) sources += "; ";
+      const std::string what = d.format == config::DataFormat::Tokens
+                                   ? fmt::format("tokens ({})", config::to_string(d.dtype))
+                                   : config::to_string(d.format);
+      const std::string where = d.files.size() == 1 ? d.files.front() : fmt::format("{} files", d.files.size());
+      sources += spec.data.sources.size() > 1 ? fmt::format("{:.3g} x {} {}", d.weight, what, where)
+                                              : fmt::format("{} {}", what, where);
+    }
+    out += fmt::format("data       {}{}\n", sources.empty() ? "(none)" : sources,
+                       spec.data.eval_fraction > 0 ? fmt::format("; eval_fraction {:g}", spec.data.eval_fraction)
+                                                   : "");
+  }
   if (!m.init_from.empty()) {  // the model section as merged with the folder's config.json
     out += fmt::format("weights    from Hugging Face folder {}: arch {}, ffn_hidden {}, kv_heads {}, norm_eps {:g}{}, "
                        "tie_embeddings {}\n",

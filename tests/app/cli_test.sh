@@ -105,6 +105,7 @@ case "$CASE" in
   plan_example)
     "$PPCTL" plan "$ROOT/configs/example.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
     grep -q "bubble" "$WORK/out" || fail "no bubble line"
+    grep -q "^data       text [0-9]* files" "$WORK/out" || fail "no data line naming the text files"
     for r in 0 1 2 3; do grep -q "^rank $r: F0" "$WORK/out" || fail "no action list for rank $r"; done
     grep -q "^rank 0: F0 F1 F2 F3 B0 F4 B1" "$WORK/out" || fail "rank 0 is not 1F1B (3 warmup forwards, then F and B alternate)"
     ;;
@@ -234,6 +235,8 @@ PY
     blend_job 6 "checkpoint: {dir: ckpt, interval: 3}"
     timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "uninterrupted run exited $?"
     grep -o "step [0-9]*/6 | loss [0-9.]*" "$WORK/out" > "$WORK/whole"
+    grep -q "^data       0\.[0-9]* x .*; 0\.[0-9]* x tokens (int32) $WORK/small.bin" "$WORK/out" \
+      || fail "the plan's data line does not show the blend's weights and sources"
     grep -q "data: epoch 1 of $WORK/small.bin (tokens, int32) starts at step [0-9]*, training sample" "$WORK/out" \
       || fail "no epoch line for the small dataset"
     grep -q '"counts": \[' "$WORK/ckpt/step-00000003/meta.json" || fail "meta.json has no data position"

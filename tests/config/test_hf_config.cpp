@@ -106,6 +106,17 @@ TEST_CASE("init_from: unsupported architectures and variants are errors naming c
   fs::create_directories(none);
   std::ofstream(none / "corpus.txt") << std::string(5000, 'a');
   CHECK_THAT(problems(none, ""), ContainsSubstring("config.json: cannot read it"));
+  // Every init_from problem carries one fix, not the reader's and the loader's both.
+  for (const auto& dir : {bert, none}) {
+    const std::string what = problems(dir, "");
+    CHECK(what.find("(fix:") == what.rfind("(fix:"));
+  }
+  // A file, e.g. the safetensors file itself, is named as such.
+  const auto file = none.parent_path() / "file";
+  fs::create_directories(file);
+  std::ofstream(file / "hf") << "not a folder";
+  std::ofstream(file / "corpus.txt") << std::string(5000, 'a');
+  CHECK_THAT(problems(file, ""), ContainsSubstring("is a file, not a folder"));
 }
 
 TEST_CASE("hf_config_json reads back into the same model", "[config][hf]") {
