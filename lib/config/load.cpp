@@ -60,6 +60,15 @@ class Problems {
     problems_.push_back({line, std::move(text)});
   }
 
+  /// As add, for a message that already ends in its own "(fix: ...)" (an error thrown by a reader of
+  /// another file, e.g. a Hugging Face config.json), so that each problem carries one fix.
+  void add_with_fix(int line, const std::string& path, const std::optional<std::string>& value,
+                    const std::string& message) {
+    std::string text = fmt::format("{}:{}: {}: ", source_, line, path);
+    if (value) text += "value " + *value + ": ";
+    problems_.push_back({line, text + message});
+  }
+
   /// Throws ConfigError with every problem, ordered by line (stable), if there is any.
   void throw_if_any() {
     if (problems_.empty()) return;
@@ -747,14 +756,7 @@ class Loader {
     try {
       hf = read_hf_model_config(m.init_from);
     } catch (const Error& e) {
-      // The reader's message carries its own fix: one "(fix: ...)" per problem.
-      std::string rule = e.what();
-      std::string hint = "point model.init_from at a Hugging Face GPT-2 or Llama folder";
-      if (const auto at = rule.rfind(" (fix: "); at != std::string::npos && rule.back() == ')') {
-        hint = rule.substr(at + 7, rule.size() - at - 8);
-        rule.resize(at);
-      }
-      c_.problems.add(line, "model.init_from", (quoted)(m.init_from), rule, hint);
+      c_.problems.add_with_fix(line, "model.init_from", (quoted)(m.init_from), e.what());
       return;
     }
     const Section& model = section_named("model");
