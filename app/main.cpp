@@ -129,6 +129,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   }
   ppctl::core::setup_logging(info.rank);
   const auto planned = ppctl::train::prepare_job(spec_path);
+  info.job_id += ", " + ppctl::train::job_fingerprint(planned);
   const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
   spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
                ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "comm/error_text.hpp"
+#include "comm/tcp_store.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::comm {
@@ -127,26 +128,6 @@ class ProcessGroupCommunicator final : public Communicator {
   at::Device device_;
 };
 
-c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
-                                              std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(info.master_port);
-  options.isServer = info.host_store;  // rank 0 under torchrun / Slurm; else the launcher hosts it
-  options.numWorkers = static_cast<size_t>(info.world_size);
-  options.waitWorkers = false;
-  options.timeout = timeout;
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
-  } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: cannot reach the rendezvous store at {}:{}: {}", info.rank,
-                                info.master_addr, info.master_port, error_text(e)));
-  }
-}
-
-}  // namespace
-
-namespace {
-
 /// One process group over `store`: this process is `rank` of `size`.
 std::unique_ptr<Communicator> make_group(const c10::intrusive_ptr<c10d::Store>& store,
                                          const RendezvousInfo& info, int rank, int size,
@@ -191,7 +172,7 @@ std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, B
 std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
     const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
     at::Device device, const std::vector<GroupSpec>& groups) {
-  const auto store = connect_store(info, timeout);
+  const c10::intrusive_ptr<c10d::Store> store = join_store(info, timeout);
   std::vector<std::unique_ptr<Communicator>> out;
   for (const auto& group : groups) {
     const auto it = std::find(group.ranks.begin(), group.ranks.end(), info.rank);

@@ -86,6 +86,21 @@ RendezvousInfo torchrun_identity(const EnvMap& env, const std::string& hint) {
   return info;
 }
 
+/// External modes: PPCTL_JOB_ID when set, else what the launcher (Slurm, torchrun) tells its tasks
+/// of one job apart from another's with.
+std::string external_job_id(const EnvMap& env, LaunchMode mode, int world_size) {
+  if (auto id = lookup(env, kJobIdVariable)) return *id;
+  const auto get = [&](const char* name, const char* fallback) {
+    return lookup(env, name).value_or(fallback);
+  };
+  if (mode == LaunchMode::Slurm) {
+    return fmt::format("slurm job {} step {} world {}", get("SLURM_JOB_ID", "?"),
+                       get("SLURM_STEP_ID", "?"), world_size);
+  }
+  return fmt::format("torchrun run {} restart {} world {}", get("TORCHELASTIC_RUN_ID", "none"),
+                     get("TORCHELASTIC_RESTART_COUNT", "0"), world_size);
+}
+
 }  // namespace
 
 EnvMap environment_map() {
@@ -134,13 +149,17 @@ RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode) {
     throw InternalError("external_identity called for a local launch");
   }
   info.host_store = info.rank == 0;
+  info.mode = mode;
+  info.job_id = external_job_id(env, mode, info.world_size);
   return info;
 }
 
 RendezvousInfo local_worker_identity(const EnvMap& env) {
-  return torchrun_identity(
+  auto info = torchrun_identity(
       env, "start workers with `ppctl train`, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
            "as torchrun does");
+  info.job_id = lookup(env, kJobIdVariable).value_or("");
+  return info;
 }
 
 }  // namespace ppctl::comm

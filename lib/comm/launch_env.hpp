@@ -8,6 +8,13 @@
 
 namespace ppctl::comm {
 
+/// Who started `ppctl train`.
+enum class LaunchMode {
+  Local,     ///< nobody: ppctl's own launcher spawns the workers
+  Torchrun,  ///< RANK / WORLD_SIZE (torchrun, or set by hand): this process is one worker
+  Slurm,     ///< SLURM_PROCID / SLURM_NTASKS (`srun ppctl train`): this process is one worker
+};
+
 /// A worker's identity and the store's address.
 struct RendezvousInfo {
   int rank = 0;
@@ -18,20 +25,23 @@ struct RendezvousInfo {
   /// True when this process hosts the c10d TCPStore (rank 0 under torchrun or Slurm); false when
   /// the local launcher hosts it.
   bool host_store = false;
+  /// Who started the job: Local (the launcher hosts the store) or an external mode (rank 0 does).
+  LaunchMode mode = LaunchMode::Local;
+  /// The job's identity, the same on every rank and different for every other job: the store's
+  /// host publishes it under kJobIdKey and every other rank refuses a store whose value differs.
+  /// Empty: no check (a worker started by hand without PPCTL_JOB_ID).
+  std::string job_id;
 };
+
+/// Environment variable through which the local launcher hands its workers the job identity (a
+/// random nonce per start); in external modes it overrides the derived identity (external_identity).
+inline constexpr const char* kJobIdVariable = "PPCTL_JOB_ID";
 
 /// Environment variables by name (a test passes its own; environment_map() reads the process's).
 using EnvMap = std::map<std::string, std::string>;
 
 /// The process's environment as an EnvMap.
 EnvMap environment_map();
-
-/// Who started `ppctl train`.
-enum class LaunchMode {
-  Local,     ///< nobody: ppctl's own launcher spawns the workers
-  Torchrun,  ///< RANK / WORLD_SIZE (torchrun, or set by hand): this process is one worker
-  Slurm,     ///< SLURM_PROCID / SLURM_NTASKS (`srun ppctl train`): this process is one worker
-};
 
 /// "local", "torchrun" or "slurm".
 std::string to_string(LaunchMode mode);
@@ -51,13 +61,18 @@ int slurm_port(long long job_id);
 /// - Slurm: SLURM_PROCID, SLURM_NTASKS (required), SLURM_LOCALID (default 0); MASTER_ADDR, else the
 ///   first host of SLURM_JOB_NODELIST (or SLURM_NODELIST), expanded (hostlist.hpp); MASTER_PORT,
 ///   else slurm_port(SLURM_JOB_ID).
-/// Rank 0 hosts the store (host_store). Throws ppctl::CommError naming the variable and its value
+/// Rank 0 hosts the store (host_store). job_id: PPCTL_JOB_ID when set; else, under Slurm,
+/// "slurm job J step S world N" (SLURM_JOB_ID, SLURM_STEP_ID); under torchrun, "torchrun run R
+/// restart K world N" (TORCHELASTIC_RUN_ID, default "none"; TORCHELASTIC_RESTART_COUNT, default 0).
+/// The caller appends the spec's fingerprint (train::job_fingerprint), so two jobs differ when
+/// their ids or their specs do. Throws ppctl::CommError naming the variable and its value
 /// when one is missing, not an integer, out of range (rank >= world size, port outside
 /// [1, 65535]), or when both a Slurm node list and MASTER_ADDR are absent.
 RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode);
 
 /// The identity of a worker the local launcher started (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-/// MASTER_PORT, all set by the launcher, which hosts the store). Same errors as external_identity.
+/// MASTER_PORT, all set by the launcher, which hosts the store; job_id from PPCTL_JOB_ID, empty when
+/// unset). Same errors as external_identity.
 RendezvousInfo local_worker_identity(const EnvMap& env);
 
 }  // namespace ppctl::comm

@@ -18,8 +18,10 @@ RendezvousInfo rendezvous_from_env();
 /// A TCPStore server hosted by the launcher, so workers never reach the store before it exists.
 class StoreServer {
  public:
-  /// Listens on `host`:`port`; port 0 picks a free port (read it back with port()).
-  /// Throws ppctl::CommError when the port cannot be bound.
+  /// Listens on `host`:`port` only (loopback for 127.0.0.1; comm/tcp_store.hpp); port 0 picks a
+  /// free port (read it back with port()). Publishes a new random job identity (job_id()), which
+  /// the workers must get as PPCTL_JOB_ID. Throws ppctl::CommError when `host` is not an address
+  /// of this machine or the port cannot be bound (naming runtime.master_addr / master_port).
   StoreServer(const std::string& host, int port, int world_size, std::chrono::milliseconds timeout);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -27,6 +29,10 @@ class StoreServer {
 
   /// The port actually bound.
   int port() const;
+
+  /// The job identity this store publishes (a random nonce, new for every StoreServer): pass it to
+  /// the workers as PPCTL_JOB_ID (kJobIdVariable); they refuse a store whose identity differs.
+  const std::string& job_id() const;
 
  private:
   struct Impl;

@@ -23,6 +23,7 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
   options.argv = {executable, "worker", std::filesystem::absolute(spec_path).string()};
   options.argv.insert(options.argv.end(), extra_args.begin(), extra_args.end());
   options.extra_env = extra_env;
+  options.extra_env.emplace_back(comm::kJobIdVariable, store.job_id());
   options.master_addr = spec.runtime.master_addr;
   options.master_port = store.port();
   spdlog::info("rendezvous store on {}:{}; starting {} workers", options.master_addr,

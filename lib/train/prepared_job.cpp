@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "config/load.hpp"
+#include "core/atomic_file.hpp"
 #include "data/check_data.hpp"
 #include "interop/hf_folder.hpp"
 #include "schedule/csv.hpp"
@@ -51,6 +52,12 @@ PreparedJob prepare_job(const std::string& spec_path) {
       {kProgramHashVariable, fmt::format("{:016x}", schedule::program_hash(program))}};
   if (schedule_text) env.emplace_back(kScheduleTextVariable, *schedule_text);
   return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
+}
+
+std::string job_fingerprint(const PreparedJob& job) {
+  std::string all;
+  for (const auto& [name, value] : job.worker_env) all += name + "=" + value + '\n';
+  return fmt::format("spec {:016x}", core::fnv1a64(all));
 }
 
 }  // namespace ppctl::train

@@ -26,4 +26,9 @@ struct PreparedJob {
 /// ppctl::ScheduleError; nothing is started or written.
 PreparedJob prepare_job(const std::string& spec_path);
 
+/// "spec H": H is the FNV-1a 64 hash (core::fnv1a64) of what the workers get (worker_env: spec text,
+/// program hash, custom schedule text), in hex. Ranks that read the same spec compute the same
+/// value; external launches append it to the job identity (comm::RendezvousInfo::job_id).
+std::string job_fingerprint(const PreparedJob& job);
+
 }  // namespace ppctl::train

@@ -101,6 +101,111 @@ wait_for_line() {  # $1 = pattern in $WORK/out, $2 = seconds
   fail "no line matching '$1' within $2 s"
 }
 
+# --- Rendezvous helpers (issue 12 faults 1, 2, 12) ---
+
+free_port() {  # [$1 $2 = range]: a TCP port of 127.0.0.1 that nothing listens on now
+  python3 - "${1:-0}" "${2:-0}" <<'PY'
+import random, socket, sys
+lo, hi = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(200):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randint(lo, hi) if hi else 0))
+    except OSError:
+        continue
+    print(s.getsockname()[1])
+    break
+PY
+}
+
+hold_port() {  # $1 = port: a program ($holder) that listens there, accepts and never answers
+  cat > "$WORK/hold_port.py" <<'PY'
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+print("listening", flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])
+PY
+  python3 "$WORK/hold_port.py" "$1" > "$WORK/holder.out" 2>&1 &
+  holder=$!
+  for _ in $(seq 1 50); do grep -q listening "$WORK/holder.out" && return 0; sleep 0.1; done
+  fail "the port holder did not start"
+}
+
+timed_rank() {  # $1 = name, then VAR=value...: `ppctl train` under those variables (<= 60 s) into
+                # $WORK/NAME.out; sets rc and elapsed (seconds)
+  local name="$1" start
+  shift
+  start=$(date +%s.%N)
+  env "$@" timeout 60 "$PPCTL" train "$WORK/job.yaml" > "$WORK/$name.out" 2>&1
+  rc=$?
+  elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+}
+
+expect_rendezvous_error() {  # $1 = name (timed_rank), $2 = runtime.comm_timeout_s, then texts its one
+                             # error line holds. The process ends within timeout + 10 s, and its wait
+                             # (from its "launched by" line to its error line) within timeout + 2 s.
+  local name="$1" timeout_s="$2" text waited
+  shift 2
+  cp "$WORK/$name.out" "$WORK/out"
+  [ "$rc" -eq 1 ] || fail "$name: exit code $rc after $elapsed s, expected 1"
+  awk -v e="$elapsed" -v t="$timeout_s" 'BEGIN { exit !(e <= t + 10) }' || fail "$name: exited after $elapsed s, more than $timeout_s + 10 s"
+  waited=$(awk 'function at(line, p) { split(substr(line, 2, 12), p, ":"); return p[1] * 3600 + p[2] * 60 + p[3] }
+                /launched by/ && !a { a = at($0) } / error: / { e = at($0) }
+                END { if (a && e) printf "%.1f", e - a }' "$WORK/out")
+  [ -n "$waited" ] || fail "$name: no 'launched by' and error lines to time the wait with"
+  awk -v w="$waited" -v t="$timeout_s" 'BEGIN { exit !(w <= t + 2) }' || fail "$name: waited $waited s, more than $timeout_s + 2 s"
+  grep -qE "frame #|\[c10d\]" "$WORK/out" && fail "$name: c10d's log lines or a C++ backtrace were printed"
+  [ "$(grep -c "error:" "$WORK/out")" -eq 1 ] || fail "$name: expected exactly one error line"
+  for text in "$@"; do
+    grep "error:" "$WORK/out" | grep -qF -- "$text" || fail "$name: the error does not say '$text'"
+  done
+  echo "$name: exit $rc after $elapsed s (waited $waited s)"
+}
+
+listening_sockets() {  # PID...: local addresses (hex, as /proc/net/tcp*) of their listening TCP sockets
+  python3 - "$@" <<'PY'
+import os, sys
+inodes = set()
+for pid in sys.argv[1:]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(table).read().splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and f[9] in inodes:
+            print(f[1])
+PY
+}
+
+expect_loopback_only() {  # $1 = store port, then PID...: once the store listens, every listening
+                          # socket of these processes is on 127.0.0.1 or ::1
+  local port_hex found=""
+  port_hex=$(printf '%04X' "$1")
+  shift
+  for _ in $(seq 1 300); do
+    listening_sockets "$@" > "$WORK/listening"
+    grep -q ":$port_hex$" "$WORK/listening" && { found=1; break; }
+    sleep 0.1
+  done
+  [ -n "$found" ] || fail "no listening socket on the store's port $1: $(tr '\n' ' ' < "$WORK/listening")"
+  grep -vE "^(0100007F|00000000000000000000000001000000):" "$WORK/listening" > "$WORK/exposed" \
+    && fail "listening beyond loopback: $(tr '\n' ' ' < "$WORK/exposed")"
+  echo "listening sockets: $(tr '\n' ' ' < "$WORK/listening")"
+}
+
 case "$CASE" in
   plan_example)
     "$PPCTL" plan "$ROOT/configs/example.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
@@ -521,6 +626,71 @@ PY
     rc=$?
     [ "$rc" -eq 2 ] || fail "a bad spec under torchrun variables: exit code $rc, expected 2"
     grep -q "model.hiden: unknown key" "$WORK/out" || fail "the spec is not validated in the worker"
+    no_leftovers
+    ;;
+  rendezvous_timeout)
+    # Issue 12 fault 1: rank 1 of a torchrun-style job whose rank 0 never starts exits within the
+    # timeout (c10d alone retries to 2 x timeout + a random delay), once, without backtraces,
+    # saying what it waited for, where, that rank 0 hosts the store, and the fix.
+    tiny_job 2 2 ""
+    sed -i 's/comm_timeout_s: 30/comm_timeout_s: 4/' "$WORK/job.yaml"
+    port=$(free_port)
+    timed_rank rank1 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"
+    expect_rendezvous_error rank1 4 "rendezvous store at 127.0.0.1:$port within 4 s" \
+      "rank 0 hosts the store" "MASTER_PORT"
+    no_leftovers
+    ;;
+  rendezvous_port_taken)
+    # Issue 12 fault 2, on Slurm's default port 20000 + SLURM_JOB_ID mod 20000: (a) a program that
+    # accepts and never answers holds it; (b) another ppctl job's store does (job ids 20000 apart).
+    # Every rank exits in time naming the port and MASTER_PORT; nobody joins the other job's store.
+    tiny_job 2 2 ""
+    sed 's/comm_timeout_s: 30/comm_timeout_s: 20/' "$WORK/job.yaml" > "$WORK/job_a.yaml"
+    sed -i 's/comm_timeout_s: 30/comm_timeout_s: 4/' "$WORK/job.yaml"
+    port=$(free_port 20000 39999)
+    job=$((port - 20000))
+    slurm_task() {  # $1 = SLURM_PROCID, $2 = SLURM_JOB_ID: the variables srun sets, one word each
+      echo "SLURM_PROCID=$1 SLURM_NTASKS=2 SLURM_LOCALID=$1 SLURM_STEP_ID=0 SLURM_JOB_ID=$2 SLURM_JOB_NODELIST=localhost MASTER_ADDR=127.0.0.1"
+    }
+    hold_port "$port"
+    # shellcheck disable=SC2046
+    timed_rank held1 $(slurm_task 1 "$job")
+    expect_rendezvous_error held1 4 "127.0.0.1:$port" "another program holds port $port" "MASTER_PORT"
+    # shellcheck disable=SC2046
+    timed_rank held0 $(slurm_task 0 "$job")
+    expect_rendezvous_error held0 4 "on 127.0.0.1:$port: port $port is already in use" "MASTER_PORT"
+    kill "$holder"; wait "$holder" 2>/dev/null
+    # shellcheck disable=SC2046
+    env $(slurm_task 0 "$job") "$PPCTL" train "$WORK/job_a.yaml" > "$WORK/job_a0.out" 2>&1 &
+    job_a0=$!
+    expect_loopback_only "$port" "$job_a0"
+    # shellcheck disable=SC2046
+    timed_rank other1 $(slurm_task 1 $((job + 20000)))
+    expect_rendezvous_error other1 4 "refusing the rendezvous store at 127.0.0.1:$port: it belongs to another job" "MASTER_PORT"
+    # shellcheck disable=SC2046
+    timed_rank other0 $(slurm_task 0 $((job + 20000)))
+    expect_rendezvous_error other0 4 "port $port is already in use" "MASTER_PORT"
+    # The store's own job is unharmed: its rank 1 joins and the job trains.
+    # shellcheck disable=SC2046
+    env $(slurm_task 1 "$job") timeout 120 "$PPCTL" train "$WORK/job_a.yaml" > "$WORK/job_a1.out" 2>&1 \
+      || { cp "$WORK/job_a1.out" "$WORK/out"; fail "rank 1 of the store's own job exited $?"; }
+    wait "$job_a0" || { cp "$WORK/job_a0.out" "$WORK/out"; fail "rank 0 of the store's own job exited $?"; }
+    no_leftovers
+    ;;
+  store_interfaces)
+    # Issue 12 fault 12: the local launcher's store (and the workers) listen on loopback only; under
+    # torchrun-style variables with MASTER_ADDR=127.0.0.1, rank 0's store does too.
+    tiny_job 2 100000 ""
+    start_long_training
+    port=$(grep -o "rendezvous store on 127.0.0.1:[0-9]*" "$WORK/out" | grep -o "[0-9]*$")
+    # shellcheck disable=SC2046
+    expect_loopback_only "$port" "$launcher" $(pgrep -P "$launcher")
+    kill -INT "$launcher"; wait "$launcher"
+    port=$(free_port)
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+    rank0=$!
+    expect_loopback_only "$port" "$rank0"
+    kill "$rank0"; wait "$rank0" 2>/dev/null
     no_leftovers
     ;;
   *) fail "unknown case" ;;

@@ -134,6 +134,40 @@ TEST_CASE("Slurm identity: bad variables name the variable and value") {
   CHECK_THAT(failure(bad_list), ContainsSubstring("SLURM_JOB_NODELIST='node[01-03'"));
 }
 
+TEST_CASE("job identity: the same on every rank of a job, different for another job") {
+  const auto id = [](const EnvMap& env) {
+    return comm::external_identity(env, comm::detect_launch_mode(env)).job_id;
+  };
+  CHECK(id(slurm(0, 4)) == id(slurm(3, 4)));
+  CHECK_THAT(id(slurm(0, 4)), ContainsSubstring("123456"));
+  auto other_job = slurm(1, 4);  // job ids 20000 apart share slurm_port
+  other_job["SLURM_JOB_ID"] = "143456";
+  CHECK(comm::slurm_port(123456) == comm::slurm_port(143456));
+  CHECK(id(other_job) != id(slurm(1, 4)));
+  auto other_step = slurm(1, 4);
+  other_step["SLURM_STEP_ID"] = "1";
+  CHECK(id(other_step) != id(slurm(1, 4)));
+  CHECK(id(slurm(0, 2)) != id(slurm(0, 4)));  // the world size is part of it
+
+  CHECK(id(torchrun(0, 4)) == id(torchrun(2, 4)));
+  auto run = torchrun(2, 4);
+  run["TORCHELASTIC_RUN_ID"] = "exp7";
+  CHECK(id(run) != id(torchrun(2, 4)));
+  auto restarted = run;
+  restarted["TORCHELASTIC_RESTART_COUNT"] = "1";
+  CHECK(id(restarted) != id(run));
+
+  auto chosen = slurm(1, 4);  // PPCTL_JOB_ID wins in every mode
+  chosen["PPCTL_JOB_ID"] = "mine";
+  CHECK(id(chosen) == "mine");
+  auto local = torchrun(1, 2);
+  CHECK(comm::local_worker_identity(local).job_id.empty());
+  local["PPCTL_JOB_ID"] = "local 12-ab";
+  CHECK(comm::local_worker_identity(local).job_id == "local 12-ab");
+  CHECK(comm::local_worker_identity(local).mode == LaunchMode::Local);
+  CHECK(comm::external_identity(torchrun(1, 2), LaunchMode::Torchrun).mode == LaunchMode::Torchrun);
+}
+
 TEST_CASE("host lists expand like scontrol show hostnames") {
   using V = std::vector<std::string>;
   CHECK(comm::expand_hostlist("node01") == V{"node01"});

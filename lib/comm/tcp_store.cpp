@@ -1,0 +1,262 @@
+// The job's c10d TCPStore: hosted on one interface, joined within the timeout, identity-checked.
+#include "comm/tcp_store.hpp"
+
+#include <c10/util/Logging.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <optional>
+#include <thread>
+
+#include "comm/error_text.hpp"
+#include "core/error.hpp"
+
+namespace ppctl::comm {
+namespace {
+
+using StorePtr = c10::intrusive_ptr<c10d::TCPStore>;
+using Clock = std::chrono::steady_clock;
+
+/// Keeps c10d's own log lines (each failed connect attempt with a C++ backtrace) off stderr while it
+/// lives: ppctl reports the outcome itself. c10d logs through c10's level (c10/util/Logging.h, the
+/// TORCH_CPP_LOG_LEVEL variable); 3 = fatal only.
+class QuietC10dLog {
+ public:
+  QuietC10dLog() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 3; }
+  ~QuietC10dLog() { FLAGS_caffe2_log_level = saved_; }
+  QuietC10dLog(const QuietC10dLog&) = delete;
+  QuietC10dLog& operator=(const QuietC10dLog&) = delete;
+
+ private:
+  int saved_;
+};
+
+/// Runs `make` on a thread of its own and waits for it until `deadline`: its result, its exception
+/// rethrown, or nullopt when it has not finished by then. c10d's client can block in a TCP read
+/// without a timeout (a program holding the port accepts and never answers); such a thread is left
+/// behind, blocked, and the caller ends the process with an error.
+std::optional<StorePtr> finish_by(Clock::time_point deadline, std::function<StorePtr()> make) {
+  auto task = std::make_shared<std::packaged_task<StorePtr()>>(std::move(make));
+  auto result = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  if (result.wait_until(deadline) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address->sa_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
+    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+  }
+  return false;
+}
+
+/// A listening socket and the port it is bound to.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+};
+
+/// Why bind(2) failed, in a user's words.
+std::string bind_reason(int err, const std::string& host, int port, const StoreRole& role) {
+  if (err == EADDRINUSE) {
+    return fmt::format("port {} is already in use (another program, or another job's store, holds "
+                       "it)",
+                       port);
+  }
+  if (err == EADDRNOTAVAIL) {
+    return fmt::format("{} '{}' is not an address of this machine", role.addr_name, host);
+  }
+  return std::strerror(err);
+}
+
+/// A listening TCP socket on `host`'s address and `port` (0: any free port); see host_store for the
+/// interface chosen. Throws CommError naming host:port, the reason and the fix.
+Listener listen_on(const std::string& host, int port, LaunchMode mode, const StoreRole& role) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    throw CommError(fmt::format("{} cannot host the rendezvous store: {} '{}' does not resolve: {} "
+                                "(fix: {})",
+                                role.host_name, role.addr_name, host, ::gai_strerror(rc),
+                                role.addr_fix));
+  }
+  int first_errno = 0;
+  Listener listener;
+  for (const addrinfo* a = found; a != nullptr && listener.fd < 0; a = a->ai_next) {
+    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
+    sockaddr_storage address{};
+    std::memcpy(&address, a->ai_addr, a->ai_addrlen);
+    auto* generic = reinterpret_cast<sockaddr*>(&address);
+    const bool any_interface = mode != LaunchMode::Local && is_loopback(generic) &&
+                               host != "localhost" && host.rfind("127.", 0) != 0 && host != "::1";
+    if (a->ai_family == AF_INET) {
+      auto* v4 = reinterpret_cast<sockaddr_in*>(generic);
+      v4->sin_port = htons(static_cast<std::uint16_t>(port));
+      if (any_interface) v4->sin_addr.s_addr = htonl(INADDR_ANY);
+    } else {
+      auto* v6 = reinterpret_cast<sockaddr_in6*>(generic);
+      v6->sin6_port = htons(static_cast<std::uint16_t>(port));
+      if (any_interface) v6->sin6_addr = in6addr_any;
+    }
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      first_errno = first_errno != 0 ? first_errno : errno;
+      continue;
+    }
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (::bind(fd, generic, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      first_errno = first_errno != 0 ? first_errno : errno;
+      ::close(fd);
+      continue;
+    }
+    socklen_t length = sizeof address;
+    ::getsockname(fd, generic, &length);
+    listener.fd = fd;
+    listener.port = ntohs(a->ai_family == AF_INET ? reinterpret_cast<sockaddr_in*>(generic)->sin_port
+                                                  : reinterpret_cast<sockaddr_in6*>(generic)->sin6_port);
+    if (any_interface) {
+      spdlog::warn("MASTER_ADDR '{}' resolves to a loopback address on this machine, which other "
+                   "machines cannot reach: the rendezvous store listens on every interface of port "
+                   "{} (set MASTER_ADDR to this machine's address on the job's network to listen "
+                   "there only)",
+                   host, listener.port);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (listener.fd < 0) {
+    const std::string reason = bind_reason(first_errno, host, port, role);
+    throw CommError(fmt::format("{} cannot host the rendezvous store on {}:{}: {} (fix: {})",
+                                role.host_name, host, port, reason,
+                                first_errno == EADDRNOTAVAIL ? role.addr_fix : role.port_fix));
+  }
+  return listener;
+}
+
+std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+/// Waits (until `deadline`) for the store's job identity and compares it with `job_id`. Throws
+/// CommError when the store has none (not a ppctl job's store) or another job's.
+void check_job_id(c10d::TCPStore& store, const RendezvousInfo& info, const StoreRole& role,
+                  Clock::time_point deadline) {
+  const auto left = std::max(std::chrono::milliseconds(1),
+                             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  const std::string where = fmt::format("{}:{}", info.master_addr, info.master_port);
+  try {
+    store.wait({kJobIdKey}, left);
+  } catch (const std::exception&) {
+    throw CommError(fmt::format(
+        "rank {}: the c10d store at {} published no ppctl job identity ({}) within the timeout: it "
+        "is not this job's rendezvous store, another program holds port {} (fix: {})",
+        info.rank, where, kJobIdKey, info.master_port, role.port_fix));
+  }
+  const auto value = store.get(kJobIdKey);
+  const std::string theirs(value.begin(), value.end());
+  if (theirs != info.job_id) {
+    throw CommError(fmt::format(
+        "rank {}: refusing the rendezvous store at {}: it belongs to another job (job id '{}'; "
+        "this job's is '{}'), which holds port {} (fix: {})",
+        info.rank, where, theirs, info.job_id, info.master_port, role.port_fix));
+  }
+}
+
+}  // namespace
+
+StoreRole store_role(LaunchMode mode) {
+  if (mode == LaunchMode::Local) {
+    return {"the launcher", "set runtime.master_port to a free port, or to 0 for any free port",
+            "set runtime.master_addr to 127.0.0.1, or to this machine's own name or address; the "
+            "local launcher hosts the store itself",
+            "runtime.master_addr"};
+  }
+  return {"rank 0",
+          "set MASTER_PORT to a free port of rank 0's machine, the same for every rank (under "
+          "Slurm the default is 20000 + SLURM_JOB_ID mod 20000)",
+          "set MASTER_ADDR to the host of rank 0, the same for every rank", "MASTER_ADDR"};
+}
+
+StorePtr host_store(const std::string& host, int port, int world_size,
+                    std::chrono::milliseconds timeout, const std::string& job_id, LaunchMode mode) {
+  const auto role = store_role(mode);
+  const auto listener = listen_on(host, port, mode, role);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(listener.port);
+  options.isServer = true;
+  options.numWorkers = static_cast<size_t>(world_size);
+  options.waitWorkers = false;  // the others connect later
+  options.timeout = timeout;
+  options.masterListenFd = listener.fd;  // c10d takes the socket over
+  StorePtr store;
+  try {
+    QuietC10dLog quiet;
+    store = c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{} cannot host the rendezvous store on {}:{}: {} (fix: {})",
+                                role.host_name, host, listener.port, error_text(e), role.port_fix));
+  }
+  if (!job_id.empty()) store->set(kJobIdKey, bytes(job_id));
+  return store;
+}
+
+StorePtr join_store(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+  if (info.host_store) {
+    return host_store(info.master_addr, info.master_port, info.world_size, timeout, info.job_id,
+                      info.mode);
+  }
+  const auto role = store_role(info.mode);
+  const auto deadline = Clock::now() + timeout;
+  std::optional<StorePtr> store;
+  std::string detail = "no answer";
+  {
+    QuietC10dLog quiet;
+    try {
+      // c10d's connect retries with a random delay past its timeout: our deadline is the bound, plus
+      // a second for the identity check to report what it found.
+      store = finish_by(deadline + std::chrono::seconds(1), [info, timeout, deadline, role] {
+        c10d::TCPStoreOptions options;
+        options.port = static_cast<std::uint16_t>(info.master_port);
+        options.isServer = false;
+        options.numWorkers = static_cast<size_t>(info.world_size);
+        options.waitWorkers = false;
+        options.timeout = timeout;
+        auto joined = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+        if (!info.job_id.empty()) check_job_id(*joined, info, role, deadline);
+        return joined;
+      });
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      detail = error_text(e);
+    }
+  }
+  if (store) return *store;
+  const double seconds = std::chrono::duration<double>(timeout).count();
+  throw CommTimeout(fmt::format(
+      "rank {}: cannot join the rendezvous store at {}:{} within {:.0f} s ({}); {} hosts the store: "
+      "it has not started or failed before hosting it, {}:{} does not lead to it, or another "
+      "program holds port {} (fix: start {} with the same MASTER_ADDR and MASTER_PORT and read its "
+      "output; if the port is taken, {}; raise runtime.comm_timeout_s if {} starts later)",
+      info.rank, info.master_addr, info.master_port, seconds, detail, role.host_name,
+      info.master_addr, info.master_port, info.master_port, role.host_name, role.port_fix,
+      role.host_name));
+}
+
+}  // namespace ppctl::comm
