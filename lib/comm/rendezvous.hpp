@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/launch_env.hpp"
@@ -27,6 +28,10 @@ class StoreServer {
 
   /// The port actually bound.
   int port() const;
+
+  /// Non-blocking read of a key the workers set (e.g. comm::progress_key(rank)); nullopt when
+  /// unset. Throws ppctl::CommError when the store cannot be read.
+  std::optional<std::string> try_get(const std::string& key) const;
 
  private:
   struct Impl;
