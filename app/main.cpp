@@ -23,6 +23,7 @@
 #include "core/log.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_error.hpp"
+#include "launch/stop_signals.hpp"
 #include "plan/parallel.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
@@ -51,6 +52,18 @@ std::string self_executable() {
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
   if (n <= 0) throw ppctl::LaunchError("cannot find the ppctl executable (/proc/self/exe)");
   return std::string(buffer, static_cast<size_t>(n));
+}
+
+/// A SIGINT/SIGTERM caught (launch::StopSignalScope) before any worker started: logs the
+/// "interrupted" line (into the run directory's launcher.log too, when it exists) and returns
+/// 128 + signal; 0 when none was caught.
+int interrupted_before_start(const std::optional<std::string>& run_dir) {
+  const int sig = ppctl::launch::StopSignalScope::caught();
+  if (sig == 0) return 0;
+  spdlog::warn("interrupted ({}) before any worker started{}", ppctl::launch::stop_signal_name(sig),
+               run_dir ? "; run directory: " + *run_dir : std::string());
+  spdlog::default_logger()->flush();
+  return 128 + sig;
 }
 
 struct PlanOptions {
@@ -159,6 +172,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     }
     return train_as_one_worker(spec_path, steps, resume, env, mode);
   }
+  // Before anything is written: a Ctrl-C now lets the current write finish, then ends the run.
+  const ppctl::launch::StopSignalScope stop_signals;
   const auto planned = ppctl::train::prepare_job(spec_path);
   ppctl::train::check_device_available(planned.spec);
   std::vector<std::string> extra;
@@ -185,6 +200,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   std::string spec_text;
   for (const auto& [name, value] : planned.worker_env)
     if (name == ppctl::train::kSpecTextVariable) spec_text = value;
+  if (const int code = interrupted_before_start(std::nullopt)) return code;
   ppctl::train::RunDirectory run;
   try {
     run = ppctl::train::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
@@ -195,6 +211,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
             << (spec_text.empty() || spec_text.back() == '\n' ? "" : "\n") << '\n'
             << plan_text << '\n';
   spdlog::info("run directory: {}", run.path);
+  if (const int code = interrupted_before_start(run.path)) return code;
   auto worker_env = planned.worker_env;
   for (auto& variable : ppctl::train::run_directory_env(run)) worker_env.push_back(std::move(variable));
   const int world_size = static_cast<int>(planned.layout.world_size);

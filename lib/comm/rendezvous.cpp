@@ -41,5 +41,14 @@ StoreServer::~StoreServer() = default;
 int StoreServer::port() const { return impl_->store->getPort(); }
 
 const std::string& StoreServer::job_id() const { return impl_->job_id; }
+std::optional<std::string> StoreServer::try_get(const std::string& key) const {
+  try {
+    if (!impl_->store->check({key})) return std::nullopt;
+    const auto value = impl_->store->get(key);  // set once seen: get does not wait
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("cannot read key {} from the rendezvous store: {}", key, error_text(e)));
+  }
+}
 
 }  // namespace ppctl::comm

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/launch_env.hpp"
@@ -33,6 +34,9 @@ class StoreServer {
   /// The job identity this store publishes (a random nonce, new for every StoreServer): pass it to
   /// the workers as PPCTL_JOB_ID (kJobIdVariable); they refuse a store whose identity differs.
   const std::string& job_id() const;
+  /// Non-blocking read of a key the workers set (e.g. comm::progress_key(rank)); nullopt when
+  /// unset. Throws ppctl::CommError when the store cannot be read.
+  std::optional<std::string> try_get(const std::string& key) const;
 
  private:
   struct Impl;

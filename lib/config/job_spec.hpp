@@ -179,6 +179,9 @@ struct TrainSpec {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Stop;  ///< `stop` (default) or `skip`.
   Recompute recompute = Recompute::None;  ///< `none` (default), `full` or `blocks`.
   int64_t recompute_every = 1;  ///< with recompute: blocks, keep every k-th block's input. Range [1, 10000].
+  int64_t max_restarts = 0;       ///< local launcher: restarts after a worker failure, from the latest
+                                  ///< complete checkpoint. Range [0, 1000].
+  double restart_backoff_s = 1.0; ///< seconds between a failure and the restart. Range [0, 3600].
 };
 
 /// Evaluation on the held-out split (data.eval_fraction), forward only, from the last stage.

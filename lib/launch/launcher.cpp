@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
+#include "launch/stop_signals.hpp"
 
 extern char** environ;
 
@@ -36,59 +37,9 @@ constexpr std::chrono::milliseconds kPollInterval{20};
 /// Exit status of a child whose setup failed before execve (it also reports errno on the pipe).
 constexpr int kChildSetupFailed = 127;
 
-// --- Signals reaching the launcher -------------------------------------------------------------
-
-/// First SIGINT/SIGTERM caught during run_workers (0: none) and how many have been caught. Written
-/// by the handler, read by the polling supervisor: lock-free atomics are async-signal-safe.
-std::atomic<int> g_caught_signal{0};
-std::atomic<int> g_caught_count{0};
-static_assert(std::atomic<int>::is_always_lock_free);
-
 /// Set while a run_workers call is in progress: the signal handlers are process-wide, so two
 /// concurrent calls would steal each other's signals.
 std::atomic<bool> g_in_progress{false};
-
-extern "C" void on_stop_signal(int sig) {
-  int none = 0;
-  g_caught_signal.compare_exchange_strong(none, sig);
-  g_caught_count.fetch_add(1);
-}
-
-/// Catches SIGINT and SIGTERM for its lifetime (and keeps child exit statuses available), then
-/// restores the previous dispositions.
-class StopSignalGuard {
- public:
-  StopSignalGuard() {
-    g_caught_signal = 0;
-    g_caught_count = 0;
-    struct sigaction action {};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;  // other threads (e.g. a store server) keep working undisturbed
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-    // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel reaps children itself and their exit
-    // statuses are lost: use the default disposition while the workers run.
-    sigaction(SIGCHLD, nullptr, &old_chld_);
-    if (old_chld_.sa_handler == SIG_IGN || (old_chld_.sa_flags & SA_NOCLDWAIT)) {
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      sigaction(SIGCHLD, &dfl, nullptr);
-    }
-  }
-  ~StopSignalGuard() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGCHLD, &old_chld_, nullptr);
-  }
-  StopSignalGuard(const StopSignalGuard&) = delete;
-  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-  struct sigaction old_chld_ {};
-};
 
 /// Rejects a second concurrent call for the lifetime of the guard.
 class InProgressGuard {
@@ -110,15 +61,6 @@ std::string signal_description(int sig) {
   const char* text = strsignal(sig);
 #endif
   return text ? text : "unknown signal";
-}
-
-/// "SIGINT" / "SIGTERM" for the interrupt message.
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return fmt::format("signal {}", sig);
-  }
 }
 
 void sleep_for(std::chrono::milliseconds duration) {
@@ -294,6 +236,13 @@ class Workers {
     ++running_;
   }
   int running() const { return running_; }
+  /// The ranks still running, in rank order.
+  std::vector<int> running_ranks() const {
+    std::vector<int> ranks;
+    for (const auto& w : workers_)
+      if (w.running) ranks.push_back(w.rank);
+    return ranks;
+  }
   int started() const { return static_cast<int>(workers_.size()); }
 
   /// Reaps the workers that have ended, without blocking; returns the first failure among them.
@@ -333,16 +282,18 @@ class Workers {
   }
 
   /// SIGTERM to every running worker, SIGKILL to those still running after `grace` (at once if the
-  /// launcher gets another SIGINT/SIGTERM meanwhile); returns when all are reaped.
+  /// launcher gets another SIGINT/SIGTERM meanwhile); returns when all are reaped. SIGCONT follows
+  /// the SIGTERM, so a stopped (SIGSTOP) worker acts on it at once instead of waiting for SIGKILL.
   void stop(std::chrono::milliseconds grace) {
     signal_running(SIGTERM);
+    signal_running(SIGCONT);
     auto deadline = Clock::now() + grace;
-    const int signals_seen = g_caught_count.load();
+    const int signals_seen = StopSignalScope::count();
     bool killed = false;
     while (running_ > 0) {
       poll();
       if (running_ == 0) break;
-      if (g_caught_count.load() != signals_seen) deadline = Clock::now();
+      if (StopSignalScope::count() != signals_seen) deadline = Clock::now();
       if (!killed && Clock::now() >= deadline) {
         spdlog::warn("{} worker(s) still running {} ms after SIGTERM: sending SIGKILL", running_,
                      grace.count());
@@ -378,7 +329,7 @@ LaunchResult run_workers(const LaunchOptions& options) {
   for (int rank = 0; rank < options.world_size; ++rank)
     envs.emplace_back(worker_environment(options, rank));
 
-  const StopSignalGuard stop_signals;
+  const StopSignalScope stop_signals;
   Workers workers;
   const pid_t launcher = getpid();
   for (int rank = 0; rank < options.world_size; ++rank) {
@@ -396,18 +347,26 @@ LaunchResult run_workers(const LaunchOptions& options) {
 
   LaunchResult result;
   while (workers.running() > 0) {
-    if (const int sig = g_caught_signal.load()) {
+    if (const int sig = StopSignalScope::caught()) {
       const int running = workers.running();
-      spdlog::warn("interrupted ({}): stopping {} workers", signal_name(sig), running);
+      spdlog::warn("interrupted ({}): stopping {} workers", stop_signal_name(sig), running);
       workers.stop(options.grace);
       result.exit_code = 128 + sig;
-      result.message = fmt::format("interrupted ({}): stopped {} workers", signal_name(sig), running);
+      result.message = fmt::format("interrupted ({}): stopped {} workers", stop_signal_name(sig), running);
+      result.interrupted = true;
       return result;
     }
     if (const auto failure = workers.poll()) {
       result.exit_code = exit_code_of(failure->status);
       result.failed_rank = failure->rank;
       result.message = fmt::format("rank {} {}", failure->rank, describe_status(failure->status));
+      if (options.find_stall) {  // before the others are stopped: a stalled rank is still running
+        if (const auto stall = options.find_stall(workers.running_ranks())) {
+          result.stalled_rank = stall->first;
+          result.message = fmt::format("rank {} stopped making progress: {}; then {}", stall->first,
+                                       stall->second, result.message);
+        }
+      }
       spdlog::error("{}: stopping the other {} worker{}", result.message, workers.running(),
                     workers.running() == 1 ? "" : "s");
       workers.stop(options.grace);

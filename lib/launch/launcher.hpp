@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,13 +19,20 @@ struct LaunchOptions {
   int master_port = 0;               ///< put in MASTER_PORT
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< added to (or overriding) the inherited environment
   std::chrono::milliseconds grace{5000};  ///< after SIGTERM, how long workers get before SIGKILL
+  /// Optional: called once when a worker fails, before the others are stopped, with the ranks still
+  /// running. Returns the running rank that stopped making progress and what it was last seen
+  /// doing (e.g. from comm/progress_board.hpp), or nullopt; the result then blames that rank.
+  std::function<std::optional<std::pair<int, std::string>>(const std::vector<int>& running)> find_stall;
 };
 
 /// How the job ended.
 struct LaunchResult {
   int exit_code = 0;               ///< 0 when every worker exited 0; otherwise non-zero (see run_workers)
   std::optional<int> failed_rank;  ///< first rank that failed, if any
-  std::string message;             ///< one line for the user, e.g. "rank 2 exited with code 1"
+  std::string message;             ///< one line for the user, e.g. "rank 2 exited with code 1", or
+                                   ///< "rank 1 stopped making progress: ...; then rank 0 exited with code 1"
+  std::optional<int> stalled_rank; ///< the running rank find_stall blamed, if any
+  bool interrupted = false;        ///< the launcher got SIGINT/SIGTERM and stopped the workers
 };
 
 /// Spawns `world_size` workers with the inherited environment plus RANK, WORLD_SIZE, LOCAL_RANK,
@@ -34,7 +42,8 @@ struct LaunchResult {
 /// - all exit 0 -> exit_code 0;
 /// - one exits non-zero or is killed by a signal -> the others get SIGTERM, then SIGKILL after
 ///   `grace`; exit_code = that worker's code (128 + signal when killed), failed_rank set;
-/// - the launcher gets SIGINT/SIGTERM -> the same shutdown, exit_code 130 / 143.
+/// - the launcher gets SIGINT/SIGTERM (also one caught by an enclosing StopSignalScope before the
+///   call) -> the same shutdown, exit_code 130 / 143, interrupted set.
 /// Returns only after every worker has been reaped (no orphans, no zombies).
 /// Throws ppctl::LaunchError if a worker cannot be started (e.g. executable missing).
 LaunchResult run_workers(const LaunchOptions& options);

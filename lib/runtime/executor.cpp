@@ -47,6 +47,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   try {
     for (; position < actions.size(); ++position) {
       const auto& action = actions[position];
+      if (progress_ != nullptr) progress_->store(static_cast<int64_t>(position), std::memory_order_relaxed);
       const auto start = std::chrono::steady_clock::now();
       const double waited_before = receive_wait_ms_;
       execute(action, data, dropout, loss_scale, result);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <string>
@@ -102,6 +103,9 @@ class Executor {
   /// receive wait ended; waits, posted sends/receives and the whole step are slices of their own).
   /// Null (the default) records nothing. `trace` must outlive the executor's steps.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  /// Optional: run_step stores the index of the action it starts into `*position` (relaxed; read by
+  /// comm::ProgressPublisher). Null (the default): nothing is stored.
+  void set_progress(std::atomic<int64_t>* position) { progress_ = position; }
 
  private:
   using Key = std::pair<int64_t, int64_t>;  // (stage, microbatch)
@@ -171,6 +175,7 @@ class Executor {
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
   bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
   TraceRecorder* trace_ = nullptr;
+  std::atomic<int64_t>* progress_ = nullptr;
   bool tracing_ = false;  // trace_ records the step being run
   int64_t step_ = 0;      // the step being run (from 0)
   TraceRecorder::Clock::time_point last_wait_end_;  // when the latest receive wait ended

@@ -1,34 +1,161 @@
-// Local job: rendezvous store plus supervised worker processes.
+// Local job: rendezvous store plus supervised worker processes, restarted from the latest
+// checkpoint after a failure (train.max_restarts), and the stall report from the workers' progress.
 #include "train/local_job.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
+#include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
+#include "core/error.hpp"
+#include "launch/stop_signals.hpp"
+#include "train/checkpoint.hpp"
+#include "train/run_dir.hpp"
 
 namespace ppctl::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Exit code of a worker that found bad input: restarting cannot help.
+constexpr int kBadInputExit = 2;
+
+/// The launcher's stall finder over `store`: the running rank whose progress record went stale.
+std::function<std::optional<std::pair<int, std::string>>(const std::vector<int>&)> stall_finder(
+    const comm::StoreServer& store, int world_size) {
+  return [&store, world_size](const std::vector<int>& running)
+             -> std::optional<std::pair<int, std::string>> {
+    std::vector<std::optional<comm::ProgressRecord>> records(static_cast<size_t>(world_size));
+    try {
+      for (const int rank : running)
+        if (const auto text = store.try_get(comm::progress_key(rank)))
+          records[static_cast<size_t>(rank)] = comm::decode_progress(*text);
+    } catch (const Error& e) {
+      spdlog::warn("cannot read the workers' progress: {}", e.what());
+      return std::nullopt;
+    }
+    const auto stall =
+        comm::find_stall(records, running, comm::wall_clock_s(), comm::kStaleAfterSeconds);
+    if (!stall) return std::nullopt;
+    return std::pair{stall->rank, comm::describe_stall(*stall)};
+  };
+}
+
+/// One attempt: a fresh store, the workers, their end.
+launch::LaunchResult run_attempt(const config::JobSpec& spec, launch::LaunchOptions options) {
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
+  comm::StoreServer store(spec.runtime.master_addr, static_cast<int>(spec.runtime.master_port),
+                          options.world_size, timeout);
+  options.master_port = store.port();
+  options.extra_env.emplace_back(comm::kJobIdVariable, store.job_id());  // new for every attempt
+  options.find_stall = stall_finder(store, options.world_size);
+  spdlog::info("rendezvous store on {}:{}; starting {} workers", options.master_addr,
+               options.master_port, options.world_size);
+  return launch::run_workers(options);
+}
+
+/// `args` with its `--resume X` replaced by (or, without one, extended with) `--resume checkpoint`.
+std::vector<std::string> with_resume(std::vector<std::string> args, const std::string& checkpoint) {
+  const auto it = std::find(args.begin(), args.end(), "--resume");
+  if (it != args.end() && it + 1 != args.end()) {
+    *(it + 1) = checkpoint;
+  } else {
+    args.push_back("--resume");
+    args.push_back(checkpoint);
+  }
+  return args;
+}
+
+/// The latest complete checkpoint in checkpoint.dir ("" when there is none yet).
+std::string latest_checkpoint(const config::JobSpec& spec) {
+  if (spec.checkpoint.dir.empty()) return "";
+  std::error_code ignored;
+  if (!fs::exists(fs::path(spec.checkpoint.dir) / "latest", ignored)) return "";
+  try {
+    return fs::absolute(resolve_checkpoint(spec.checkpoint.dir)).string();
+  } catch (const CheckpointError& e) {
+    spdlog::warn("no usable checkpoint to restart from: {}", e.what());
+    return "";
+  }
+}
+
+/// Keeps the failed attempt's metrics.jsonl (workers start a new one) as metrics.attempt<N>.jsonl.
+void keep_attempt_metrics(const std::vector<std::pair<std::string, std::string>>& env, int attempt) {
+  for (const auto& [name, value] : env) {
+    if (name != kRunDirVariable) continue;
+    const fs::path metrics = fs::path(value) / "metrics.jsonl";
+    std::error_code error;
+    if (!fs::exists(metrics, error)) return;
+    fs::rename(metrics, fs::path(value) / fmt::format("metrics.attempt{}.jsonl", attempt), error);
+    if (error) spdlog::warn("cannot keep {}: {}", metrics.string(), error.message());
+  }
+}
+
+/// Waits `seconds`, or less when SIGINT/SIGTERM arrives; true when it arrived.
+bool interrupted_during(double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (launch::StopSignalScope::caught() != 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return launch::StopSignalScope::caught() != 0;
+}
+
+}  // namespace
 
 launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
                                    const std::string& executable, const std::string& spec_path,
                                    const std::vector<std::string>& extra_args,
                                    const std::vector<std::pair<std::string, std::string>>& extra_env) {
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  comm::StoreServer store(spec.runtime.master_addr, static_cast<int>(spec.runtime.master_port),
-                          world_size, timeout);
+  const launch::StopSignalScope stop_signals;  // a Ctrl-C between attempts ends the job too
   launch::LaunchOptions options;
   options.world_size = world_size;
-  options.argv = {executable, "worker", std::filesystem::absolute(spec_path).string()};
-  options.argv.insert(options.argv.end(), extra_args.begin(), extra_args.end());
   options.extra_env = extra_env;
-  options.extra_env.emplace_back(comm::kJobIdVariable, store.job_id());
   options.master_addr = spec.runtime.master_addr;
-  options.master_port = store.port();
-  spdlog::info("rendezvous store on {}:{}; starting {} workers", options.master_addr,
-               options.master_port, world_size);
-  return launch::run_workers(options);
+  const auto argv_with = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {executable, "worker", fs::absolute(spec_path).string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  };
+  const int64_t max_restarts = spec.train.max_restarts;
+  std::vector<std::string> args = extra_args;
+  for (int64_t restarts = 0;; ++restarts) {
+    options.argv = argv_with(args);
+    auto result = run_attempt(spec, options);
+    if (result.exit_code == 0 || result.interrupted || max_restarts == 0) return result;
+    if (result.exit_code == kBadInputExit) {
+      spdlog::error("{}: bad input (exit code {}), not restarted", result.message, kBadInputExit);
+      return result;
+    }
+    if (restarts == max_restarts) {
+      result.message = fmt::format("gave up after {} restart{} (train.max_restarts); last cause: {}",
+                                   restarts, restarts == 1 ? "" : "s", result.message);
+      spdlog::error("{}", result.message);
+      return result;
+    }
+    const auto checkpoint = latest_checkpoint(spec);
+    spdlog::warn("restart {} of {} in {:g} s (train.max_restarts), cause: {}; from {}",
+                 restarts + 1, max_restarts, spec.train.restart_backoff_s, result.message,
+                 checkpoint.empty() ? std::string("the start: no checkpoint written yet")
+                                    : "checkpoint " + checkpoint);
+    if (!checkpoint.empty()) args = with_resume(args, checkpoint);
+    keep_attempt_metrics(extra_env, static_cast<int>(restarts + 1));
+    if (interrupted_during(spec.train.restart_backoff_s)) {
+      const int sig = launch::StopSignalScope::caught();
+      result.exit_code = 128 + sig;
+      result.interrupted = true;
+      result.message = fmt::format("interrupted ({}) before restart {}", launch::stop_signal_name(sig),
+                                   restarts + 1);
+      spdlog::warn("{}", result.message);
+      return result;
+    }
+  }
 }
 
 }  // namespace ppctl::train

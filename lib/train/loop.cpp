@@ -143,8 +143,13 @@ void run_training(LoopContext& ctx) {
   int64_t skipped_steps = 0;
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
+  const auto mark = [&ctx](comm::Phase phase) {  // for the launcher's stall report
+    if (ctx.progress) ctx.progress->phase.store(static_cast<int>(phase), std::memory_order_relaxed);
+  };
   for (int64_t step = first_step; step < ctx.steps; ++step) {
     const auto step_start = Clock::now();
+    if (ctx.progress) ctx.progress->step.store(step + 1, std::memory_order_relaxed);
+    mark(comm::Phase::Schedule);
     optimizer->zero_grad(/*set_to_none=*/true);
     model::DropoutContext dropout{true, spec.train.seed, step,
                                   ctx.dp_rank * spec.pipeline.microbatches};
@@ -152,6 +157,7 @@ void run_training(LoopContext& ctx) {
         actions, microbatch_source(ctx.dataset, spec, step, ctx.dp_rank, ctx.dp_size), dropout,
         loss_scale);
     const auto schedule_end = Clock::now();
+    mark(comm::Phase::GradientSync);
     if (ctx.data_parallel != nullptr) {  // once per step, before the norm: the norm is global
       average_gradients(ctx.stages, *ctx.data_parallel);
       if (result.loss_count > 0) {  // every replica of the last stage: the global batch's loss
@@ -186,6 +192,7 @@ void run_training(LoopContext& ctx) {
                      fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.global_rank));
       return;
     }
+    mark(comm::Phase::Optimizer);
     // Once per optimizer step, whatever the number of microbatches.
     const double lr = learning_rate(spec.optimizer, step, ctx.steps);
     for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
@@ -219,6 +226,7 @@ void run_training(LoopContext& ctx) {
       interval_steps = 0;
     }
     if (eval_due(spec.eval, step + 1, ctx.steps)) {
+      mark(comm::Phase::Eval);
       const auto eval_start = Clock::now();
       const auto loss = evaluate(ctx.executor, actions, ctx.dataset, spec, ctx.dp_rank, ctx.dp_size,
                                  ctx.data_parallel);
@@ -234,10 +242,12 @@ void run_training(LoopContext& ctx) {
     // Replicas hold the same weights: the first one (dp rank 0) writes, the others go on.
     if (!spec.checkpoint.dir.empty() && ctx.dp_rank == 0 &&
         (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0))) {
+      mark(comm::Phase::Checkpoint);
       save_checkpoint(checkpoint, step + 1, lr);
       interval_start = Clock::now();
     }
   }
+  mark(comm::Phase::Finishing);
   if (timed_steps > 0) {
     log_timing(timing, timed_step_ms, timed_steps,
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "comm/progress_board.hpp"
 #include "config/job_spec.hpp"
 #include "data/dataset.hpp"
 #include "model/stage.hpp"
@@ -39,6 +40,7 @@ struct LoopContext {
   int64_t dp_size = 1;     ///< data-parallel size dp
   int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
   comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks; else null
+  comm::ProgressCursor* progress = nullptr;  ///< told the step and phase (cheap atomics); may be null
 };
 
 /// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)

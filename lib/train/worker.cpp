@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
+#include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
@@ -124,6 +125,21 @@ int run_worker(const WorkerOptions& options) {
     if (group != nullptr) check_same_program(*group, program);
   }
   comm::Communicator* comm = groups.pipeline.get();
+  // Progress for the launcher's stall report: the store exists now (the groups are built on it);
+  // a job of one rank has no store and no peer to blame.
+  comm::ProgressCursor progress;
+  const auto& my_actions = program.ranks.at(static_cast<size_t>(coords.pp));
+  std::unique_ptr<comm::ProgressPublisher> publisher;
+  if (info.world_size > 1) {
+    publisher = std::make_unique<comm::ProgressPublisher>(
+        info, timeout, progress,
+        [&my_actions](int64_t position) {
+          return position >= 0 && static_cast<size_t>(position) < my_actions.size()
+                     ? schedule::to_string(my_actions[static_cast<size_t>(position)])
+                     : std::string("?");
+        },
+        static_cast<int64_t>(my_actions.size()));
+  }
 
   std::map<int64_t, model::StageModule> by_stage;
   std::vector<model::StageModule> stages;
@@ -154,6 +170,7 @@ int run_worker(const WorkerOptions& options) {
   RunObserver observer(spec, program, static_cast<int>(coords.pp), device,
                        coords.dp == 0 ? run_dir : std::nullopt, steps, coords.dp == 0);
   executor.set_trace(&observer.trace());
+  executor.set_progress(&progress.position);
   LoopContext ctx{spec,   program,       static_cast<int>(coords.pp), executor, stages, dataset.get(),
                   steps, options.dump_gradients_dir, comm, options.inject_nan, &observer};
   ctx.resume_from = options.resume_from;
@@ -163,6 +180,7 @@ int run_worker(const WorkerOptions& options) {
   ctx.dp_size = layout.data_parallel;
   ctx.global_rank = info.rank;
   ctx.embedding = groups.embedding.get();
+  ctx.progress = &progress;
   try {
     run_training(ctx);
   } catch (...) {

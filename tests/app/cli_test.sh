@@ -96,6 +96,20 @@ start_long_training() {
   wait_for_line "step 1/" 120
 }
 
+# Sends signal $1 to the worker of rank $2 of the running $launcher, then waits for the launcher:
+# sets rc (its exit code) and elapsed (seconds from the signal to its end).
+signal_rank_and_wait() {
+  local victim
+  victim=$(pid_of_rank "$2")
+  [ -n "$victim" ] || fail "no worker with RANK=$2"
+  kill "-$1" "$victim"
+  local start
+  start=$(date +%s)
+  wait "$launcher"
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+}
+
 wait_for_line() {  # $1 = pattern in $WORK/out, $2 = seconds
   for _ in $(seq 1 $(($2 * 10))); do grep -q "$1" "$WORK/out" && return 0; sleep 0.1; done
   fail "no line matching '$1' within $2 s"
@@ -239,13 +253,7 @@ case "$CASE" in
   worker_failure)
     tiny_job 3 100000 ""
     start_long_training
-    victim=$(pid_of_rank 1)
-    [ -n "$victim" ] || fail "no worker with RANK=1"
-    kill -KILL "$victim"
-    start=$(date +%s)
-    wait "$launcher"
-    rc=$?
-    elapsed=$(( $(date +%s) - start ))
+    signal_rank_and_wait KILL 1
     [ "$rc" -ne 0 ] || fail "launcher exited 0 after a worker was killed"
     [ "$elapsed" -le 15 ] || fail "launcher took ${elapsed} s to notice"
     grep -q "rank 1 was killed by signal 9" "$WORK/out" || fail "the failed rank is not named"
@@ -358,6 +366,113 @@ PY
     "$PPCTL" train "$WORK/job.yaml" --resume --steps 9 > "$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "resume with other weights: expected exit code 2"
     grep -q "the data sources differ" "$WORK/out" || fail "no data-sources message"
+    no_leftovers
+    ;;
+  stall_blame)
+    # Each rank of a 4-stage job stopped in turn (SIGSTOP, a frozen process): the final line blames
+    # that rank and the action it was last seen in, not the rank whose receive timed out.
+    tiny_job 4 100000 ""
+    sed -i "s/comm_timeout_s: 30/comm_timeout_s: 5/" "$WORK/job.yaml"
+    for rank in 0 1 2 3; do
+      start_long_training
+      signal_rank_and_wait STOP "$rank"
+      [ "$rc" -ne 0 ] || fail "rank $rank stopped: launcher exited 0"
+      [ "$elapsed" -le 15 ] || fail "rank $rank stopped: the job took ${elapsed} s to end"
+      last=$(tail -n 1 "$WORK/out")
+      echo "rank $rank stopped: ended after ${elapsed} s: $last" >&2
+      echo "$last" | grep -q "training failed: rank $rank stopped making progress: no progress report for [0-9.]* s; last seen in step [0-9]*, [a-z]" \
+        || fail "rank $rank stopped, but the final line does not blame it: $last"
+      no_leftovers
+    done
+    ;;
+  interrupt_early)
+    # SIGINT at several moments of the first second: never a run directory without config.yaml and
+    # plan.txt, never a temporary file left, and an "interrupted" line whenever anything was written.
+    tiny_job 2 100000 ""
+    for delay in 0.0 0.05 0.1 0.15 0.2 0.3 0.4 0.6 1.0 2.0; do
+      run="$WORK/run_$delay"
+      "$PPCTL" train "$WORK/job.yaml" --run-dir "$run" > "$WORK/out" 2>&1 &
+      launcher=$!
+      sleep "$delay"
+      kill -INT "$launcher"
+      wait "$launcher"
+      rc=$?
+      [ "$rc" -eq 130 ] || fail "SIGINT after $delay s: exit code $rc, expected 130"
+      if [ -e "$run" ]; then
+        ! ls -A "$run" | grep -q '\.tmp' || fail "SIGINT after $delay s: temporary file left: $(ls -A "$run")"
+        [ -f "$run/config.yaml" ] && [ -f "$run/plan.txt" ] \
+          || fail "SIGINT after $delay s: run directory holds only: $(ls -A "$run")"
+        grep -q "interrupted" "$run/launcher.log" || fail "SIGINT after $delay s: no interrupted line in launcher.log"
+        grep -q "interrupted" "$WORK/out" || fail "SIGINT after $delay s: no interrupted line"
+        echo "SIGINT after $delay s: run directory complete, interrupted" >&2
+      else
+        echo "SIGINT after $delay s: nothing written ($(grep -c interrupted "$WORK/out") interrupted line)" >&2
+      fi
+      no_leftovers
+    done
+    ;;
+  restart_kill)
+    # A random worker SIGKILLed at a random step, twice, with train.max_restarts 3: the job restarts
+    # from its latest checkpoint and every step's loss equals an uninterrupted run's, exactly.
+    tiny_job 3 400 "checkpoint: {dir: ckpt, interval: 5, keep: 2}"
+    sed -i 's/log_interval: 5}/log_interval: 1, max_restarts: 3, restart_backoff_s: 0.2}/; s/comm_timeout_s: 30/comm_timeout_s: 10/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/ref" > "$WORK/ref.out" 2>&1 \
+      || fail "the uninterrupted run exited $?"
+    rm -rf "$WORK/ckpt"
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 &
+    launcher=$!
+    from=1
+    step=$(( 6 + RANDOM % 30 ))
+    for kill_no in 1 2; do
+      for _ in $(seq 1 1200); do tail -n "+$from" "$WORK/out" | grep -q "step $step/" && break; sleep 0.1; done
+      tail -n "+$from" "$WORK/out" | grep -q "step $step/" || fail "kill $kill_no: no step $step"
+      rank=$(( RANDOM % 3 ))
+      victim=$(pid_of_rank "$rank")
+      [ -n "$victim" ] || fail "kill $kill_no: no worker with RANK=$rank"
+      kill -KILL "$victim"
+      echo "kill $kill_no: rank $rank at step $step" >&2
+      wait_for_line "restart $kill_no of 3" 60
+      from=$(wc -l < "$WORK/out")
+      step=$(( step + 10 + RANDOM % 30 ))
+    done
+    wait "$launcher" || fail "the restarted job exited $?"
+    grep -q "restart 3 of 3" "$WORK/out" && fail "restarted a third time"
+    [ "$(grep -c "resumed from" "$WORK/out")" -ge 2 ] || fail "the restarts did not resume from a checkpoint"
+    grep "restart [12] of 3" "$WORK/out" >&2
+    python3 - "$WORK/ref/metrics.jsonl" "$WORK/run" <<'PY' || fail "losses differ from the uninterrupted run"
+import glob, json, sys
+def losses(path):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if r.get("event") == "step" and r.get("loss") is not None}
+ref = losses(sys.argv[1])
+files = sorted(glob.glob(sys.argv[2] + "/metrics.attempt*.jsonl")) + [sys.argv[2] + "/metrics.jsonl"]
+assert len(files) == 3, files
+seen, bad = set(), []
+for f in files:
+    for step, loss in losses(f).items():
+        seen.add(step)
+        if loss != ref[step]: bad.append((f, step, loss, ref[step]))
+final = losses(files[-1])
+print(f"{len(seen)} steps over {len(files)} attempts; final loss {final.get(400)} (uninterrupted {ref.get(400)}); {len(bad)} differ", file=sys.stderr)
+assert not bad, bad[:5]
+assert seen == set(ref) and 400 in final, "steps missing"
+PY
+    no_leftovers
+    ;;
+  restart_give_up)
+    # train.max_restarts 1 and two failures: the launcher gives up, exits non-zero, names the last cause.
+    tiny_job 2 100000 ""
+    sed -i 's/log_interval: 5}/log_interval: 1, max_restarts: 1, restart_backoff_s: 0}/' "$WORK/job.yaml"
+    start_long_training
+    kill -KILL "$(pid_of_rank 1)"
+    wait_for_line "restart 1 of 1" 60
+    from=$(wc -l < "$WORK/out")
+    for _ in $(seq 1 1200); do tail -n "+$from" "$WORK/out" | grep -q "step 1/" && break; sleep 0.1; done
+    kill -KILL "$(pid_of_rank 0)"
+    wait "$launcher"
+    rc=$?
+    [ "$rc" -eq 137 ] || fail "exit code $rc after giving up, expected 137 (the last cause's)"
+    tail -n 1 "$WORK/out" | grep -q "training failed: gave up after 1 restart (train.max_restarts); last cause: rank 0 was killed by signal 9" \
+      || fail "the final line does not give up naming the last cause: $(tail -n 1 "$WORK/out")"
     no_leftovers
     ;;
   interrupt)

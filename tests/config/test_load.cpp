@@ -1273,3 +1273,17 @@ TEST_CASE("the new model fields' ranges", "[config][arch][range]") {
   const Message m = only_problem(with_data("model:\n  arch: llama\n  " + bad.yaml + "\n"));
   check(m, 3, bad.path, bad.value, bad.rule);
 }
+
+TEST_CASE("restart fields: train.max_restarts and train.restart_backoff_s", "[config]") {
+  const auto defaults = parse_job_spec(with_data(""), "job.yaml", corpus_dir().str());
+  CHECK(defaults.train.max_restarts == 0);
+  CHECK(defaults.train.restart_backoff_s == 1.0);
+  const auto spec = parse_job_spec(with_data("train: {max_restarts: 3, restart_backoff_s: 0.5}\n"), "job.yaml",
+                                   corpus_dir().str());
+  CHECK(spec.train.max_restarts == 3);
+  CHECK(spec.train.restart_backoff_s == 0.5);
+  check(only_problem(with_data("train: {max_restarts: -1}\n")), 1, "train.max_restarts", "-1",
+        "must be in [0, 1000]");
+  check(only_problem(with_data("train: {restart_backoff_s: 4000}\n")), 1, "train.restart_backoff_s", "4000",
+        "must be in [0, 3600]");
+}

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 
 #include "core/error.hpp"
 #include "launch/launcher.hpp"
+#include "launch/stop_signals.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -90,6 +92,7 @@ void write_report(const fs::path& dir, int rank) {
 ///   raise:N     once every rank has reported, raise signal N
 ///   sleep       sleep 60 s
 ///   ignore-term ignore SIGTERM (before reporting), then sleep 60 s
+///   stop        stop itself (SIGSTOP), as a frozen rank; once continued sleep 60 s
 [[noreturn]] void run_as_test_worker(const std::vector<std::string>& args) {
   const fs::path dir = args.at(2);
   const int rank = std::atoi(std::getenv("RANK"));
@@ -97,7 +100,8 @@ void write_report(const fs::path& dir, int rank) {
   const std::string action = args.at(3 + rank);
   if (action == "ignore-term") signal(SIGTERM, SIG_IGN);
   write_report(dir, rank);
-  if (action == "sleep" || action == "ignore-term") {
+  if (action == "stop") raise(SIGSTOP);
+  if (action == "sleep" || action == "ignore-term" || action == "stop") {
     std::this_thread::sleep_for(60s);
     std::_Exit(0);
   }
@@ -177,6 +181,20 @@ void check_no_worker_left(const fs::path& dir, int world_size) {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// True once process `pid` is stopped (state T in /proc/PID/stat), false after `timeout`.
+bool wait_until_stopped(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
 }
 
 bool same_disposition(const struct sigaction& a, const struct sigaction& b) {
@@ -346,4 +364,59 @@ TEST_CASE("a worker that cannot be started raises LaunchError naming the path") 
                       ContainsSubstring(not_executable + ": Permission denied"));
   }
   CHECK(waitpid(-1, nullptr, WNOHANG) == -1);
+}
+
+TEST_CASE("a stalled rank named by find_stall is blamed, and a stopped worker ends at once") {
+  TempDir dir;
+  LaunchOptions options = worker_job(dir.path, {"exit:1", "stop", "sleep"});
+  options.grace = 10s;  // SIGCONT after SIGTERM: the stopped rank must not need the SIGKILL
+  std::vector<int> seen_running;
+  options.find_stall = [&](const std::vector<int>& running)
+      -> std::optional<std::pair<int, std::string>> {
+    seen_running = running;
+    const pid_t pid = std::stoi(value_of(read_report(dir.path, 1), "@pid"));
+    if (!wait_until_stopped(pid, 5s)) return std::nullopt;
+    return std::pair{1, std::string("no progress report for 9.0 s")};
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult result = run_workers(options);
+  CHECK(seconds_since(start) < 5.0);
+  CHECK(seen_running == std::vector<int>{1, 2});
+  CHECK(result.exit_code == 1);
+  CHECK(result.failed_rank == 0);
+  CHECK(result.stalled_rank == 1);
+  CHECK(result.message ==
+        "rank 1 stopped making progress: no progress report for 9.0 s; then rank 0 exited with code 1");
+  check_no_worker_left(dir.path, 3);
+}
+
+TEST_CASE("find_stall finding nothing leaves the failed rank blamed") {
+  TempDir dir;
+  LaunchOptions options = worker_job(dir.path, {"sleep", "exit:4"});
+  options.find_stall = [](const std::vector<int>&) -> std::optional<std::pair<int, std::string>> {
+    return std::nullopt;
+  };
+  const LaunchResult result = run_workers(options);
+  CHECK(result.exit_code == 4);
+  CHECK_FALSE(result.stalled_rank.has_value());
+  CHECK(result.message == "rank 1 exited with code 4");
+  check_no_worker_left(dir.path, 2);
+}
+
+TEST_CASE("a signal caught by an enclosing StopSignalScope before run_workers stops the job") {
+  struct sigaction int_before {}, int_after {};
+  sigaction(SIGINT, nullptr, &int_before);
+  TempDir dir;
+  {
+    const ppctl::launch::StopSignalScope early;
+    kill(getpid(), SIGINT);  // e.g. a Ctrl-C while the launcher writes its run directory
+    CHECK(ppctl::launch::StopSignalScope::caught() == SIGINT);
+    const LaunchResult result = run_workers(worker_job(dir.path, {"sleep", "sleep"}));
+    CHECK(result.exit_code == 128 + SIGINT);
+    CHECK(result.interrupted);
+    CHECK(ppctl::launch::StopSignalScope::caught() == SIGINT);  // the inner scope kept it
+  }
+  sigaction(SIGINT, nullptr, &int_after);
+  CHECK(same_disposition(int_before, int_after));
 }

@@ -1,0 +1,67 @@
+// Catching SIGINT/SIGTERM into a flag for the launcher's lifetime (nested scopes).
+#include "launch/stop_signals.hpp"
+
+#include <signal.h>
+
+#include <atomic>
+
+namespace ppctl::launch {
+namespace {
+
+/// Written by the handler, read by the polling launcher: lock-free atomics are async-signal-safe.
+std::atomic<int> g_caught_signal{0};
+std::atomic<int> g_caught_count{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+int g_depth = 0;  ///< live scopes (changed on the launcher's thread only)
+struct sigaction g_old_int {};
+struct sigaction g_old_term {};
+struct sigaction g_old_chld {};
+
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  g_caught_signal.compare_exchange_strong(none, sig);
+  g_caught_count.fetch_add(1);
+}
+
+}  // namespace
+
+StopSignalScope::StopSignalScope() {
+  if (g_depth++ > 0) return;
+  g_caught_signal = 0;
+  g_caught_count = 0;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // other threads (e.g. a store server) keep working undisturbed
+  sigaction(SIGINT, &action, &g_old_int);
+  sigaction(SIGTERM, &action, &g_old_term);
+  // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel reaps children itself and their exit
+  // statuses are lost: use the default disposition while the scope lives.
+  sigaction(SIGCHLD, nullptr, &g_old_chld);
+  if (g_old_chld.sa_handler == SIG_IGN || (g_old_chld.sa_flags & SA_NOCLDWAIT)) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &dfl, nullptr);
+  }
+}
+
+StopSignalScope::~StopSignalScope() {
+  if (--g_depth > 0) return;
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGCHLD, &g_old_chld, nullptr);
+}
+
+int StopSignalScope::caught() { return g_caught_signal.load(); }
+int StopSignalScope::count() { return g_caught_count.load(); }
+
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "a stop signal";
+  }
+}
+
+}  // namespace ppctl::launch
