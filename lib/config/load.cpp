@@ -7,6 +7,7 @@
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -1222,12 +1223,47 @@ class Loader {
   std::map<std::string, Seen> seen_;
 };
 
+/// Notes where each YAML document starts and ignores every other event.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+/// yaml-cpp 0.7's LoadAll never returns when a document starts with a token its parser does not consume
+/// (a ',' outside [...] / {...} at the start of the text or after a top-level `- item`; found by
+/// tests/fuzz/fuzz_spec_yaml.cpp): each call yields another empty document at the same place. This walks the
+/// documents with DocumentStarts first and throws YAML::ParserException where a document starts where the one
+/// before it did, so that LoadAll afterwards always ends.
+void refuse_stuck_documents(const std::string& yaml_text) {
+  std::istringstream in(yaml_text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  while (parser.HandleNextDocument(starts)) {
+    const auto& m = starts.marks;
+    if (m.size() >= 2 && m.back().pos == m[m.size() - 2].pos) {
+      const auto at = static_cast<size_t>(std::max(m.back().pos, 0));
+      throw YAML::ParserException(m.back(), fmt::format("unexpected '{}' where a value or key should start",
+                                                        at < yaml_text.size() ? yaml_text.substr(at, 1) : ""));
+    }
+  }
+}
+
 }  // namespace
 
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir) {
   Problems problems(source_name);
   std::vector<YAML::Node> documents;
   try {
+    refuse_stuck_documents(yaml_text);
     documents = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     const int line = line_of(e.mark);

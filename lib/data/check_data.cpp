@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/atomic_file.hpp"
@@ -61,20 +63,40 @@ std::string data_file(const config::DataSource& s) {
   return s.format == config::DataFormat::Megatron ? s.files.at(0) + ".bin" : s.files.at(0);
 }
 
+/// `j`'s integer `name`; nullopt when absent or not an integer (a fraction or 1e30 does not convert).
+std::optional<int64_t> integer_field(const json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+/// The id range an id-scan cache `j` records, when it is one (an object of the expected fields and types,
+/// min <= max) for this file and `source`; nullopt otherwise (stale, damaged or hand-edited: scan again).
+/// Keyed by the file's size and mtime and by how it is read (format and dtype): the same bytes read as
+/// uint32 instead of uint16 hold other ids.
+std::optional<IdRange> cached_range(const json& j, const FileKey& key, const TokenSource& source) {
+  if (!j.is_object()) return std::nullopt;
+  const auto text = [&](const char* name) {
+    const auto it = j.find(name);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const auto min_id = integer_field(j, "min_token_id");
+  const auto max_id = integer_field(j, "max_token_id");
+  if (text("format") != "ppctl-id-scan" || integer_field(j, "version") != 2 || integer_field(j, "size") != key.size ||
+      integer_field(j, "mtime_ns") != key.mtime_ns || text("source") != source.describe() ||
+      integer_field(j, "tokens") != source.num_tokens() || !min_id || !max_id || *min_id > *max_id) {
+    return std::nullopt;
+  }
+  return IdRange{*min_id, *max_id, source.num_tokens()};
+}
+
 }  // namespace
 
 IdRange scan_ids(const TokenSource& source, const std::string& path) {
   const std::string cache = path + ".ppctl-ids.json";
   const FileKey key = key_of(path);
   if (const auto j = read_json(cache)) {
-    // Keyed by the file's size and mtime and by how it is read (format and dtype): the same bytes read
-    // as uint32 instead of uint16 hold other ids.
-    if (j->value("format", "") == "ppctl-id-scan" && j->value("version", 0) == 2 &&
-        j->value("size", int64_t{-2}) == key.size && j->value("mtime_ns", int64_t{-2}) == key.mtime_ns &&
-        j->value("source", "") == source.describe() && j->value("tokens", int64_t{-2}) == source.num_tokens()) {
-      return {j->at("min_token_id").get<int64_t>(), j->at("max_token_id").get<int64_t>(),
-              j->at("tokens").get<int64_t>()};
-    }
+    if (const auto range = cached_range(*j, key, source)) return *range;
   }
   IdRange range{0, 0, source.num_tokens()};
   bool first = true;

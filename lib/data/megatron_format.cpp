@@ -5,6 +5,7 @@
 
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "core/check.hpp"
@@ -104,8 +105,11 @@ IndexHeader parse_index_header(std::string_view bytes, const std::string& path) 
 }
 
 int64_t index_file_bytes(const IndexHeader& header) {
-  return kIndexHeaderBytes + static_cast<int64_t>(header.sequence_count) * (4 + 8) +
-         static_cast<int64_t>(header.document_count) * 8;
+  // Header counts come from the file: computed wide, so that no count can overflow the size.
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(kIndexHeaderBytes) +
+                                  static_cast<unsigned __int128>(header.sequence_count) * (4 + 8) +
+                                  static_cast<unsigned __int128>(header.document_count) * 8;
+  return bytes > static_cast<unsigned __int128>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
 std::string encode_index(DType dtype, const std::vector<int64_t>& sequence_lengths,

@@ -60,7 +60,8 @@ IndexHeader parse_index_header(std::string_view bytes, const std::string& path);
 
 /// Size in bytes of a complete .idx with `header`: 34 + 4 S (int32 lengths) + 8 S (int64 byte
 /// pointers) + 8 D (int64 document indices). Megatron's multimodal mode array (int8 [S]) is not
-/// part of ppctl's layout: a longer file is accepted, its tail ignored.
+/// part of ppctl's layout: a longer file is accepted, its tail ignored. INT64_MAX when the counts (read
+/// from a file, so possibly damaged) need more.
 int64_t index_file_bytes(const IndexHeader& header);
 
 /// The complete .idx content for a .bin of `dtype` elements holding sequences of

@@ -53,9 +53,12 @@ MegatronSource::MegatronSource(const std::string& prefix)
                             megatron::index_file_bytes(header_)));
   }
   const auto sequences = static_cast<int64_t>(header_.sequence_count);
-  const int64_t expected =
-      sequences == 0 ? 0 : sequence_start(sequences - 1) * layout_.bytes + sequence_length(sequences - 1) * layout_.bytes;
-  if (expected != bin_.size()) {
+  // The last sequence's byte pointer and length come from the file: an end past INT64_MAX is a mismatch.
+  int64_t expected = 0;
+  const bool overflow = sequences > 0 && __builtin_add_overflow(sequence_start(sequences - 1) * layout_.bytes,
+                                                                 sequence_length(sequences - 1) * layout_.bytes,
+                                                                 &expected);
+  if (overflow || expected != bin_.size()) {
     throw Error(fmt::format("{}: the index does not match {}: its last sequence ends at byte {}, the .bin has {} "
                             "bytes (fix: the two files come from different runs; rewrite the dataset)",
                             idx_.path(), bin_.path(), expected, bin_.size()));

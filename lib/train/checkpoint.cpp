@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <nlohmann/json.hpp>
 #include <cstring>
 #include <regex>
 
@@ -22,14 +21,12 @@
 
 namespace ppctl::train {
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
 constexpr const char* kMetaFile = "meta.json";
 constexpr const char* kLatestFile = "latest";
 constexpr const char* kPartialSuffix = ".partial";
-constexpr int kFormatVersion = 1;
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step-{:08d}", step); }
 
@@ -39,8 +36,6 @@ int64_t step_of(const std::string& name) {
   std::smatch m;
   return std::regex_match(name, m, pattern) ? std::stoll(m[1]) : -1;
 }
-
-std::string hex(uint64_t value) { return fmt::format("{:016x}", value); }
 
 /// This rank's parameters grouped by unit file name (e.g. "block3.pt" -> its parameters).
 std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> parameters_by_file(
@@ -71,72 +66,8 @@ std::vector<char> unit_bytes(const std::vector<std::pair<std::string, torch::Ten
   return torch::pickle_save(dict);
 }
 
-json meta_json(const CheckpointMeta& meta) {
-  json files = json::object();
-  for (const auto& [name, entry] : meta.files) {
-    files[name] = {{"bytes", entry.first}, {"fnv1a64", hex(entry.second)}};
-  }
-  const auto& m = meta.model;
-  return {{"format", "ppctl-checkpoint"},
-          {"version", kFormatVersion},
-          {"step", meta.step},
-          {"model",
-           {{"vocab_size", m.vocab_size},
-            {"layers", m.layers},
-            {"hidden", m.hidden},
-            {"heads", m.heads},
-            {"seq_len", m.seq_len},
-            {"tie_embeddings", m.tie_embeddings},
-            {"arch", config::to_string(m.arch)},
-            {"activation", config::to_string(m.activation)},
-            {"norm_eps", m.norm_eps},
-            {"rope_theta", m.rope_theta},
-            {"ffn_hidden", config::ffn_hidden_of(m)},
-            {"kv_heads", config::kv_heads_of(m)}}},
-          {"sequences_per_step", meta.sequences_per_step},
-          {"next_sample", meta.next_sample},
-          {"data", {{"sources", meta.data_sources}, {"counts", meta.data_counts}}},
-          {"seed", meta.seed},
-          {"eval_fraction", meta.eval_fraction},
-          {"stages", meta.stages},
-          {"lr", meta.lr},
-          {"files", files}};
-}
-
 [[noreturn]] void corrupt(const fs::path& file, const std::string& why) {
-  throw CheckpointError(fmt::format(
-      "checkpoint file {} {} (fix: resume from another complete checkpoint, e.g. an older "
-      "step-NNNNNNNN folder beside {})",
-      file.string(), why, file.parent_path().string()));
-}
-
-/// meta.json `model`'s `key`, spelled as config::to_string spells one of `values`, into `out`; a
-/// missing key keeps `out`. Throws CheckpointError (naming `file`) on another spelling.
-template <typename Enum>
-void read_model_enum(const json& m, const char* key, std::initializer_list<Enum> values, const fs::path& file,
-                     Enum& out) {
-  if (!m.contains(key)) return;
-  const auto name = m.at(key).get<std::string>();
-  for (const Enum value : values) {
-    if (name == config::to_string(value)) {
-      out = value;
-      return;
-    }
-  }
-  corrupt(file, fmt::format("names an unknown model.{} '{}'", key, name));
-}
-
-/// The architecture fields of meta.json's `model` into `out`. Checkpoints written before model.arch
-/// existed have none of them and hold a GPT-2 with today's defaults (0 = the rule for ffn_hidden and
-/// kv_heads), so a missing key keeps ModelSpec's default. Throws json::exception on a wrong type,
-/// CheckpointError (naming `file`) on an unknown architecture or activation.
-void read_arch_fields(const json& m, const fs::path& file, config::ModelSpec& out) {
-  read_model_enum(m, "arch", {config::Arch::Gpt2, config::Arch::Llama}, file, out.arch);
-  read_model_enum(m, "activation", {config::Activation::Gelu, config::Activation::GeluTanh}, file, out.activation);
-  out.norm_eps = m.value("norm_eps", out.norm_eps);
-  out.rope_theta = m.value("rope_theta", out.rope_theta);
-  out.ffn_hidden = m.value("ffn_hidden", out.ffn_hidden);
-  out.kv_heads = m.value("kv_heads", out.kv_heads);
+  throw_corrupt_checkpoint(file, why);
 }
 
 /// Rank 0, once every unit file is in `partial`: meta.json, the rename, `latest`, pruning.
@@ -154,11 +85,14 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
   meta.eval_fraction = spec.data.eval_fraction;
   meta.stages = spec.pipeline.stages;
   meta.lr = lr;
+  meta.schedule = CheckpointSchedule{spec.optimizer.lr_schedule, spec.optimizer.lr, spec.optimizer.min_lr,
+                                     spec.optimizer.warmup_steps,
+                                     writer.total_steps > 0 ? writer.total_steps : spec.train.steps};
   for (const auto& name : checkpoint_files(spec.model.layers)) {
     const auto bytes = core::read_file(partial / name);  // throws naming a file a rank did not write
     meta.files[name] = {bytes.size(), core::fnv1a64(bytes)};
   }
-  core::write_file_atomically(partial / kMetaFile, meta_json(meta).dump(2) + "\n");
+  core::write_file_atomically(partial / kMetaFile, checkpoint_meta_text(meta));
 
   const fs::path dir = spec.checkpoint.dir;
   const fs::path final_path = dir / checkpoint_name(step);
@@ -283,57 +217,7 @@ fs::path resolve_checkpoint(const fs::path& path) {
 
 CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
   const fs::path file = checkpoint / kMetaFile;
-  CheckpointMeta meta;
-  try {
-    const json j = json::parse(core::read_file(file));
-    if (j.at("format") != "ppctl-checkpoint" || j.at("version") != kFormatVersion) {
-      corrupt(file, fmt::format("is not a version {} ppctl checkpoint", kFormatVersion));
-    }
-    meta.step = j.at("step").get<int64_t>();
-    const auto& m = j.at("model");
-    meta.model.vocab_size = m.at("vocab_size").get<int64_t>();
-    meta.model.layers = m.at("layers").get<int64_t>();
-    meta.model.hidden = m.at("hidden").get<int64_t>();
-    meta.model.heads = m.at("heads").get<int64_t>();
-    meta.model.seq_len = m.at("seq_len").get<int64_t>();
-    meta.tie_embeddings = m.at("tie_embeddings").get<bool>();
-    meta.model.tie_embeddings = meta.tie_embeddings;
-    read_arch_fields(m, file, meta.model);
-    meta.sequences_per_step = j.at("sequences_per_step").get<int64_t>();
-    meta.next_sample = j.at("next_sample").get<int64_t>();
-    if (j.contains("data")) {  // absent before blends: one text source, counts = {next_sample}
-      meta.data_sources = j.at("data").at("sources").get<std::vector<std::string>>();
-      meta.data_counts = j.at("data").at("counts").get<std::vector<int64_t>>();
-    }
-    meta.seed = j.at("seed").get<uint64_t>();
-    meta.eval_fraction = j.at("eval_fraction").get<double>();
-    meta.stages = j.at("stages").get<int64_t>();
-    meta.lr = j.at("lr").get<double>();
-    for (const auto& [name, entry] : j.at("files").items()) {
-      meta.files[name] = {entry.at("bytes").get<uint64_t>(),
-                          std::stoull(entry.at("fnv1a64").get<std::string>(), nullptr, 16)};
-    }
-  } catch (const json::exception& e) {
-    corrupt(file, fmt::format("cannot be read as checkpoint metadata ({})", e.what()));
-  } catch (const std::invalid_argument&) {
-    corrupt(file, "has a malformed checksum");
-  }
-  // Values a hand edit or a damaged file could put out of range: refuse them here, not mid-step.
-  const auto& m = meta.model;
-  if (meta.step < 1 || meta.sequences_per_step < 1 || meta.next_sample != meta.step * meta.sequences_per_step ||
-      m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.seq_len < 1 || m.vocab_size < 1 ||
-      meta.eval_fraction < 0.0 || meta.eval_fraction > 0.5) {
-    corrupt(file, fmt::format("holds values no checkpoint has (step {}, sequences_per_step {}, next_sample {}, "
-                              "layers {}, hidden {}, eval_fraction {})",
-                              meta.step, meta.sequences_per_step, meta.next_sample, m.layers, m.hidden,
-                              meta.eval_fraction));
-  }
-  int64_t counted = 0;
-  for (const int64_t c : meta.data_counts) counted += c < 0 ? meta.next_sample + 1 : c;
-  if (!meta.data_counts.empty() && (counted != meta.next_sample || meta.data_counts.size() != meta.data_sources.size())) {
-    corrupt(file, fmt::format("holds a data position whose {} per-source counts do not sum to next_sample {}",
-                              meta.data_counts.size(), meta.next_sample));
-  }
+  const CheckpointMeta meta = parse_checkpoint_meta(core::read_file(file), file);
   for (const auto& name : checkpoint_files(meta.model.layers)) {
     const auto it = meta.files.find(name);
     if (it == meta.files.end()) corrupt(file, fmt::format("does not list the unit file {}", name));
@@ -371,72 +255,6 @@ void check_checkpoint_dir_writable(const fs::path& dir) {
         "checkpoint.dir {} cannot hold checkpoints: {} (fix: choose a folder you can write to, on a "
         "file system with room for the model and its optimizer state)",
         dir.string(), e.what()));
-  }
-}
-
-void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec, int64_t sequences_per_step,
-                     int64_t total_steps, const fs::path& checkpoint) {
-  // A field the checkpoint and the spec must agree on: its name, both values as text, and why.
-  struct Same {
-    const char* field;
-    std::string saved, wanted;
-    const char* why;
-  };
-  const auto& a = meta.model;
-  const auto& b = spec.model;
-  const char* shape = "the checkpoint holds another model";
-  const Same fields[] = {
-      {"model.vocab_size", std::to_string(a.vocab_size), std::to_string(b.vocab_size), shape},
-      {"model.layers", std::to_string(a.layers), std::to_string(b.layers), shape},
-      {"model.hidden", std::to_string(a.hidden), std::to_string(b.hidden), shape},
-      {"model.heads", std::to_string(a.heads), std::to_string(b.heads), shape},
-      {"model.seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len), shape},
-      {"model.tie_embeddings", meta.tie_embeddings ? "true" : "false", b.tie_embeddings ? "true" : "false",
-       shape},
-      {"model.arch", config::to_string(a.arch), config::to_string(b.arch), shape},
-      {"model.ffn_hidden", std::to_string(config::ffn_hidden_of(a)), std::to_string(config::ffn_hidden_of(b)),
-       shape},
-      {"model.kv_heads", std::to_string(config::kv_heads_of(a)), std::to_string(config::kv_heads_of(b)), shape},
-      {"train.seed", std::to_string(meta.seed), std::to_string(spec.train.seed),
-       "the data order would not continue"},
-      {"data.eval_fraction", fmt::format("{:g}", meta.eval_fraction), fmt::format("{:g}", spec.data.eval_fraction),
-       "other sequences would train"},
-  };
-  for (const auto& f : fields) {
-    if (f.saved == f.wanted) continue;
-    throw CheckpointError(fmt::format(
-        "{}: {} is {} in the checkpoint {} but {} in {}: {} (fix: resume with {}: {}, or start a new "
-        "run with another checkpoint.dir)",
-        spec.source, f.field, f.saved, checkpoint.string(), f.wanted, spec.source, f.why, f.field, f.saved));
-  }
-  if (!meta.data_sources.empty() && meta.data_sources != data::describe_sources(spec)) {
-    throw CheckpointError(fmt::format(
-        "{}: the data sources differ from those of the checkpoint {} (saved: [{}]; now: [{}]): the data position "
-        "would not continue (fix: resume with the same data.path / data.blend, data.format and data.dtype, or start "
-        "a new run with another checkpoint.dir)",
-        spec.source, checkpoint.string(), fmt::join(meta.data_sources, "; "),
-        fmt::join(data::describe_sources(spec), "; ")));
-  }
-  if (!meta.data_counts.empty() && meta.data_counts != data::training_position(spec, meta.next_sample).counts) {
-    throw CheckpointError(fmt::format(
-        "{}: the checkpoint {} records a data position [{}] after {} samples that the blend rule does not give for "
-        "this spec (damaged or edited meta.json; fix: resume from another checkpoint)",
-        spec.source, checkpoint.string(), fmt::join(meta.data_counts, ", "), meta.next_sample));
-  }
-  if (meta.sequences_per_step != sequences_per_step) {
-    throw CheckpointError(fmt::format(
-        "{}: the global batch is {} sequences per step (pipeline.microbatches x "
-        "pipeline.micro_batch_size x dp) but the checkpoint {} was saved with {}: the data position "
-        "and the LR schedule would not continue (fix: choose microbatches and micro_batch_size whose "
-        "product with dp is {})",
-        spec.source, sequences_per_step, checkpoint.string(), meta.sequences_per_step,
-        meta.sequences_per_step));
-  }
-  if (meta.step >= total_steps) {
-    throw CheckpointError(fmt::format(
-        "{}: the checkpoint {} is at step {}, and train.steps (or --steps) is {}: nothing is left to "
-        "train (fix: raise train.steps or pass --steps above {})",
-        spec.source, checkpoint.string(), meta.step, total_steps, meta.step));
   }
 }
 

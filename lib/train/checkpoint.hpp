@@ -14,38 +14,9 @@
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
+#include "train/checkpoint_meta.hpp"
 
 namespace ppctl::train {
-
-/// A checkpoint folder DIR/step-00000100 holds one file per unit of the model — `embedding.pt`,
-/// `block<i>.pt` for global block i, `head.pt` — whoever held them, so any stage count can load
-/// them; and `meta.json`, written last. DIR/latest names the newest complete checkpoint.
-/// Each unit file is torch::pickle_save of a dict (loadable with Python's torch.load) with, for
-/// every parameter NAME of the unit (names as StageModule::named_parameters, e.g.
-/// `block3.fc1.weight`): `param/NAME`, and once AdamW has stepped `exp_avg/NAME`,
-/// `exp_avg_sq/NAME`, `step/NAME` (int64 scalar). With tied embeddings over several stages the
-/// last stage's copy `lm_head.weight` is saved in head.pt; saved by one stage (no copy) it is
-/// loaded from embedding.pt's `tok_embed.weight`, the two being identical by construction.
-/// No global random state exists to save: weights come from (seed, layer) and dropout masks from
-/// (seed, step, microbatch, layer); the data position is step x sequences_per_step.
-struct CheckpointMeta {
-  int64_t step = 0;                ///< optimizer steps completed; training resumes at step + 1
-  config::ModelSpec model;         ///< the model's shape (must match the resuming spec)
-  bool tie_embeddings = true;      ///< model.tie_embeddings when saved (must match)
-  int64_t sequences_per_step = 0;  ///< global batch in sequences (microbatches x micro_batch_size x dp)
-  int64_t next_sample = 0;         ///< data position: the stream index of the next training sequence
-  /// data position per source (data::training_position): samples each data.path / data.blend source
-  /// supplied before next_sample; empty in checkpoints written before blends (one text source).
-  std::vector<int64_t> data_counts;
-  std::vector<std::string> data_sources;  ///< data::describe_sources of the saving spec (must match)
-  uint64_t seed = 0;               ///< train.seed when saved (must match: it orders the data)
-  double eval_fraction = 0.0;      ///< data.eval_fraction when saved (must match: it decides which
-                                   ///< sequences train)
-  int64_t stages = 0;              ///< pipeline.stages when saved (informational)
-  double lr = 0.0;                 ///< learning rate of the last step taken
-  /// unit file name -> (size in bytes, FNV-1a 64 checksum)
-  std::map<std::string, std::pair<uint64_t, uint64_t>> files;
-};
 
 /// The unit a parameter belongs to: `embedding` (tok_embed, pos_embed), `block<i>` or `head`
 /// (ln_f, lm_head). Throws ppctl::InternalError for any other name.
@@ -65,6 +36,7 @@ struct CheckpointWriter {
   /// Testing: SIGKILL this process after it has written this many unit files of the checkpoint of
   /// step `crash_step` (the --inject-crash-in-checkpoint option).
   std::optional<std::pair<int64_t, int64_t>> crash_after_files;
+  int64_t total_steps = 0;  ///< the run's total steps (the schedule's horizon); 0 = spec.train.steps
 };
 
 /// Collective: every rank calls it after optimizer step `step` (counted from 1). Writes
@@ -95,14 +67,6 @@ void verify_checkpoint_files(const std::filesystem::path& checkpoint, const Chec
 /// that cannot hold checkpoints fails before training starts rather than at the first save.
 /// Throws ppctl::CheckpointError naming the folder and the system's reason.
 void check_checkpoint_dir_writable(const std::filesystem::path& dir);
-
-/// Throws ppctl::CheckpointError when the job `spec` cannot continue from `meta`: another model
-/// shape or model.tie_embeddings, another train.seed, data.eval_fraction or data sources (format,
-/// dtype, weight, files: the data would not continue), another global batch (the data position and LR schedule would not continue), or no step
-/// left (meta.step >= `total_steps`). Each message names the field, both values and the fix.
-void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec,
-                     int64_t sequences_per_step, int64_t total_steps,
-                     const std::filesystem::path& checkpoint);
 
 /// Loads every parameter of `stages` and its AdamW state from the unit files of `checkpoint`
 /// (checksums verified against `meta`). Throws ppctl::CheckpointError naming the file when one is

@@ -134,7 +134,7 @@ void run_training(LoopContext& ctx) {
   }
   const CheckpointWriter checkpoint{spec,     ctx.stages,         *optimizer,
                                     ctx.rank, ctx.comm,           sequences_per_step,
-                                    ctx.crash_in_checkpoint};
+                                    ctx.crash_in_checkpoint,      ctx.steps};
 
   // Timing summary over the steps after the first (which includes one-off start-up costs).
   runtime::StepResult timing;

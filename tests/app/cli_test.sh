@@ -808,6 +808,23 @@ PY
     kill "$rank0"; wait "$rank0" 2>/dev/null
     no_leftovers
     ;;
+  resume_schedule)
+    # Issue 12 fault 4: a cosine run over 4 steps resumed with more steps would restart its decay. Refused
+    # before anything starts, naming train.steps; the same horizon still resumes.
+    tiny_job 2 4 "checkpoint: {dir: ckpt, interval: 2}"
+    sed -i 's/lr: 0.003}/lr: 0.003, lr_schedule: cosine, min_lr: 0.0003}/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "the first run exited $?"
+    "$PPCTL" train "$WORK/job.yaml" --resume --steps 8 > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "resume with --steps 8: exit code $rc, expected 2"
+    grep -qF "train.steps is 4 in the checkpoint" "$WORK/out" || fail "train.steps is not named"
+    grep -qF "fix: resume with train.steps: 4" "$WORK/out" || fail "no fix given"
+    grep -q "starting" "$WORK/out" && fail "workers were started"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume "$WORK/ckpt/step-00000002" > "$WORK/out" 2>&1 \
+      || fail "resume with the same horizon exited $?"
+    grep -q "resumed from .* after step 2" "$WORK/out" || fail "did not resume after step 2"
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

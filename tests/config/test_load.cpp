@@ -2,6 +2,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <fmt/format.h>
 
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/job_spec.hpp"
@@ -941,6 +943,19 @@ TEST_CASE("a YAML syntax error reports yaml-cpp's line", "[config][document]") {
   const auto tab = problems_of("model:\n  layers: 4\n\tbad: 1\n");
   REQUIRE(tab.size() == 1);
   CHECK_THAT(tab[0], StartsWith("job.yaml:3: invalid YAML: illegal tab when looking for indentation (fix: "));
+}
+
+TEST_CASE("a ',' where a document starts is invalid YAML, not a hang (fuzz finding)", "[config][document]") {
+  // yaml-cpp's LoadAll looped forever on these; each is refused on the line of the ','.
+  for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
+           {",", 1}, {"# a comment\n, b: 1\n", 2}, {"---\n,\n", 2}, {"- a\n,\n", 2}, {"  ,", 1}}) {
+    INFO(text);
+    const auto problems = problems_of(text);
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], StartsWith(fmt::format("job.yaml:{}: invalid YAML: unexpected ',' where a value or key "
+                                                   "should start (fix: ",
+                                                   line)));
+  }
 }
 
 TEST_CASE("a file with several YAML documents", "[config][document]") {

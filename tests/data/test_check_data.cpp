@@ -4,6 +4,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "config/load.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/check_data.hpp"
 #include "data/flat_token_source.hpp"
@@ -192,4 +194,43 @@ TEST_CASE("a blend names the entry whose dataset is bad; a token file names data
                                      ": 101 bytes is not a whole number of 2-byte uint16 ids (fix: check data.dtype"));
   CHECK_THAT(what, ContainsSubstring("job.yaml: data.blend[2].path: " + (dir.path / "gone").string() + ".idx"));
   CHECK(what.find("data.blend[0]") == std::string::npos);
+}
+
+TEST_CASE("a damaged or hand-edited id-scan cache is ignored and the file scanned again (fuzz finding)") {
+  ppctl::test::TempDir dir;
+  const auto path = (dir.path / "t.bin").string();
+  write_bytes(path, std::string("\x01\x00\x07\x00\x03\x00", 6));  // uint16 ids 1 7 3
+  const ppctl::data::FlatTokenSource source(path, ppctl::config::TokenDType::Uint16);
+  const auto good = ppctl::data::scan_ids(source, path);
+  CHECK((good.min_id == 1 && good.max_id == 7 && good.tokens == 3));
+  const std::string cache = path + ".ppctl-ids.json";
+  const std::string matching = ppctl::core::read_file(cache);
+  // The cache's key still matches (size, mtime, source, tokens) but its values are damaged: missing, of
+  // another type, fractional, out of order; or the file holds no object at all.
+  const auto edit = [&](const std::string& from, const std::string& to) {
+    auto text = matching;
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+  };
+  for (const std::string& damaged :
+       {edit("\"min_token_id\"", "\"min_poken_id\""), edit("\"max_token_id\": 7", "\"max_token_id\": \"7\""),
+        edit("\"max_token_id\": 7", "\"max_token_id\": 1e30"), edit("\"min_token_id\": 1", "\"min_token_id\": 9"),
+        std::string("[1, 2, 3]"), std::string("\"ppctl-id-scan\"")}) {
+    INFO(damaged);
+    write_bytes(cache, damaged);
+    const auto range = ppctl::data::scan_ids(source, path);
+    CHECK((range.min_id == 1 && range.max_id == 7 && range.tokens == 3));
+  }
+}
+
+TEST_CASE("index sizes from damaged header counts do not overflow (fuzz finding)") {
+  megatron::IndexHeader header;
+  header.sequence_count = 0x8700000000000002ULL;  // the fuzz input's count: 12 x count overflowed int64
+  CHECK(megatron::index_file_bytes(header) == INT64_MAX);
+  header.sequence_count = 2;
+  header.document_count = UINT64_MAX;
+  CHECK(megatron::index_file_bytes(header) == INT64_MAX);
+  header.document_count = 3;
+  CHECK(megatron::index_file_bytes(header) == 34 + 2 * 12 + 3 * 8);
 }

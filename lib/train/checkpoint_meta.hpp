@@ -1,0 +1,86 @@
+// Checkpoint metadata (meta.json): what a checkpoint records besides its tensors, its JSON form, and
+// whether a job spec can continue from it. Torch-free, so the launcher side and the fuzz targets use it
+// without LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/job_spec.hpp"
+
+namespace ppctl::train {
+
+/// The fields that decide the learning rate of every step (train/lr_schedule.hpp): the schedule's
+/// horizon. Recorded so that a resume that would change the rate of the remaining steps is refused.
+struct CheckpointSchedule {
+  config::LrSchedule lr_schedule = config::LrSchedule::Constant;  ///< optimizer.lr_schedule
+  double lr = 0.0;           ///< optimizer.lr (the peak rate)
+  double min_lr = 0.0;       ///< optimizer.min_lr (the floor of cosine / linear decay)
+  int64_t warmup_steps = 0;  ///< optimizer.warmup_steps
+  int64_t steps = 0;         ///< the run's total optimizer steps (train.steps, or --steps when given)
+};
+
+/// A checkpoint folder DIR/step-00000100 holds one file per unit of the model — `embedding.pt`,
+/// `block<i>.pt` for global block i, `head.pt` — whoever held them, so any stage count can load
+/// them; and `meta.json`, written last. DIR/latest names the newest complete checkpoint.
+/// Each unit file is torch::pickle_save of a dict (loadable with Python's torch.load) with, for
+/// every parameter NAME of the unit (names as StageModule::named_parameters, e.g.
+/// `block3.fc1.weight`): `param/NAME`, and once AdamW has stepped `exp_avg/NAME`,
+/// `exp_avg_sq/NAME`, `step/NAME` (int64 scalar). With tied embeddings over several stages the
+/// last stage's copy `lm_head.weight` is saved in head.pt; saved by one stage (no copy) it is
+/// loaded from embedding.pt's `tok_embed.weight`, the two being identical by construction.
+/// No global random state exists to save: weights come from (seed, layer) and dropout masks from
+/// (seed, step, microbatch, layer); the data position is step x sequences_per_step.
+struct CheckpointMeta {
+  int64_t step = 0;                ///< optimizer steps completed; training resumes at step + 1
+  config::ModelSpec model;         ///< the model's shape (must match the resuming spec)
+  bool tie_embeddings = true;      ///< model.tie_embeddings when saved (must match)
+  int64_t sequences_per_step = 0;  ///< global batch in sequences (microbatches x micro_batch_size x dp)
+  int64_t next_sample = 0;         ///< data position: the stream index of the next training sequence
+  /// data position per source (data::training_position): samples each data.path / data.blend source
+  /// supplied before next_sample; empty in checkpoints written before blends (one text source).
+  std::vector<int64_t> data_counts;
+  std::vector<std::string> data_sources;  ///< data::describe_sources of the saving spec (must match)
+  uint64_t seed = 0;               ///< train.seed when saved (must match: it orders the data)
+  double eval_fraction = 0.0;      ///< data.eval_fraction when saved (must match: it decides which
+                                   ///< sequences train)
+  int64_t stages = 0;              ///< pipeline.stages when saved (informational)
+  double lr = 0.0;                 ///< learning rate of the last step taken
+  /// The learning-rate schedule the run was trained with (its horizon); nullopt in checkpoints
+  /// written before it was recorded (meta.json without `schedule`).
+  std::optional<CheckpointSchedule> schedule;
+  /// unit file name -> (size in bytes, FNV-1a 64 checksum)
+  std::map<std::string, std::pair<uint64_t, uint64_t>> files;
+};
+
+/// meta.json's text for `meta` (JSON, 2-space indented, ending in a newline).
+std::string checkpoint_meta_text(const CheckpointMeta& meta);
+
+/// Parses meta.json's `text` (read from `file`, which messages name) and checks its values: step,
+/// sequences_per_step, model sizes >= 1, next_sample = step x sequences_per_step, eval_fraction in
+/// [0, 0.5], per-source counts summing to next_sample, a unit file listed for every layer, a schedule
+/// (when present) with lr > 0, min_lr in [0, lr], warmup_steps >= 0, steps >= 1.
+/// Throws ppctl::CheckpointError naming `file` and the fix on anything else (never another exception).
+CheckpointMeta parse_checkpoint_meta(std::string_view text, const std::filesystem::path& file);
+
+/// Throws ppctl::CheckpointError naming `file`, `why` and the fix (resume from another checkpoint).
+[[noreturn]] void throw_corrupt_checkpoint(const std::filesystem::path& file, const std::string& why);
+
+/// Throws ppctl::CheckpointError when the job `spec` cannot continue from `meta`: another model
+/// shape or model.tie_embeddings, another train.seed, data.eval_fraction or data sources (format,
+/// dtype, weight, files: the data would not continue), another global batch (the data position and LR schedule would not continue), or no step
+/// left (meta.step >= `total_steps`), or another learning-rate schedule: optimizer.lr_schedule, lr or
+/// warmup_steps, and for cosine / linear decay also optimizer.min_lr or the total step count
+/// `total_steps` (train.steps or --steps), since the decay would restart from another horizon.
+/// A checkpoint without a recorded schedule (older ppctl) is not checked for it: a warning says so
+/// and the spec's schedule applies. Each message names the field, both values and the fix.
+void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec,
+                     int64_t sequences_per_step, int64_t total_steps,
+                     const std::filesystem::path& checkpoint);
+
+}  // namespace ppctl::train
