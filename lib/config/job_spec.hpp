@@ -220,6 +220,7 @@ struct ObserveSpec {
                                   ///< Range [0, 1e6].
   double peak_tflops = 0.0;       ///< peak dense fp32 TFLOP/s of one worker's device, for MFU; 0 = from the
                                   ///< known-GPU table on CUDA, none on CPU (MFU absent). Range [0, 1e6].
+  bool tensorboard = true;        ///< TensorBoard event files in <run dir>/tb/ (the rank writing metrics.jsonl)
 };
 
 /// A whole job. `source` is the spec file's path (for messages).

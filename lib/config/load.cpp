@@ -640,7 +640,8 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
            return read_text(c, e, "folder", "a folder such as runs or /scratch/runs", spec.observe.runs_dir);
          }},
         int_field("trace_steps", spec.observe.trace_steps, {0, kMillion}),
-        real_field("peak_tflops", spec.observe.peak_tflops, {0, false, 1e6, false})}},
+        real_field("peak_tflops", spec.observe.peak_tflops, {0, false, 1e6, false}),
+        bool_field("tensorboard", spec.observe.tensorboard)}},
   };
 }
 

@@ -15,6 +15,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "runtime/memory.hpp"
+#include "train/tensorboard_scalars.hpp"
 
 namespace ppctl::train {
 namespace {
@@ -55,6 +56,11 @@ RunObserver::RunObserver(const config::JobSpec& spec, const schedule::Program& p
   if (writes_metrics_ && run_dir_) {
     metrics_ = std::make_unique<JsonlWriter>(
         (std::filesystem::path(*run_dir_) / "metrics.jsonl").string());
+    if (spec.observe.tensorboard) {
+      tensorboard_ = std::make_unique<interop::EventFileWriter>(std::filesystem::path(*run_dir_) /
+                                                                kTensorBoardFolder);
+      spdlog::info("TensorBoard event file {}", tensorboard_->path().string());
+    }
   }
   const auto& p = spec.pipeline;
   last_.steps = steps;
@@ -100,6 +106,7 @@ void RunObserver::on_step(int64_t step, const runtime::StepResult& result, doubl
   last_.peak_memory_bytes = peak_memory_;
   last_.elapsed_s = std::chrono::duration<double>(now - start_).count();
   if (metrics_) metrics_->write(metrics_json_line(last_));
+  if (tensorboard_) tensorboard_->write_scalars(last_.step, step_scalars(last_));
   // ETA from the mean of the steps after the first (which carries one-off start-up costs).
   if (step > 0) after_first_s_ += last_.step_time_s;
   const double mean_s = step > 0 ? after_first_s_ / static_cast<double>(step) : last_.step_time_s;
@@ -112,6 +119,7 @@ void RunObserver::on_eval(int64_t step, double loss, int64_t batches) {
   nlohmann::json line{{"event", "eval"}, {"step", step}, {"batches", batches}};
   line["loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   metrics_->write(line.dump());
+  if (tensorboard_) tensorboard_->write_scalars(step, eval_scalars(loss));
 }
 
 std::string RunObserver::log_suffix() const {
@@ -165,6 +173,7 @@ void RunObserver::finish(comm::Communicator* comm) {
     }
     if (metrics_) {
       metrics_->write(metrics_end_line(summary));
+      if (tensorboard_) tensorboard_->write_scalars(summary.steps, end_scalars(summary));
       spdlog::info("metrics written to {}/metrics.jsonl", *run_dir_);
     }
   }

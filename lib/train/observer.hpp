@@ -1,5 +1,6 @@
 // What a worker records about its run besides training itself: the trace of executed actions, the
-// per-step metrics (metrics.jsonl, MFU), the terminal progress line and the peak memory per rank.
+// per-step metrics (metrics.jsonl, MFU, TensorBoard event files), the terminal progress line and the
+// peak memory per rank.
 #pragma once
 
 #include <torch/types.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "interop/event_file.hpp"
 #include "config/job_spec.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/trace.hpp"
@@ -22,7 +24,9 @@ namespace ppctl::train {
 
 /// One per worker. Every rank records its trace (the first observe.trace_steps steps) and its peak
 /// memory; the rank holding the last stage (the one that sees the loss) also writes
-/// `<run dir>/metrics.jsonl` and, when stderr is a terminal, draws the progress line. Without a run
+/// `<run dir>/metrics.jsonl`, the same numbers as TensorBoard scalars into `<run dir>/tb/`
+/// (observe.tensorboard; train/tensorboard_scalars.hpp) and, when stderr is a terminal, draws the
+/// progress line. Without a run
 /// directory nothing is written (the progress line and the log suffix still work).
 /// Observing never touches tensors: the training numbers are the same with it or without it.
 class RunObserver {
@@ -34,7 +38,8 @@ class RunObserver {
   /// so the trace, metrics and progress line are those of replica 0 (`first_replica`), while the
   /// tokens and FLOPs counted are the whole global batch's. `steps`: steps of this run.
   /// Peak FLOP/s per device for MFU: observe.peak_tflops when set, else the known-GPU table for the
-  /// CUDA device's name, else none. Throws ppctl::Error when metrics.jsonl cannot be created.
+  /// CUDA device's name, else none. Throws ppctl::Error when metrics.jsonl or the event file cannot
+  /// be created.
   RunObserver(const config::JobSpec& spec, const schedule::Program& program, int rank,
               torch::Device device, std::optional<std::string> run_dir, int64_t steps,
               bool first_replica = true);
@@ -85,6 +90,7 @@ class RunObserver {
   bool writes_metrics_;  // this rank holds the last stage
   runtime::TraceRecorder trace_;
   std::unique_ptr<JsonlWriter> metrics_;
+  std::unique_ptr<interop::EventFileWriter> tensorboard_;  // with metrics_, unless observe.tensorboard is off
   ProgressLine progress_;
   StepMetrics last_;
   int64_t peak_memory_ = 0;

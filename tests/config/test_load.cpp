@@ -1171,7 +1171,7 @@ TEST_CASE("eval and checkpoint sections: defaults, values, and the keys they nee
         "would be held out");
 }
 
-TEST_CASE("observe fields: runs folder, traced steps, peak TFLOP/s", "[config]") {
+TEST_CASE("observe fields: runs folder, traced steps, peak TFLOP/s, TensorBoard", "[config]") {
   const auto spec = parse_job_spec(with_data("observe: {runs_dir: /tmp/r, trace_steps: 0, peak_tflops: 2.5}\n"),
                                    "job.yaml", corpus_dir().str());
   CHECK(spec.observe.runs_dir == "/tmp/r");
@@ -1182,6 +1182,11 @@ TEST_CASE("observe fields: runs folder, traced steps, peak TFLOP/s", "[config]")
   CHECK(defaults.observe.runs_dir == "runs");
   CHECK(defaults.observe.trace_steps == 20);
   CHECK(defaults.observe.peak_tflops == 0.0);
+  CHECK(defaults.observe.tensorboard);
+  CHECK_FALSE(parse_job_spec(with_data("observe: {tensorboard: false}\n"), "job.yaml", corpus_dir().str())
+                  .observe.tensorboard);
+  check(only_problem(with_data("observe: {tensorboard: maybe}\n")), 1, "observe.tensorboard", "\"maybe\"",
+        "must be true or false");
 
   check(only_problem(with_data("observe: {trace_steps: -1}\n")), 1, "observe.trace_steps", "-1",
         "must be in [0, 1000000]");
