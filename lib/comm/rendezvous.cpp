@@ -7,7 +7,9 @@
 
 #include <random>
 
+#include "comm/error_text.hpp"
 #include "comm/tcp_store.hpp"
+#include "core/error.hpp"
 
 namespace ppctl::comm {
 namespace {
@@ -41,6 +43,7 @@ StoreServer::~StoreServer() = default;
 int StoreServer::port() const { return impl_->store->getPort(); }
 
 const std::string& StoreServer::job_id() const { return impl_->job_id; }
+
 std::optional<std::string> StoreServer::try_get(const std::string& key) const {
   try {
     if (!impl_->store->check({key})) return std::nullopt;
