@@ -269,8 +269,9 @@ bool read_int(Context& c, const Entry& e, const IntRange& range, int64_t example
   const Parse parsed = parse_int(*text, value);
   if (parsed == Parse::NotANumber) {
     std::string hint = fmt::format("write a whole number such as {}", example);
-    if (double real = 0; parse_double(*text, real) == Parse::Ok) {
-      const bool whole = real == std::floor(real) && std::abs(real) < 9e15;
+    // Beyond 9e15 a real has no fraction and does not convert to int64 (found by tests/fuzz): the plain hint.
+    if (double real = 0; parse_double(*text, real) == Parse::Ok && std::abs(real) < 9e15) {
+      const bool whole = real == std::floor(real);
       hint = whole ? fmt::format("write it in digits: {}", static_cast<int64_t>(real))
                    : fmt::format("use a whole number such as {}",
                                  one_or_two(static_cast<int64_t>(std::floor(real)),

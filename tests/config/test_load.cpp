@@ -958,6 +958,16 @@ TEST_CASE("a ',' where a document starts is invalid YAML, not a hang (fuzz findi
   }
 }
 
+TEST_CASE("an integer field given a huge real gets the plain hint (fuzz finding)", "[config]") {
+  // 1.7e69 has no int64 neighbours to suggest; converting it was undefined behaviour.
+  for (const char* value : {"1777777777777777777777777777777777777777777777777777777777777777777777.7", "-1e300"}) {
+    const auto problems = problems_of(with_data(fmt::format("train: {{seed: {}}}\n", value)));
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], ContainsSubstring("train.seed"));
+    CHECK_THAT(problems[0], ContainsSubstring("write a whole number such as"));
+  }
+}
+
 TEST_CASE("a file with several YAML documents", "[config][document]") {
   const auto problems = problems_of(with_data("model: {layers: 2}\n") + "---\nmodel: {layers: 3}\n");
   REQUIRE(problems.size() == 1);
