@@ -210,6 +210,17 @@ PY
     [ $? -eq 2 ] || fail "--resume of a missing folder: expected exit code 2"
     grep -q "no checkpoint at $WORK/nowhere" "$WORK/out" || fail "the missing folder is not named"
     grep -q "starting" "$WORK/out" && fail "workers were started"
+    # A checkpoint file that cannot be read: refused as bad input before anything starts (issue 12, fault 6).
+    tiny_job 2 2 "checkpoint: {dir: ckpt}"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train with checkpoints exited $?"
+    shard=$(ls "$WORK"/ckpt/step-*/*.pt | head -1)
+    chmod 000 "$shard"
+    without_root_reads "$PPCTL" train "$WORK/job.yaml" --resume > "$WORK/out" 2>&1
+    rc=$?
+    chmod 644 "$shard"
+    [ "$rc" -eq 2 ] || fail "--resume with an unreadable $shard: exit code $rc, expected 2"
+    grep -qF "$shard cannot be read: Permission denied" "$WORK/out" || fail "the unreadable file is not named"
+    grep -q "starting" "$WORK/out" && fail "workers were started"
     no_leftovers
     ;;
   data_errors)
