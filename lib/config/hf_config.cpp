@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/echo.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::config {
@@ -42,18 +43,18 @@ class Reader {
 
   void integer(const std::string& key, const std::string& field, bool upper_bound = false) {
     const json& v = required(key);
-    if (!v.is_number_integer()) fail(key, "value " + v.dump() + " is not an integer", "write an integer");
+    if (!v.is_number_integer()) fail(key, "value " + core::echo_value(v.dump()) + " is not an integer", "write an integer");
     add(field, std::to_string(v.get<int64_t>()), key, upper_bound);
   }
 
   void number(const json& v, const std::string& key, const std::string& field) {
-    if (!v.is_number()) fail(key, "value " + v.dump() + " is not a number", "write a number");
+    if (!v.is_number()) fail(key, "value " + core::echo_value(v.dump()) + " is not a number", "write a number");
     add(field, fmt::format("{:.17g}", v.get<double>()), key);
   }
 
   void boolean(const std::string& key, const std::string& field, bool default_value) {
     const json* v = find(key);
-    if (v != nullptr && !v->is_boolean()) fail(key, "value " + v->dump() + " is not true/false", "write true or false");
+    if (v != nullptr && !v->is_boolean()) fail(key, "value " + core::echo_value(v->dump()) + " is not true/false", "write true or false");
     add(field, (v != nullptr ? v->get<bool>() : default_value) ? "true" : "false", key);
   }
 
@@ -61,7 +62,7 @@ class Reader {
   void must_be(const std::string& key, const json& expected, const std::string& what) const {
     const json* v = find(key);
     if (v != nullptr && *v != expected) {
-      fail(key, fmt::format("value {}: ppctl implements only {} ({})", v->dump(), expected.dump(), what),
+      fail(key, fmt::format("value {}: ppctl implements only {} ({})", core::echo_value(v->dump()), expected.dump(), what),
            "use a model without this variant");
     }
   }
@@ -88,7 +89,7 @@ void read_gpt2(Reader& r) {
   } else if (activation == "gelu") {
     r.add("activation", "gelu", "activation_function");
   } else {
-    r.fail("activation_function", "value \"" + activation + "\": ppctl's GPT-2 has gelu and gelu_new only",
+    r.fail("activation_function", "value \"" + core::echo_value(activation) + "\": ppctl's GPT-2 has gelu and gelu_new only",
            "use a model with activation_function gelu_new or gelu");
   }
   if (const json* eps = r.find("layer_norm_epsilon")) {
@@ -123,7 +124,7 @@ void read_llama(Reader& r) {
   if (params != nullptr && params->is_object() && params->contains("rope_theta")) {
     const auto type = params->value("rope_type", std::string("default"));
     if (type != "default") {
-      r.fail("rope_parameters.rope_type", "value \"" + type + "\": ppctl implements only default RoPE",
+      r.fail("rope_parameters.rope_type", "value \"" + core::echo_value(type) + "\": ppctl implements only default RoPE",
              "use a model without RoPE scaling");
     }
     r.number(params->at("rope_theta"), "rope_parameters.rope_theta", "rope_theta");
@@ -134,7 +135,7 @@ void read_llama(Reader& r) {
   }
   if (const json* scaling = r.find("rope_scaling"); scaling != nullptr && scaling->is_object() &&
                                                   scaling->value("rope_type", std::string("default")) != "default") {
-    r.fail("rope_scaling", "value " + scaling->dump() + ": ppctl implements only default RoPE",
+    r.fail("rope_scaling", "value " + core::echo_value(scaling->dump()) + ": ppctl implements only default RoPE",
            "use a model without RoPE scaling");
   }
   r.boolean("tie_word_embeddings", "tie_embeddings", false);

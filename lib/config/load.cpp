@@ -29,6 +29,7 @@
 
 #include "config/hf_config.hpp"
 #include "config/suggest.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::config {
@@ -55,8 +56,8 @@ class Problems {
   void add(int line, const std::string& path, const std::optional<std::string>& value, const std::string& rule,
            const std::string& hint) {
     std::string text = fmt::format("{}:{}: ", source_, line);
-    if (!path.empty()) text += path + ": ";
-    if (value) text += "value " + *value + ": ";
+    if (!path.empty()) text += core::echo_value(path) + ": ";
+    if (value) text += "value " + core::echo_value(*value) + ": ";
     text += fmt::format("{} (fix: {})", rule, hint);
     problems_.push_back({line, std::move(text)});
   }
@@ -65,8 +66,8 @@ class Problems {
   /// another file, e.g. a Hugging Face config.json), so that each problem carries one fix.
   void add_with_fix(int line, const std::string& path, const std::optional<std::string>& value,
                     const std::string& message) {
-    std::string text = fmt::format("{}:{}: {}: ", source_, line, path);
-    if (value) text += "value " + *value + ": ";
+    std::string text = fmt::format("{}:{}: {}: ", source_, line, core::echo_value(path));
+    if (value) text += "value " + core::echo_value(*value) + ": ";
     problems_.push_back({line, text + message});
   }
 
@@ -147,9 +148,7 @@ std::string describe(const YAML::Node& node) {
   out << node;
   std::string text = out.c_str();
   std::replace(text.begin(), text.end(), '\n', ' ');
-  constexpr std::size_t kMaxChars = 60;
-  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
-  return text;
+  return text;  // cut by Problems::add (core::echo_value)
 }
 
 /// What a scalar field got instead of a scalar, for hints: "a list", "a mapping", "an empty value".
@@ -213,6 +212,8 @@ struct RealRange {
 
 constexpr int64_t kMillion = 1'000'000;
 constexpr int64_t kBillion = 1'000'000'000;
+constexpr int64_t kMaxLayers = 10'000;   // model.layers' upper bound
+constexpr int64_t kMaxSteps = kBillion;  // train.steps' upper bound
 
 // ---------------------------------------------------------------------------------------------------------
 // Field readers. Each reads one YAML value into a JobSpec field, or reports why it cannot and returns false.
@@ -544,7 +545,7 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
   return {
       {"model",
        {int_field("vocab_size", m.vocab_size, {1, kMillion}),
-        int_field("layers", m.layers, {1, 10'000}),
+        int_field("layers", m.layers, {1, kMaxLayers}),
         int_field("hidden", m.hidden, {1, 65'536}),
         int_field("heads", m.heads, {1, 65'536}),
         int_field("seq_len", m.seq_len, {1, kMillion}),
@@ -961,11 +962,15 @@ class Loader {
           fmt::format("must not exceed model.layers ({})", m.layers),
           fmt::format("use at most {} stages, or raise model.layers to {} or more", m.layers, p.stages));
     } else if (m.layers < p.stages * p.virtual_stages) {
-      std::string hint = fmt::format("raise model.layers to {} or more", p.stages * p.virtual_stages);
+      std::vector<std::string> fixes;  // only values inside each field's range
+      if (p.stages * p.virtual_stages <= kMaxLayers)
+        fixes.push_back(fmt::format("raise model.layers to {} or more", p.stages * p.virtual_stages));
       if (m.layers / p.virtual_stages >= 1)
-        hint += fmt::format(", or lower pipeline.stages to {}", m.layers / p.virtual_stages);
+        fixes.push_back(fmt::format("lower pipeline.stages to {}", m.layers / p.virtual_stages));
       if (p.schedule == ScheduleKind::Interleaved1F1B && m.layers / p.stages >= 2)
-        hint += fmt::format(", or lower pipeline.virtual_stages to {}", m.layers / p.stages);
+        fixes.push_back(fmt::format("lower pipeline.virtual_stages to {}", m.layers / p.stages));
+      if (fixes.empty()) fixes.push_back("use fewer pipeline.stages or pipeline.virtual_stages");
+      const std::string hint = fmt::format("{}", fmt::join(fixes, ", or "));
       combination_problem("pipeline.virtual_stages",
                           seen_.count("pipeline.stages") ? "pipeline.stages" : "pipeline.schedule",
                           std::to_string(p.virtual_stages),
@@ -1072,7 +1077,10 @@ class Loader {
       combination_problem(
           "data.path", "model.seq_len", fmt::format("{} file(s), {} bytes", spec_.data.files.size(), bytes),
           fmt::format("must hold at least model.seq_len + 1 = {} bytes of text", needed),
-          fmt::format("add text, or lower model.seq_len to {} or less", bytes > 0 ? bytes - 1 : 0));
+          // model.seq_len is at least 1: lowering it is a fix only when the text holds 2 bytes or more.
+          bytes >= 2 ? fmt::format("add text, or lower model.seq_len to {} or less", bytes - 1)
+                     : fmt::format("add text: model.seq_len {} needs {} bytes (its smallest value, 1, needs 2)",
+                                   spec_.model.seq_len, needed));
     }
   }
 
@@ -1160,6 +1168,42 @@ class Loader {
     }
   }
 
+  /// The learning-rate schedule fits in train.steps, and optimizer.min_lr is only written for a schedule that
+  /// decays to it. Warmup (steps 0 .. warmup_steps - 1) reaches optimizer.lr at its last step, so a constant
+  /// schedule needs warmup_steps <= train.steps; cosine and linear decay to min_lr over the steps after warmup
+  /// (train/lr_schedule.cpp), so they need at least one: warmup_steps < train.steps.
+  void check_lr_schedule() {
+    const OptimizerSpec& o = spec_.optimizer;
+    if (!usable("optimizer.lr_schedule")) return;
+    const bool decays = o.lr_schedule != LrSchedule::Constant;
+    const std::string schedule =
+        to_string(o.lr_schedule) + (seen_.count("optimizer.lr_schedule") ? "" : ", the default");
+    if (usable("optimizer.warmup_steps") && usable("train.steps")) {
+      const int64_t steps = spec_.train.steps;
+      const int64_t most = decays ? steps - 1 : steps;
+      if (o.warmup_steps > most) {
+        const std::string rule =
+            decays ? fmt::format("must be below train.steps ({}) for lr_schedule {}: warmup would take every step, "
+                                 "so the decay to optimizer.min_lr never happens",
+                                 steps, schedule)
+                   : fmt::format("must not exceed train.steps ({}): the run would end during warmup, before "
+                                 "reaching optimizer.lr",
+                                 steps);
+        const std::string lower = most == 0 ? "set optimizer.warmup_steps: 0"
+                                            : fmt::format("lower optimizer.warmup_steps to at most {}", most);
+        const int64_t fewest = decays ? o.warmup_steps + 1 : o.warmup_steps;
+        combination_problem("optimizer.warmup_steps", "train.steps", std::to_string(o.warmup_steps), rule,
+                            fewest > kMaxSteps ? lower
+                                               : fmt::format("{}, or raise train.steps to at least {}", lower, fewest));
+      }
+    }
+    if (!decays && seen_.count("optimizer.min_lr") && usable("optimizer.min_lr")) {
+      combination_problem("optimizer.min_lr", "optimizer.lr_schedule", fmt::format("{:g}", o.min_lr),
+                          fmt::format("applies only to lr_schedule cosine or linear (lr_schedule is {})", schedule),
+                          "remove optimizer.min_lr, or set optimizer.lr_schedule: cosine (or linear)");
+    }
+  }
+
   /// The model fields that belong to one architecture, grouped-query heads, RoPE's even head size, and
   /// model.tie_embeddings' per-architecture default (false for llama when not written).
   void check_arch_fields() {
@@ -1199,6 +1243,7 @@ class Loader {
     const RuntimeSpec& r = spec_.runtime;
     check_layers_cover_stages();
     check_min_lr();
+    check_lr_schedule();
     check_data_covers_a_sequence();
     check_vocab_covers_bytes();
     check_eval();

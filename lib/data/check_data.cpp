@@ -2,9 +2,13 @@
 #include "data/check_data.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +27,7 @@ using json = nlohmann::json;
 namespace {
 
 constexpr int64_t kChunk = int64_t{1} << 20;  // ids converted per pass of a scan
+constexpr int64_t kMaxVocabSize = 1'000'000;  // model.vocab_size's upper bound (config/job_spec.hpp)
 
 /// Visits the ids of `source` chunk by chunk: `visit(first position, ids, count)`; stops when it
 /// returns false.
@@ -56,6 +61,19 @@ std::optional<json> read_json(const std::string& path) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+/// Why the existing file `path` cannot be opened for reading (strerror), or nothing when it can or does not
+/// exist: a file the spec names (here the tokenizer sidecar) must not be skipped silently for want of
+/// permission.
+std::optional<std::string> unreadable(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  if (errno == ENOENT) return std::nullopt;
+  return std::string(std::strerror(errno));
 }
 
 /// The data file of a source and the prefix its tokenizer sidecar hangs off.
@@ -163,14 +181,24 @@ void check_data(const config::JobSpec& spec) {
     const std::string file = data_file(s);
     std::optional<int64_t> max_id;
     const std::string sidecar_path = s.files.at(0) + ".tokenizer.json";
+    if (const auto why = unreadable(sidecar_path)) {
+      problem(fmt::format("{}: cannot be read: {} (the tokenizer sidecar of {}, checked against model.vocab_size; "
+                          "fix: check its permissions)",
+                          sidecar_path, *why, file));
+      continue;
+    }
     if (const auto sidecar = read_json(sidecar_path);
         sidecar && sidecar->value("format", "") == "ppctl-tokenizer") {
       const auto tokenizer_vocab = sidecar->value("vocab_size", int64_t{0});
       if (tokenizer_vocab > vocab) {
         problems.push_back(fmt::format(
             "{}: model.vocab_size: {} is smaller than the vocabulary of the tokenizer that wrote {} ({} ids, "
-            "from {}) (fix: set model.vocab_size: {} or more)",
-            spec.source, vocab, file, tokenizer_vocab, sidecar_path, tokenizer_vocab));
+            "from {}) (fix: {})",
+            spec.source, vocab, file, tokenizer_vocab, sidecar_path,
+            tokenizer_vocab <= kMaxVocabSize
+                ? fmt::format("set model.vocab_size: {} or more", tokenizer_vocab)
+                : fmt::format("re-tokenize with a vocabulary of at most {} ids, model.vocab_size's upper bound",
+                              kMaxVocabSize)));
       }
       // Its max_token_id is trusted only for the data it was written with: the same token count, and a
       // sidecar no older than the data file (a .bin replaced under an old sidecar is scanned instead).

@@ -143,7 +143,8 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
                              ? spec.model.vocab_size * spec.model.hidden
                              : 0;
     if (stage.has_embedding) stage.parameters -= tied;
-    layout.total_parameters += stage.parameters - (stage.has_embedding ? 0 : tied);
+    stage.tied_copy = stage.has_embedding ? 0 : tied;
+    layout.total_parameters += stage.parameters - stage.tied_copy;
     layout.stages.push_back(stage);
   }
   return layout;

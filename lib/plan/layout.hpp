@@ -53,6 +53,8 @@ struct StageLayout {
   bool has_head = false;       ///< true on stage p-1 (final norm, LM head, loss)
   int64_t parameters = 0;      ///< parameters it holds (count, not bytes); with tied embeddings the
                                ///< last stage's LM head counts here (a copy), a lone stage's does not
+  int64_t tied_copy = 0;       ///< of `parameters`, the LM head's copy of the tied token embedding
+                               ///< (vocab x hidden) on the last of several stages; 0 otherwise
 };
 
 /// The whole layout for a job.
@@ -65,7 +67,8 @@ struct Layout {
   std::vector<StageLayout> stages;         ///< indexed by stage
   std::vector<int64_t> stage_to_rank;      ///< size num_stages
   int64_t total_parameters = 0;   ///< distinct parameters: the sum over stages, less the last
-                                  ///< stage's copy of the tied embedding (model.tie_embeddings)
+                                  ///< stage's copy of the tied embedding (model.tie_embeddings),
+                                  ///< i.e. sum of stages[s].parameters - stages[s].tied_copy
   double bubble_fraction = 0.0;   ///< (p-1)/(m+p-1), equal-cost F and B (GPipe paper §2.2; arXiv 2104.04473 §2.2)
 };
 

@@ -92,12 +92,22 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs));
   out += fmt::format("\n{:>7}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage",
                      "parameters", "F before", "bubble", "peak act", "holds");
+  int64_t column_sum = 0;
+  int64_t copies = 0;
   for (const auto& stage : layout.stages) {
     const auto r = static_cast<size_t>(stage.rank);
+    // A stage holding the tied LM head's copy of the embedding is marked '*' (footnote below the table).
     out += fmt::format("{:>7}  {:>5}  {:>12}  {:>9}  {:>6.3f}  {:>9}  {}\n", stage.rank, stage.stage,
-                       stage.parameters, forwards_before_backward(program.ranks[r]),
-                       simulation.bubble_fraction[r], simulation.peak_activations[r],
-                       stage_contents(stage));
+                       fmt::format("{}{}", stage.parameters, stage.tied_copy > 0 ? "*" : ""),
+                       forwards_before_backward(program.ranks[r]), simulation.bubble_fraction[r],
+                       simulation.peak_activations[r], stage_contents(stage));
+    column_sum += stage.parameters;
+    copies += stage.tied_copy;
+  }
+  if (copies > 0) {
+    out += fmt::format("* counts the LM head's copy of the tied token embedding (vocab x hidden = {}): the column "
+                       "sums to {} = {} model parameters + {} copied\n",
+                       copies, column_sum, layout.total_parameters, copies);
   }
   out += with_communication ? "\nactions per rank (with communication):\n"
                             : "\nactions per rank (compute order):\n";

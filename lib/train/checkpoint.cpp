@@ -6,10 +6,12 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/serialize.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <regex>
@@ -173,8 +175,32 @@ void save_checkpoint(const CheckpointWriter& writer, int64_t step, double lr) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+/// Throws CheckpointError when the folder `folder` or a regular file in it cannot be opened for reading
+/// (permissions): refused before any worker starts, as bad input, not later as a worker's failure.
+static void check_checkpoint_readable(const fs::path& folder) {
+  const auto refuse = [](const fs::path& what, int error) {
+    throw CheckpointError(fmt::format("{} cannot be read: {} (fix: check its permissions; resuming reads every "
+                                      "file of the checkpoint)",
+                                      what.string(), std::strerror(error)));
+  };
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    if (errno == EACCES || errno == EPERM) refuse(folder, errno);
+    return;  // missing or not a folder: resolve_checkpoint says so
+  }
+  ::close(dir);
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(folder, ignored)) {
+    if (!entry.is_regular_file(ignored)) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) refuse(entry.path(), errno);
+    ::close(fd);
+  }
+}
+
 fs::path resolve_checkpoint(const fs::path& path) {
   std::error_code ignored;
+  check_checkpoint_readable(path);
   if (fs::exists(path / kMetaFile, ignored)) return path;
   if (!fs::is_directory(path, ignored)) {
     throw CheckpointError(fmt::format(
@@ -212,6 +238,7 @@ fs::path resolve_checkpoint(const fs::path& path) {
         "{}/step-NNNNNNNN; complete ones here: {})",
         latest.string(), target, path.string(), available.empty() ? "none" : fmt::format("{}", fmt::join(available, ", "))));
   }
+  check_checkpoint_readable(resolved);
   return resolved;
 }
 

@@ -36,14 +36,17 @@ std::optional<std::pair<int64_t, int64_t>> parse_two_counts(const std::string& t
 }  // namespace
 
 NanInjection parse_nan_injection(const std::string& text) {
-  const auto parsed = parse_two_counts(text, 0, 1);
-  if (!parsed) {
+  // STAGE:STEP, then an optional :REPLICA (the part after the second colon).
+  const auto second = text.find(':', text.find(':') == std::string::npos ? text.size() : text.find(':') + 1);
+  const auto parsed = parse_two_counts(text.substr(0, second), 0, 1);
+  const auto replica = second == std::string::npos ? std::optional<int64_t>() : parse_count(text.substr(second + 1));
+  if (!parsed || (second != std::string::npos && !replica)) {
     throw Error(
-        fmt::format("--inject-nan '{}': expected STAGE:STEP, a stage index from 0 and a step "
-                    "from 1, such as 1:3",
+        fmt::format("--inject-nan '{}': expected STAGE:STEP or STAGE:STEP:REPLICA, a stage index from 0, a "
+                    "step from 1 and a dp replica from 0, such as 1:3 or 1:3:1",
                     text));
   }
-  return {parsed->first, parsed->second};
+  return {parsed->first, parsed->second, replica};
 }
 
 std::pair<int64_t, int64_t> parse_checkpoint_crash(const std::string& text) {

@@ -2,20 +2,23 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
 namespace ppctl::train {
 
-/// Poison stage `stage`'s gradients with NaN after the backward of optimizer step `step` (counted
-/// from 1, as in the log), to exercise train.on_nonfinite end to end.
+/// Poison stage `stage`'s gradients with NaN after the backward (and the data-parallel all-reduce) of
+/// optimizer step `step` (counted from 1, as in the log), to exercise train.on_nonfinite end to end: on
+/// every dp replica, or on dp replica `replica` only.
 struct NanInjection {
   int64_t stage = 0;
   int64_t step = 1;
+  std::optional<int64_t> replica;
 };
 
-/// Parses "STAGE:STEP" (stage >= 0, step >= 1, digits only). Throws ppctl::Error with the
-/// expected form otherwise.
+/// Parses "STAGE:STEP" or "STAGE:STEP:REPLICA" (stage >= 0, step >= 1, replica >= 0, digits only).
+/// Throws ppctl::Error with the expected form otherwise.
 NanInjection parse_nan_injection(const std::string& text);
 
 /// Parses the hidden `--inject-crash-in-checkpoint STEP:FILES` (both from 1, digits only): the

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/check.hpp"
@@ -42,6 +43,11 @@ std::string GradientStats::describe_nonfinite() const {
   const auto grads = marked(sum_squares, false);
   if (!losses.empty()) parts.push_back("non-finite loss on " + stage_list(losses));
   if (!grads.empty()) parts.push_back("non-finite gradients on " + stage_list(grads));
+  if (const auto replicas = marked(replica_nonfinite, true);
+      !replicas.empty() && replicas.size() < replica_nonfinite.size()) {  // named only when not all
+    parts.back() += fmt::format(" (dp {} {})", replicas.size() == 1 ? "replica" : "replicas",
+                                fmt::join(replicas, ", "));
+  }
   return fmt::format("{}", fmt::join(parts, " and "));
 }
 
@@ -82,6 +88,24 @@ void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communi
     stats.sum_squares.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n));
     stats.loss_nonfinite.assign(values.begin() + static_cast<std::ptrdiff_t>(n), values.end());
   }
+}
+
+void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel, int64_t dp_rank,
+                         int64_t dp_size) {
+  const size_t n = stats.sum_squares.size();
+  std::vector<double> flags(2 * n + static_cast<size_t>(dp_size), 0.0);
+  for (size_t s = 0; s < n; ++s) {
+    flags[s] = std::isfinite(stats.sum_squares[s]) ? 0.0 : 1.0;
+    flags[n + s] = stats.loss_nonfinite[s];
+  }
+  flags[2 * n + static_cast<size_t>(dp_rank)] = stats.finite() ? 0.0 : 1.0;
+  flags = data_parallel.all_reduce_sum(flags);
+  for (size_t s = 0; s < n; ++s) {
+    if (flags[s] != 0.0 && std::isfinite(stats.sum_squares[s]))
+      stats.sum_squares[s] = std::numeric_limits<double>::quiet_NaN();
+    stats.loss_nonfinite[s] = flags[n + s] != 0.0 ? 1.0 : 0.0;
+  }
+  stats.replica_nonfinite.assign(flags.begin() + static_cast<std::ptrdiff_t>(2 * n), flags.end());
 }
 
 double clip_coefficient(double norm, double max_norm) {

@@ -19,6 +19,8 @@ struct GradientStats {
   std::vector<double> sum_squares;  ///< per stage: sum of squared gradient entries (fp64); NaN or
                                     ///< inf when one of them is not finite
   std::vector<double> loss_nonfinite;  ///< per stage: 1 where the stage's loss was NaN or infinite
+  std::vector<double> replica_nonfinite;  ///< per dp replica: non-zero where that replica saw a non-finite
+                                          ///< value (agree_over_replicas); empty without data parallelism
 
   /// sqrt of the sum over every stage: the global L2 norm (NaN/inf when a gradient is not finite).
   double norm() const;
@@ -39,6 +41,17 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
 /// list leaves `stats` as they are (one rank). Data-parallel replicas or tied parameters will add
 /// groups or weights here, not new code paths.
 void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups);
+
+/// Makes the non-finite decision the same on every rank of a dp x pp job: after reduce_gradient_stats each
+/// replica's ranks agree, but a value that turns non-finite after the data-parallel all-reduce on one
+/// replica only would make that replica skip (or stop) alone and the replicas' weights diverge. One
+/// all-reduce over `data_parallel` (this pipeline rank in every replica; `dp_rank` of `dp_size`) of the
+/// per-stage non-finite flags and one flag per replica: afterwards every stage that is non-finite on any
+/// replica is non-finite here (its sum_squares NaN, its loss flag set), and replica_nonfinite names the
+/// replicas, so every rank of the world skips or stops alike. Finite stats are left bitwise as they are.
+/// Bounded by the group's timeout.
+void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel, int64_t dp_rank,
+                         int64_t dp_size);
 
 /// The factor torch.nn.utils.clip_grad_norm_ scales gradients by: min(1, max_norm / (norm + 1e-6))
 /// (torch/nn/utils/clip_grad.py, `clip_coef_clamped`).

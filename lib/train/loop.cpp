@@ -63,11 +63,15 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
                totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble);
 }
 
-/// Throws ppctl::Error when --inject-nan names a stage the job does not have.
-void check_injection(const std::optional<NanInjection>& injection, int64_t num_stages) {
+/// Throws ppctl::Error when --inject-nan names a stage or dp replica the job does not have.
+void check_injection(const std::optional<NanInjection>& injection, int64_t num_stages, int64_t dp_size) {
   if (injection && injection->stage >= num_stages) {
     throw Error(fmt::format("--inject-nan {}:{}: the job has {} stages (0 to {})", injection->stage,
                             injection->step, num_stages, num_stages - 1));
+  }
+  if (injection && injection->replica && *injection->replica >= dp_size) {
+    throw Error(fmt::format("--inject-nan {}:{}:{}: the job has {} dp replica(s) (0 to {})", injection->stage,
+                            injection->step, *injection->replica, dp_size, dp_size - 1));
   }
 }
 
@@ -114,7 +118,7 @@ void run_training(LoopContext& ctx) {
       ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;  // the global batch
   const int64_t tokens_per_step = sequences_per_step * spec.model.seq_len;
   const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
-  check_injection(ctx.inject_nan, num_stages);
+  check_injection(ctx.inject_nan, num_stages, ctx.dp_size);
   std::vector<comm::Communicator*> groups;  // the norm is summed over these (the pipeline)
   if (ctx.comm != nullptr) groups.push_back(ctx.comm);
 
@@ -170,7 +174,8 @@ void run_training(LoopContext& ctx) {
     // After the replicas' average (Megatron-LM's order in finalize_model_grads): both copies then
     // hold the same sum on every replica.
     if (spec.model.tie_embeddings) sync_tied_embeddings(ctx.stages, ctx.embedding);
-    if (ctx.inject_nan && ctx.inject_nan->step == step + 1) {
+    if (ctx.inject_nan && ctx.inject_nan->step == step + 1 &&
+        (!ctx.inject_nan->replica || *ctx.inject_nan->replica == ctx.dp_rank)) {
       poison_gradients(ctx.stages, ctx.inject_nan->stage);
     }
 
@@ -178,6 +183,7 @@ void run_training(LoopContext& ctx) {
     // waiting in the next step's communication).
     auto stats = local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count);
     reduce_gradient_stats(stats, groups);
+    if (ctx.data_parallel != nullptr) agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
     const double grad_norm = stats.norm();
     const bool finite = stats.finite();
     if (!finite) {

@@ -25,6 +25,12 @@ $3
 YAML
 }
 
+# Runs "$@" as an ordinary user would read files: root's file-permission override (CAP_DAC_OVERRIDE,
+# CAP_DAC_READ_SEARCH) dropped, so a mode-000 file cannot be read by it either.
+without_root_reads() {
+  if [ "$(id -u)" -eq 0 ]; then setpriv --bounding-set=-dac_override,-dac_read_search "$@"; else "$@"; fi
+}
+
 # Token datasets without numpy: $1 = PREFIX of a Megatron uint16 dataset of $2 tokens (ids k*7 mod $3) in
 # documents of 50 tokens; $4 (optional) = a flat int32 token file of the same ids.
 token_data() {
@@ -227,6 +233,13 @@ case "$CASE" in
     grep -q "^data       text [0-9]* files" "$WORK/out" || fail "no data line naming the text files"
     for r in 0 1 2 3; do grep -q "^rank $r: F0" "$WORK/out" || fail "no action list for rank $r"; done
     grep -q "^rank 0: F0 F1 F2 F3 B0 F4 B1" "$WORK/out" || fail "rank 0 is not 1F1B (3 warmup forwards, then F and B alternate)"
+    # The parameters column reconciles with the model line: its sum less the footnoted tied copy ('*').
+    total=$(grep -o "vocab [0-9]*: [0-9]* parameters" "$WORK/out" | awk '{print $3}')
+    read -r column marked < <(awk '/^ *pp rank/ {t = 1; next} t && NF == 0 {t = 0}
+      t && $1 ~ /^[0-9]+$/ {n = $3; marked += sub(/\*$/, "", n); sum += n} END {print sum + 0, marked + 0}' "$WORK/out")
+    copy=$(grep -o "the column sums to $column = $total model parameters + [0-9]* copied" "$WORK/out" | awk '{print $(NF-1)}')
+    [ -n "$total" ] && [ "$marked" -eq 1 ] && [ -n "$copy" ] && [ $((column - copy)) -eq "$total" ] \
+      || fail "parameters column (sum $column, $marked marked, copy '$copy') does not reconcile with the model line ($total)"
     ;;
   bad_spec)
     tiny_job 2 5 ""
@@ -310,6 +323,17 @@ PY
     [ $? -eq 2 ] || fail "--resume of a missing folder: expected exit code 2"
     grep -q "no checkpoint at $WORK/nowhere" "$WORK/out" || fail "the missing folder is not named"
     grep -q "starting" "$WORK/out" && fail "workers were started"
+    # A checkpoint file that cannot be read: refused as bad input before anything starts (issue 12, fault 6).
+    tiny_job 2 2 "checkpoint: {dir: ckpt}"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train with checkpoints exited $?"
+    shard=$(ls "$WORK"/ckpt/step-*/*.pt | head -1)
+    chmod 000 "$shard"
+    without_root_reads "$PPCTL" train "$WORK/job.yaml" --resume > "$WORK/out" 2>&1
+    rc=$?
+    chmod 644 "$shard"
+    [ "$rc" -eq 2 ] || fail "--resume with an unreadable $shard: exit code $rc, expected 2"
+    grep -qF "$shard cannot be read: Permission denied" "$WORK/out" || fail "the unreadable file is not named"
+    grep -q "starting" "$WORK/out" && fail "workers were started"
     no_leftovers
     ;;
   data_errors)
@@ -317,7 +341,7 @@ PY
     blend_job 2 ""
     check_refused() {  # $1 = what the message must contain
       for cmd in train plan; do
-        "$PPCTL" $cmd "$WORK/job.yaml" > "$WORK/out" 2>&1
+        ${RUN:-} "$PPCTL" $cmd "$WORK/job.yaml" > "$WORK/out" 2>&1  # RUN: a wrapper such as without_root_reads
         rc=$?
         [ "$rc" -eq 2 ] || fail "$cmd: exit code $rc, expected 2 ($1)"
         grep -qF -- "$1" "$WORK/out" || fail "$cmd: no line with '$1'"
@@ -336,6 +360,9 @@ PY
     sed -i 's/vocab_size: 100/vocab_size: 90/' "$WORK/job.yaml"
     check_refused "model.vocab_size: $WORK/big.bin: the id 91 at token position 13 (sequence 0, its token 13)"
     sed -i 's/vocab_size: 90/vocab_size: 100/' "$WORK/job.yaml"
+    chmod 000 "$WORK/small.bin"  # present but unreadable (issue 12, fault 6)
+    RUN=without_root_reads check_refused "job.yaml: data.blend[1].path: $WORK/small.bin: cannot be read: Permission denied"
+    chmod 644 "$WORK/small.bin"
     rm "$WORK/small.bin"
     check_refused "job.yaml: data.blend[1].path: $WORK/small.bin: cannot be read"
     token_data "$WORK/small" 400 100 "$WORK/small.bin"

@@ -11,6 +11,7 @@
 #include "config/hf_config.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
@@ -18,12 +19,18 @@ using namespace ppctl::config;
 
 namespace {
 
+/// This test process's own folder (mkdtemp), removed at exit.
+const fs::path& base_dir() {
+  static const auto dir = ppctl::test::process_temp_dir("ppctl-hf-config-");
+  return dir;
+}
+
 /// A folder with corpus.txt and hf/config.json holding `config`.
 fs::path folder_with(const std::string& name, const std::string& config) {
-  const auto dir = fs::temp_directory_path() / ("ppctl-hf-config-" + std::to_string(::getpid())) / name;
+  const auto dir = base_dir() / name;
   fs::create_directories(dir / "hf");
-  std::ofstream(dir / "corpus.txt") << std::string(5000, 'a');
-  std::ofstream(dir / "hf" / "config.json") << config;
+  ppctl::test::write_checked(dir / "corpus.txt", std::string(5000, 'a'));
+  ppctl::test::write_checked(dir / "hf" / "config.json", config);
   return dir;
 }
 
@@ -102,7 +109,7 @@ TEST_CASE("init_from: unsupported architectures and variants are errors naming c
   std::string scaled = kLlama;
   scaled.replace(scaled.find("\"default\""), 9, "\"yarn\"");
   CHECK_THAT(problems(folder_with("yarn", scaled), ""), ContainsSubstring("rope_type"));
-  const auto none = fs::temp_directory_path() / ("ppctl-hf-config-" + std::to_string(::getpid())) / "none";
+  const auto none = base_dir() / "none";
   fs::create_directories(none);
   std::ofstream(none / "corpus.txt") << std::string(5000, 'a');
   CHECK_THAT(problems(none, ""), ContainsSubstring("config.json: cannot read it"));

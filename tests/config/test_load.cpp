@@ -17,6 +17,7 @@
 #include "config/job_spec.hpp"
 #include "config/load.hpp"
 #include "config/suggest.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
 #include "support/readme.hpp"
 
@@ -1138,12 +1139,89 @@ TEST_CASE("training-step fields: LR schedule, clipping, non-finite policy, recom
   CHECK(defaults.train.on_nonfinite == ppctl::config::NonFinitePolicy::Stop);
   CHECK(defaults.train.recompute == ppctl::config::Recompute::None);
 
-  check(only_problem(with_data("optimizer: {lr: 0.01,\n  min_lr: 0.1}\n")), 2, "optimizer.min_lr", "0.1",
-        "must not exceed optimizer.lr (0.01)");
+  check(only_problem(with_data("optimizer: {lr: 0.01, lr_schedule: cosine,\n  min_lr: 0.1}\n")), 2,
+        "optimizer.min_lr", "0.1", "must not exceed optimizer.lr (0.01)");
   check(only_problem(with_data("train: {recompute: some}\n")), 1, "train.recompute", "\"some\"",
         "must be one of none, full, blocks");
   check(only_problem(with_data("optimizer: {clip_grad_norm: -1}\n")), 1, "optimizer.clip_grad_norm", "-1",
         "must be in [0, 1000000]");
+}
+
+TEST_CASE("the learning-rate schedule fits in train.steps; min_lr only with a decaying schedule", "[config]") {
+  // Constant: warmup may take every step (its last step reaches lr), not more.
+  parse_ok(with_data("optimizer: {warmup_steps: 10}\ntrain: {steps: 10}\n"));
+  auto m = only_problem(with_data("optimizer: {warmup_steps: 50}\ntrain: {steps: 10}\n"));
+  check(m, 1, "optimizer.warmup_steps", "50",
+        "must not exceed train.steps (10): the run would end during warmup, before reaching optimizer.lr");
+  CHECK(m.hint == "lower optimizer.warmup_steps to at most 10, or raise train.steps to at least 50");
+  // Default train.steps (100) is named as such through the rule's value.
+  m = only_problem(with_data("optimizer: {warmup_steps: 101}\n"));
+  CHECK(m.rule.find("train.steps (100)") != std::string::npos);
+  // Cosine and linear need at least one step after warmup to decay to min_lr.
+  for (const std::string schedule : {"cosine", "linear"}) {
+    parse_ok(with_data("optimizer: {lr_schedule: " + schedule + ", warmup_steps: 9, min_lr: 0}\ntrain: {steps: 10}\n"));
+    m = only_problem(with_data("optimizer: {lr_schedule: " + schedule + ", warmup_steps: 10}\ntrain: {steps: 10}\n"));
+    check(m, 1, "optimizer.warmup_steps", "10",
+          "must be below train.steps (10) for lr_schedule " + schedule +
+              ": warmup would take every step, so the decay to optimizer.min_lr never happens");
+    CHECK(m.hint == "lower optimizer.warmup_steps to at most 9, or raise train.steps to at least 11");
+  }
+  m = only_problem(with_data("optimizer: {lr_schedule: cosine, warmup_steps: 3}\ntrain: {steps: 1}\n"));
+  CHECK(m.hint == "set optimizer.warmup_steps: 0, or raise train.steps to at least 4");
+  // min_lr is a decay floor: written with a constant schedule, it would be ignored.
+  m = only_problem(with_data("optimizer: {lr: 0.01,\n  min_lr: 0.001}\n"));
+  check(m, 2, "optimizer.min_lr", "0.001", "applies only to lr_schedule cosine or linear (lr_schedule is constant, "
+        "the default)");
+  CHECK(m.hint == "remove optimizer.min_lr, or set optimizer.lr_schedule: cosine (or linear)");
+}
+
+TEST_CASE("hints suggest only values inside the field's range", "[config]") {
+  const TempDir dir;
+  // An empty or one-byte data file: model.seq_len cannot go below 1, so the only fix is more text.
+  for (const std::string text : {std::string(), std::string("a")}) {
+    dir.write("short.txt", text);
+    const auto m = only_problem("data: {path: short.txt}\n", dir.str());
+    CHECK(m.path == "data.path");
+    CHECK(m.hint.find("lower model.seq_len") == std::string::npos);
+    CHECK(m.hint.find("seq_len 0") == std::string::npos);
+    CHECK(m.hint.find("add text") == 0);
+  }
+  dir.write("three.txt", "abc");
+  CHECK(only_problem("data: {path: three.txt}\n", dir.str()).hint == "add text, or lower model.seq_len to 2 or less");
+  // model.layers is at most 10,000: 1,024 stages x 64 virtual stages is not a layer count to suggest.
+  auto m = only_problem(with_data("model: {layers: 100}\npipeline: {stages: 1024, schedule: interleaved-1f1b, "
+                                  "virtual_stages: 64}\n"));
+  CHECK(m.path == "pipeline.virtual_stages");
+  CHECK(m.hint.find("raise model.layers") == std::string::npos);
+  CHECK(m.hint.find("lower pipeline.") != std::string::npos);
+  // train.steps is at most 1e9.
+  m = only_problem(with_data("optimizer: {lr_schedule: cosine, warmup_steps: 1000000000}\n"));
+  CHECK(m.hint == "lower optimizer.warmup_steps to at most 99");
+}
+
+TEST_CASE("a long value is cut where a message echoes it", "[config]") {
+  const std::string huge(300'000, 'x');
+  const std::vector<std::string> specs = {
+      with_data("model: {hidden: " + huge + "}\n"),             // a plain scalar of the wrong type
+      with_data("model: {activation: \"" + huge + "\"}\n"),   // an unknown enum value
+      with_data("model: {" + huge + ": 1}\n"),                 // an unknown key
+      with_data("pipeline: {stages: [" + std::string(100'000, '1') + ", 2]}\n"),  // a list for a number
+      "data: {path: " + huge + "}\n",                              // a file that does not exist
+  };
+  for (const auto& yaml : specs) {
+    for (const auto& line : problems_of(yaml)) {
+      INFO(line.substr(0, 300));
+      CHECK(line.size() < 1000);
+    }
+  }
+  CHECK_THAT(problems_of(specs[0]).at(0), ContainsSubstring("xxx... (300002 bytes in all): "));  // with quotes
+  CHECK(ppctl::core::echo_value("short") == "short");
+  CHECK(ppctl::core::echo_value(std::string(ppctl::core::kMaxEchoChars, 'y')) ==
+        std::string(ppctl::core::kMaxEchoChars, 'y'));
+  // A multi-byte UTF-8 character across the cut is left out whole, not split.
+  const std::string accents = std::string(ppctl::core::kMaxEchoChars - 1, 'a') + "\xc3\xa9" + "tail";
+  CHECK(ppctl::core::echo_value(accents) ==
+        std::string(ppctl::core::kMaxEchoChars - 1, 'a') + "... (" + std::to_string(accents.size()) + " bytes in all)");
 }
 
 TEST_CASE("eval and checkpoint sections: defaults, values, and the keys they need", "[config]") {
@@ -1182,9 +1260,9 @@ TEST_CASE("eval and checkpoint sections: defaults, values, and the keys they nee
 }
 
 TEST_CASE("observe fields: runs folder, traced steps, peak TFLOP/s, TensorBoard", "[config]") {
-  const auto spec = parse_job_spec(with_data("observe: {runs_dir: /tmp/r, trace_steps: 0, peak_tflops: 2.5}\n"),
+  const auto spec = parse_job_spec(with_data("observe: {runs_dir: /srv/runs, trace_steps: 0, peak_tflops: 2.5}\n"),
                                    "job.yaml", corpus_dir().str());
-  CHECK(spec.observe.runs_dir == "/tmp/r");
+  CHECK(spec.observe.runs_dir == "/srv/runs");
   CHECK(spec.observe.trace_steps == 0);
   CHECK(spec.observe.peak_tflops == 2.5);
 

@@ -7,14 +7,14 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
 
 TEST_CASE("write_file_atomically replaces the whole file and leaves no temporary behind") {
-  const auto dir = fs::temp_directory_path() / "ppctl_atomic_file_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test::TempDir temp("ppctl_atomic_file_test_");
+  const auto& dir = temp.path;
   const auto file = dir / "latest";
   core::write_file_atomically(file, "step-00000001\n");
   CHECK(core::read_file(file) == "step-00000001\n");
@@ -29,7 +29,8 @@ TEST_CASE("write_file_atomically replaces the whole file and leaves no temporary
 }
 
 TEST_CASE("failed writes and reads name the file") {
-  const auto missing = fs::temp_directory_path() / "ppctl_no_such_folder" / "file";
+  const test::TempDir temp("ppctl_atomic_file_test_");
+  const auto missing = temp.path / "no_such_folder" / "file";
   CHECK_THROWS_WITH(core::write_file_atomically(missing, "x"),
                     Catch::Matchers::ContainsSubstring(missing.string()));
   CHECK_THROWS_WITH(core::read_file(missing), Catch::Matchers::ContainsSubstring(missing.string()));

@@ -18,6 +18,7 @@
 #include "data/flat_token_source.hpp"
 #include "data/megatron_format.hpp"
 #include "support/temp_dir.hpp"
+#include "support/unreadable.hpp"
 
 namespace fs = std::filesystem;
 namespace megatron = ppctl::data::megatron;
@@ -26,7 +27,7 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ppctl::test::write_checked(path, bytes);  // a failed write fails the test, not a later read
 }
 
 /// DIR/ds.bin + DIR/ds.idx: `tokens` uint16 ids 0, 1, 2, ... (mod 50) in one document, with id
@@ -233,4 +234,32 @@ TEST_CASE("index sizes from damaged header counts do not overflow (fuzz finding)
   CHECK(megatron::index_file_bytes(header) == INT64_MAX);
   header.document_count = 3;
   CHECK(megatron::index_file_bytes(header) == 34 + 2 * 12 + 3 * 8);
+}
+
+TEST_CASE("a file the data section names that cannot be read is refused before anything starts") {
+  // Issue 12, fault 6: each data file of each format, and the tokenizer sidecar, unreadable in turn.
+  ppctl::test::TempDir dir;
+  const auto prefix = write_dataset(dir.path, 100);
+  write_bytes(dir.path / "flat.bin", std::string(200, '\0'));  // 100 uint16 ids 0
+  write_bytes(dir.path / "text.txt", std::string(400, 'a'));
+  struct Case {
+    std::string data, file;
+  };
+  for (const auto& c : {Case{"{path: text.txt}", "text.txt"}, Case{"{format: tokens, path: flat.bin}", "flat.bin"},
+                        Case{"{format: megatron, path: ds}", "ds.bin"}, Case{"{format: megatron, path: ds}", "ds.idx"}}) {
+    INFO(c.data << ", " << c.file << " unreadable");
+    const auto spec = spec_for(dir.path, c.data, 256);  // 256: text holds bytes
+    REQUIRE(problems_of(spec).empty());  // readable: accepted
+    const ppctl::test::Unreadable unreadable(dir.path / c.file);
+    const auto problems = problems_of(spec);
+    CHECK_THAT(problems, ContainsSubstring("job.yaml: data.path: " + (dir.path / c.file).string() +
+                                           ": cannot be read: Permission denied"));
+  }
+  // The sidecar `ppctl data prepare` writes, which model.vocab_size is checked against.
+  write_bytes(prefix + ".tokenizer.json", "{\"format\": \"ppctl-tokenizer\", \"vocab_size\": 50}");
+  const auto spec = spec_for(dir.path, "{format: megatron, path: ds}");
+  REQUIRE(problems_of(spec).empty());
+  const ppctl::test::Unreadable unreadable(prefix + ".tokenizer.json");
+  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml: data.path: " + prefix +
+                                                  ".tokenizer.json: cannot be read: Permission denied"));
 }

@@ -16,18 +16,18 @@
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "data/text_source.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using ppctl::data::Dataset;
 
 namespace {
 
+/// Writes `bytes` to `name` in this test's own folder (removed at exit) and checks the write.
 std::string write_file(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const auto dir = fs::temp_directory_path() / "ppctl_data_tests";
-  fs::create_directories(dir);
+  static const auto dir = ppctl::test::process_temp_dir("ppctl_data_tests_");
   const auto path = (dir / name).string();
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  ppctl::test::write_checked(path, std::string(bytes.begin(), bytes.end()));
   return path;
 }
 

@@ -22,7 +22,7 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ppctl::test::write_checked(path, bytes);  // a failed write fails the test, not a later read
 }
 
 template <typename T>

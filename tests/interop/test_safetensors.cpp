@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "interop/safetensors.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using ppctl::interop::SafetensorsFile;
@@ -20,9 +21,9 @@ using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
+/// This test process's own folder (mkdtemp), removed at exit.
 fs::path temp_dir() {
-  auto dir = fs::temp_directory_path() / ("ppctl-safetensors-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  static const auto dir = ppctl::test::process_temp_dir("ppctl-safetensors-");
   return dir;
 }
 

@@ -13,6 +13,7 @@
 
 #include "model/stage.hpp"
 #include "plan/layout.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace ppctl;
 
@@ -167,7 +168,8 @@ TEST_CASE("the standard library's std::filesystem is used in torch-linked binari
   // libtorch.so exports its own std::filesystem symbols; one of them (remove_all) crashed when the
   // dynamic linker picked it. The build puts libstdc++ first; this fails if that order is lost.
   namespace fs = std::filesystem;
-  const auto dir = fs::temp_directory_path() / "ppctl_fs_link_test";
+  const ppctl::test::TempDir temp("ppctl_fs_link_test_");
+  const auto dir = temp.path / "tree";
   fs::create_directories(dir / "a" / "b");
   std::ofstream(dir / "a" / "b" / "file.txt") << "x";
   CHECK(fs::remove_all(dir) == 4);

@@ -216,5 +216,19 @@ TEST_CASE("make_layout with tied embeddings: a lone stage shares the weight, the
     const int64_t lone = stages == 1 ? head_weight : 0;  // the head reuses tok_embed
     CHECK(tied_layout.stages.back().parameters == untied_layout.stages.back().parameters - lone);
     CHECK(tied_layout.stages.front().parameters == untied_layout.stages.front().parameters - lone);
+    // The per-stage counts reconcile with the total: the sum less the one marked copy.
+    int64_t sum = 0;
+    int64_t copies = 0;
+    for (const auto& layout : {tied_layout, untied_layout}) {
+      sum = copies = 0;
+      for (const auto& stage : layout.stages) {
+        sum += stage.parameters;
+        copies += stage.tied_copy;
+      }
+      CHECK(sum - copies == layout.total_parameters);
+    }
+    CHECK(copies == 0);  // untied: no copy
+    CHECK(tied_layout.stages.back().tied_copy == (stages == 1 ? 0 : head_weight));
+    CHECK(tied_layout.stages.front().tied_copy == 0);
   }
 }

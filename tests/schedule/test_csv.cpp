@@ -18,6 +18,7 @@
 #include "schedule/validate.hpp"
 #include "support/errors.hpp"
 #include "support/readme.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace ppctl;
 using namespace ppctl::schedule;
@@ -126,12 +127,11 @@ TEST_CASE("parse_csv errors name the file, line, row and column") {
 }
 
 TEST_CASE("read_csv reads a file and names it in errors") {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("ppctl_csv_test_" + std::to_string(::getpid()) + ".csv"))
-                               .string();
-  std::ofstream(path) << "0F0,0B0\n1F0,1Q0\n";
+  const ppctl::test::TempDir dir("ppctl_csv_test_");
+  const std::string path = (dir.path / "sched.csv").string();
+  ppctl::test::write_checked(path, "0F0,0B0\n1F0,1Q0\n");
   CHECK_THROWS_WITH(read_csv(path), ContainsSubstring(path + ": line 2, row 2 (rank 1), column 2"));
-  std::ofstream(path) << "0F0,0B0\n";
+  ppctl::test::write_checked(path, "0F0,0B0\n");
   CHECK(read_csv(path).num_stages == 1);
   std::remove(path.c_str());
   CHECK_THROWS_WITH(read_csv(path), ContainsSubstring(path + ": cannot read the schedule file"));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -14,35 +15,29 @@
 #include <sstream>
 
 #include "config/load.hpp"
+#include "support/temp_dir.hpp"
 #include "train/local_job.hpp"
 
 namespace ppctl::test {
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("ppctl_step_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_dir(const std::string& name) { return process_temp_dir("ppctl_step_" + name + "_"); }
 
 fs::path make_job(const Job& job, const fs::path& dir) {
-  {
-    std::ofstream text(dir / "corpus.txt");
-    for (int i = 0; i < 400; ++i)
-      text << "line " << i << ": the quick brown fox jumps over the lazy dog\n";
-  }
+  std::string corpus;
+  for (int i = 0; i < 400; ++i) corpus += fmt::format("line {}: the quick brown fox jumps over the lazy dog\n", i);
+  write_checked(dir / "corpus.txt", corpus);
   const auto spec = dir / "job.yaml";
-  std::ofstream(spec) << fmt::format(
+  write_checked(spec, fmt::format(
       R"(model: {{layers: 4, hidden: 32, heads: 4, seq_len: 16, dropout: 0.0{}}}
-pipeline: {{stages: {}, schedule: 1f1b, microbatches: {}, micro_batch_size: {}}}
+pipeline: {{stages: {}, schedule: 1f1b, microbatches: {}, micro_batch_size: {}{}}}
 data: {{path: corpus.txt{}}}
 optimizer: {{lr: 0.001{}}}
 train: {{steps: {}, seed: 17{}}}
 runtime: {{comm_timeout_s: 60, threads_per_worker: 1{}}}
 {})",
-      job.model, job.stages, job.microbatches, job.micro_batch_size, job.data, job.optimizer, job.steps, job.train,
-      job.runtime, job.sections);
+      job.model, job.stages, job.microbatches, job.micro_batch_size, job.pipeline, job.data, job.optimizer, job.steps, job.train,
+      job.runtime, job.sections));
   return spec;
 }
 
@@ -72,7 +67,8 @@ Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
   {
     const Restore restore{saved_out, saved_err};
     const auto start = std::chrono::steady_clock::now();
-    run.result = train::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
+    const auto world = spec.pipeline.stages * std::max<int64_t>(spec.pipeline.data_parallel, 1);  // dp x pp
+    run.result = train::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY,
                                       spec_path.string(), args);
     run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

@@ -24,9 +24,10 @@ struct Job {
   std::string runtime = "";    // more runtime keys, e.g. ", precision: bf16"
   std::string sections = "";   // more sections, e.g. "checkpoint: {dir: ckpt}\n"
   std::string model = "";      // more model keys, e.g. ", arch: llama, kv_heads: 2"
+  std::string pipeline = "";   // more pipeline keys, e.g. ", data_parallel: 2"
 };
 
-/// An empty folder /tmp/ppctl_step_NAME (removed first if it exists).
+/// A fresh, empty folder <tmp>/ppctl_step_NAME_XXXXXX (mkdtemp), removed when the test process exits.
 std::filesystem::path fresh_dir(const std::string& name);
 
 /// Writes the corpus and DIR/job.yaml; returns the spec's path.
@@ -39,7 +40,7 @@ struct Run {
   double seconds = 0.0;
 };
 
-/// Runs the job in real worker processes (one per stage) with the worker arguments `args`,
+/// Runs the job in real worker processes (one per stage and dp replica) with the worker arguments `args`,
 /// capturing everything the launcher and the workers print.
 Run run_job(const std::filesystem::path& spec_path, const std::vector<std::string>& args);
 

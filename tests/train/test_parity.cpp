@@ -17,6 +17,7 @@
 #include "schedule/generate.hpp"
 #include "train/local_job.hpp"
 #include "train/oracle.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -45,21 +46,18 @@ std::string name_of(const Case& c) {
 }
 
 fs::path make_job(const Case& c, const fs::path& dir) {
-  fs::create_directories(dir);
-  {
-    std::ofstream text(dir / "corpus.txt");
-    for (int i = 0; i < 400; ++i) text << "line " << i << ": the quick brown fox jumps over the lazy dog\n";
-  }
+  std::string corpus;
+  for (int i = 0; i < 400; ++i) corpus += fmt::format("line {}: the quick brown fox jumps over the lazy dog\n", i);
+  test::write_checked(dir / "corpus.txt", corpus);
   const auto spec = dir / "job.yaml";
-  std::ofstream out(spec);
-  out << fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}, tie_embeddings: {}{}}}
+  test::write_checked(spec, fmt::format(R"(model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}, tie_embeddings: {}{}}}
 pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, micro_batch_size: 2{}}}
 data: {{path: corpus.txt}}
 train: {{steps: 1, seed: 17}}
 runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
 )",
                      c.layers, c.dropout, c.tied, c.model, c.ranks, c.virtual_stages, c.schedule,
-                     c.microbatches, c.extra);
+                     c.microbatches, c.extra));
   return spec;
 }
 
@@ -94,11 +92,8 @@ void check_parity(const Case& c, const fs::path& dir, const fs::path& spec_path)
   }
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("ppctl_parity_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
+/// A fresh folder for one case (mkdtemp), removed when the test process exits.
+fs::path fresh_dir(const std::string& name) { return test::process_temp_dir("ppctl_parity_" + name + "_"); }
 
 }  // namespace
 
@@ -157,9 +152,10 @@ TEST_CASE("a custom CSV schedule runs and meets the oracle") {
   const Case c{2, "custom", 3, 4, 0.0, 1, ", schedule_file: sched.csv"};
   const auto dir = fresh_dir("custom");
   const auto spec_path = make_job(c, dir);
-  std::ofstream(dir / "sched.csv") << "# rank 0, then rank 1\n"
-                                      "0F0,0F1,0B0,0F2,0B1,0B2\n"
-                                      "1F0,1B0,1F1,1B1,1F2,1B2\n";
+  test::write_checked(dir / "sched.csv",
+                      "# rank 0, then rank 1\n"
+                      "0F0,0F1,0B0,0F2,0B1,0B2\n"
+                      "1F0,1B0,1F1,1B1,1F2,1B2\n");
   check_parity(c, dir, spec_path);
 }
 

@@ -19,6 +19,7 @@
 #include "schedule/job_program.hpp"
 #include "train/local_job.hpp"
 #include "train/oracle.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -50,12 +51,11 @@ std::string name_of(const Pipeline& p) {
 
 /// Writes DIR/job.yaml (and its corpus) for one step of `p` under `policy`; returns the spec path.
 fs::path write_job(const Pipeline& p, const Policy& policy, const fs::path& dir) {
-  fs::create_directories(dir);
-  std::ofstream corpus(dir / "corpus.txt");
-  for (int i = 0; i < 300; ++i)
-    corpus << "recompute " << i << ": pack my box with five dozen liquor jugs\n";
+  std::string corpus;
+  for (int i = 0; i < 300; ++i) corpus += fmt::format("recompute {}: pack my box with five dozen liquor jugs\n", i);
+  test::write_checked(dir / "corpus.txt", corpus);
   const auto spec = dir / "job.yaml";
-  std::ofstream(spec) << fmt::format(
+  test::write_checked(spec, fmt::format(
       "model: {{layers: {}, hidden: 32, heads: 4, seq_len: 16, dropout: {}{}}}\n"
       "pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, "
       "micro_batch_size: 2}}\n"
@@ -63,7 +63,7 @@ fs::path write_job(const Pipeline& p, const Policy& policy, const fs::path& dir)
       "train: {{steps: 1, seed: 23, recompute: {}, recompute_every: {}}}\n"
       "runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}\n",
       p.layers, p.dropout, p.model, p.stages, p.virtual_stages, p.schedule, p.microbatches, policy.mode,
-      policy.every);
+      policy.every));
   return spec;
 }
 
@@ -104,8 +104,8 @@ TEST_CASE("gradients with recomputation equal those without it and the unpipelin
                Pipeline{"zb-h1", 2, 1, 4, 5, 0.1, ", arch: llama, kv_heads: 2"});  // llama, split, dropout
   at::set_num_threads(1);
   INFO(name_of(p));
-  const auto dir = fs::temp_directory_path() / ("ppctl_recompute_" + name_of(p));
-  fs::remove_all(dir);
+  const test::TempDir temp("ppctl_recompute_" + name_of(p) + "_");
+  const auto& dir = temp.path;
   const auto plain_spec = write_job(p, {"none"}, dir / "none");
   const auto plain = pipelined_gradients(plain_spec, dir / "none" / "dump");
   const auto reference = train::reference_gradients(config::load_job_spec(plain_spec.string()));

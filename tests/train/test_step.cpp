@@ -217,6 +217,31 @@ TEST_CASE("the loss of a step does not depend on the pipeline split") {
   CHECK(std::abs(loss_two - loss_four) <= 1e-6 * std::abs(loss_four));
 }
 
+/// A 3-step run with on_nonfinite: skip and a NaN injected at step 1: every one of `ranks` ranks warns that
+/// step 1 was skipped for non-finite gradients on `where`, and nothing was applied: step 2 starts from the
+/// initial weights on every rank (with dp, on every replica: the replicas' weights are equal), so its loss is
+/// the unpipelined loss of step 2's global batch on the initial model (logged to 4 decimals). Had one replica
+/// taken step 1 alone, its share of the batch would be scored by other weights.
+static void check_step_1_skipped(const fs::path& spec_path, const ppctl::test::Run& run, int ranks, const std::string& where) {
+  INFO(run.output);
+  REQUIRE(run.result.exit_code == 0);
+  for (int rank = 0; rank < ranks; ++rank) {
+    INFO("rank " << rank);
+    CHECK(run.output.find(fmt::format("[rank {}] warning: step 1/3: non-finite gradients on {}: optimizer step skipped",
+                                      rank, where)) != std::string::npos);
+    CHECK(run.output.find(fmt::format("[rank {}] warning: 1 of 3 optimizer steps skipped", rank)) !=
+          std::string::npos);
+  }
+  const auto steps = logged_steps(run.output);
+  REQUIRE(steps.size() == 3);
+  CHECK(steps.at(1).skipped);
+  CHECK(!steps.at(2).skipped);
+  CHECK(!steps.at(3).skipped);
+  const auto reference = train::reference_gradients(config::load_job_spec(spec_path.string()), 1);
+  CHECK(std::abs(steps.at(2).loss - scalar(reference, train::kLossKey)) <= 6e-5);
+  CHECK(std::isfinite(steps.at(3).loss));
+}
+
 TEST_CASE(
     "a NaN gradient with on_nonfinite: stop ends the job at once, naming the stage and step") {
   const auto spec_path = make_job({3, 3, 1, 5}, fresh_dir("nan_stop"));
@@ -235,35 +260,55 @@ TEST_CASE("a NaN gradient with on_nonfinite: skip skips the step on every rank a
   at::set_num_threads(1);
   const auto spec_path =
       make_job({3, 3, 1, 3, "", ", on_nonfinite: skip, log_interval: 1"}, fresh_dir("nan_skip"));
-  const auto run = run_job(spec_path, {"--inject-nan", "1:1"});
-  INFO(run.output);
-  REQUIRE(run.result.exit_code == 0);
-  for (int rank = 0; rank < 3; ++rank) {
-    INFO("rank " << rank);
-    CHECK(
-        run.output.find(fmt::format("[rank {}] warning: step 1/3: non-finite gradients on stage 1: "
-                                    "optimizer step skipped",
-                                    rank)) != std::string::npos);
-    CHECK(run.output.find(fmt::format("[rank {}] warning: 1 of 3 optimizer steps skipped", rank)) !=
-          std::string::npos);
-  }
-  const auto steps = logged_steps(run.output);
-  REQUIRE(steps.size() == 3);
-  CHECK(steps.at(1).skipped);
-  CHECK(!steps.at(2).skipped);
-  CHECK(!steps.at(3).skipped);
-  // Nothing was applied at step 1: step 2 starts from the initial weights, so its loss is the
-  // unpipelined loss of step 2's batch on the initial model (logged to 4 decimals).
-  const auto reference = train::reference_gradients(config::load_job_spec(spec_path.string()), 1);
-  CHECK(std::abs(steps.at(2).loss - scalar(reference, train::kLossKey)) <= 6e-5);
-  CHECK(std::isfinite(steps.at(3).loss));
+  check_step_1_skipped(spec_path, run_job(spec_path, {"--inject-nan", "1:1"}), 3, "stage 1");
 }
 
-TEST_CASE("the worker option --inject-nan takes STAGE:STEP") {
+// A value that turns non-finite after the data-parallel all-reduce on one replica only (issue 12, fault 9):
+// the decision is the world's, so every rank of dp 2 x pp 2 skips (or stops) alike and the replicas keep
+// equal weights.
+static ppctl::test::Job dp2_pp2_job(int64_t steps, const std::string& train) {
+  ppctl::test::Job job{2, 2, 2, steps, "", train};
+  job.pipeline = ", data_parallel: 2";
+  return job;
+}
+
+TEST_CASE("a NaN on one dp replica with on_nonfinite: skip skips the step on every rank of both replicas") {
+  at::set_num_threads(1);
+  const auto spec_path = make_job(dp2_pp2_job(3, ", on_nonfinite: skip, log_interval: 1"), fresh_dir("nan_dp_skip"));
+  // Stage 1 of replica 1 only, at step 1 (global rank = pp x 2 + dp: replica 0 = {0, 2}, replica 1 = {1, 3}).
+  check_step_1_skipped(spec_path, run_job(spec_path, {"--inject-nan", "1:1:1"}), 4, "stage 1 (dp replica 1)");
+}
+
+TEST_CASE("a NaN on one dp replica with on_nonfinite: stop stops every rank of both replicas cleanly") {
+  const auto spec_path = make_job(dp2_pp2_job(5, ""), fresh_dir("nan_dp_stop"));
+  const auto run = run_job(spec_path, {"--inject-nan", "1:2:1"});
+  INFO(run.output);
+  CHECK(run.result.exit_code != 0);
+  // Every rank decides to stop at once; the launcher then stops the rest, so one rank of each replica at
+  // least has printed the decision (before the fix replica 0 never did: it went on into step 3).
+  const auto stopped = [&](int rank) {
+    return run.output.find(fmt::format("[rank {}] error: step 2: non-finite gradients on stage 1 (dp replica 1) "
+                                       "(fix: lower optimizer.lr",
+                                       rank)) != std::string::npos;
+  };
+  CHECK((stopped(0) || stopped(2)));  // replica 0
+  CHECK((stopped(1) || stopped(3)));  // replica 1
+  CHECK(run.output.find("Connection closed by peer") == std::string::npos);
+  CHECK(run.output.find("step 2/5 | loss") == std::string::npos);  // no optimizer step was taken
+  CHECK(run.seconds < 30.0);  // far below comm_timeout_s (60): nobody waited for a peer
+  CHECK(no_children_left());
+}
+
+TEST_CASE("the worker option --inject-nan takes STAGE:STEP[:REPLICA]") {
   const auto parsed = train::parse_nan_injection("2:12");
   CHECK(parsed.stage == 2);
   CHECK(parsed.step == 12);
-  for (const std::string bad : {"", "1", "1:", ":3", "a:3", "1:0", "-1:2", "1:2:3", "1: 2"}) {
+  CHECK_FALSE(parsed.replica.has_value());
+  const auto on_one = train::parse_nan_injection("1:3:1");
+  CHECK(on_one.stage == 1);
+  CHECK(on_one.step == 3);
+  CHECK(on_one.replica.value_or(-1) == 1);
+  for (const std::string bad : {"", "1", "1:", ":3", "a:3", "1:0", "-1:2", "1:2:", "1:2:x", "1:2:3:4", "1: 2"}) {
     INFO(bad);
     CHECK_THROWS_AS(train::parse_nan_injection(bad), Error);
   }
