@@ -418,7 +418,9 @@ PY
     tiny_job 2 100000 ""
     for delay in 0.0 0.05 0.1 0.15 0.2 0.3 0.4 0.6 1.0 2.0; do
       run="$WORK/run_$delay"
-      "$PPCTL" train "$WORK/job.yaml" --run-dir "$run" > "$WORK/out" 2>&1 &
+      # A non-interactive shell starts background commands with SIGINT ignored, and a signal sent
+      # before ppctl installs its handler would be lost; a terminal's Ctrl-C finds the default action.
+      env --default-signal=INT "$PPCTL" train "$WORK/job.yaml" --run-dir "$run" > "$WORK/out" 2>&1 &
       launcher=$!
       sleep "$delay"
       kill -INT "$launcher"
