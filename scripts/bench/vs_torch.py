@@ -56,7 +56,7 @@ SEED = 1234
 STEP_LINE = re.compile(r"\[rank \d+\] info: step (\d+)/\d+ \| loss ([\d.]+) \|.* \| (\d+) tok/s \|")
 MEMORY_LINE = re.compile(r"\[rank (\d+)\] info: memory: max resident set ([\d.]+) MiB; "
                          r"recompute \S+: kept for backward up to ([\d.]+) MiB")
-HOLDS_LINE = re.compile(r"(?m)^\s+(\d+)\s+(\d+)\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+.*blocks (\d+)-(\d+)")
+HOLDS_LINE = re.compile(r"(?m)^\s+(\d+)\s+(\d+)\s+\d+\*?\s+\d+\s+[\d.]+\s+\d+\s+.*blocks (\d+)-(\d+)")
 
 
 class Config:
@@ -157,7 +157,11 @@ def timed_throughput(step_seconds, tokens_per_step, warmup):
 def plan_layout(spec):
     """The blocks [begin, end) of every stage, as ppctl's plan splits them."""
     out = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True, check=True).stdout
-    return [[int(b), int(e) + 1] for _, _, b, e in HOLDS_LINE.findall(out)]
+    blocks = [[int(b), int(e) + 1] for _, _, b, e in HOLDS_LINE.findall(out)]
+    stages = re.search(r"(?m)^pipeline\s+(\d+) stages", out)
+    if not blocks or not stages or len(blocks) != int(stages.group(1)):
+        raise SystemExit(f"vs_torch: cannot read the stage layout from `ppctl plan {spec}` (its table changed?):\n{out}")
+    return blocks
 
 
 def simulated_step(spec, rank_costs):
