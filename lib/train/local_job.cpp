@@ -72,16 +72,29 @@ std::vector<std::string> with_resume(std::vector<std::string> args, const std::s
   return args;
 }
 
-/// The latest complete checkpoint in checkpoint.dir ("" when there is none yet).
-std::string latest_checkpoint(const config::JobSpec& spec) {
-  if (spec.checkpoint.dir.empty()) return "";
+/// A checkpoint as found in checkpoint.dir: its folder and when its meta.json was written (empty path
+/// when there is none).
+struct CheckpointMark {
+  std::string path;
+  fs::file_time_type written{};
+  bool operator==(const CheckpointMark& other) const {
+    return path == other.path && written == other.written;
+  }
+};
+
+/// The latest complete checkpoint in checkpoint.dir (an empty mark when there is none yet); `warn`
+/// logs why one that `latest` names is unusable.
+CheckpointMark latest_checkpoint(const config::JobSpec& spec, bool warn) {
+  if (spec.checkpoint.dir.empty()) return {};
   std::error_code ignored;
-  if (!fs::exists(fs::path(spec.checkpoint.dir) / "latest", ignored)) return "";
+  if (!fs::exists(fs::path(spec.checkpoint.dir) / "latest", ignored)) return {};
   try {
-    return fs::absolute(resolve_checkpoint(spec.checkpoint.dir)).string();
+    CheckpointMark mark{fs::absolute(resolve_checkpoint(spec.checkpoint.dir)).string(), {}};
+    mark.written = fs::last_write_time(fs::path(mark.path) / "meta.json", ignored);
+    return mark;
   } catch (const CheckpointError& e) {
-    spdlog::warn("no usable checkpoint to restart from: {}", e.what());
-    return "";
+    if (warn) spdlog::warn("no usable checkpoint to restart from: {}", e.what());
+    return {};
   }
 }
 
@@ -124,6 +137,8 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
     return argv;
   };
   const int64_t max_restarts = spec.train.max_restarts;
+  // What checkpoint.dir held before this job: a restart never picks up another run's checkpoint.
+  const auto before = latest_checkpoint(spec, false);
   std::vector<std::string> args = extra_args;
   for (int64_t restarts = 0;; ++restarts) {
     options.argv = argv_with(args);
@@ -139,11 +154,15 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
       spdlog::error("{}", result.message);
       return result;
     }
-    const auto checkpoint = latest_checkpoint(spec);
+    auto latest = latest_checkpoint(spec, true);
+    if (latest == before) latest = {};  // not written by this job
+    const auto& checkpoint = latest.path;
+    const bool resumed = std::find(args.begin(), args.end(), "--resume") != args.end();
     spdlog::warn("restart {} of {} in {:g} s (train.max_restarts), cause: {}; from {}",
                  restarts + 1, max_restarts, spec.train.restart_backoff_s, result.message,
-                 checkpoint.empty() ? std::string("the start: no checkpoint written yet")
-                                    : "checkpoint " + checkpoint);
+                 !checkpoint.empty() ? "checkpoint " + checkpoint
+                 : resumed ? std::string("where it started: no checkpoint written by this job yet")
+                           : std::string("the start: no checkpoint written by this job yet"));
     if (!checkpoint.empty()) args = with_resume(args, checkpoint);
     keep_attempt_metrics(extra_env, static_cast<int>(restarts + 1));
     if (interrupted_during(spec.train.restart_backoff_s)) {

@@ -19,12 +19,15 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
-/// A fake worker: appends its arguments to DIR/starts (one line per start), then exits with the
-/// code FAIL_CODE while DIR/starts has fewer than FAIL_TIMES lines (0 afterwards).
-fs::path write_fake_worker(const fs::path& dir, int fail_code, int fail_times) {
+/// A fake worker: appends its arguments to DIR/starts (one line per start), runs the shell command
+/// `on_start`, then exits with the code FAIL_CODE while DIR/starts has fewer than FAIL_TIMES lines
+/// (0 afterwards).
+fs::path write_fake_worker(const fs::path& dir, int fail_code, int fail_times,
+                           const std::string& on_start = ":") {
   const fs::path script = dir / "worker.sh";
   std::ofstream(script) << "#!/bin/sh\n"
                         << "echo \"$*\" >> '" << (dir / "starts").string() << "'\n"
+                        << on_start << "\n"
                         << "[ \"$(wc -l < '" << (dir / "starts").string() << "')\" -le " << fail_times
                         << " ] && exit " << fail_code << "\n"
                         << "exit 0\n";
@@ -51,8 +54,9 @@ ppctl::config::JobSpec restart_spec(int64_t max_restarts) {
 ppctl::launch::LaunchResult run_fake_job(const fs::path& dir, const ppctl::config::JobSpec& spec,
                                          int fail_code, int fail_times,
                                          const std::vector<std::string>& args = {},
-                                         const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  const auto worker = write_fake_worker(dir, fail_code, fail_times);
+                                         const std::vector<std::pair<std::string, std::string>>& env = {},
+                                         const std::string& on_start = ":") {
+  const auto worker = write_fake_worker(dir, fail_code, fail_times, on_start);
   return ppctl::train::run_local_job(spec, 1, worker.string(), (dir / "job.yaml").string(), args, env);
 }
 
@@ -86,14 +90,15 @@ TEST_CASE("a restart resumes from the latest complete checkpoint and keeps the a
   const ppctl::test::TempDir dir("ppctl_local_job_");
   auto spec = restart_spec(3);
   spec.checkpoint.dir = (dir.path / "ckpt").string();
-  fs::create_directories(dir.path / "ckpt" / "step-00000003");
-  std::ofstream(dir.path / "ckpt" / "step-00000003" / "meta.json") << "{}";
-  std::ofstream(dir.path / "ckpt" / "latest") << "step-00000003\n";
   fs::create_directories(dir.path / "run");
   std::ofstream(dir.path / "run" / "metrics.jsonl") << "{\"step\": 1}\n";
-
+  // The failing attempt writes checkpoint step 3.
+  const auto ckpt = (dir.path / "ckpt").string();
+  const std::string write_checkpoint = "mkdir -p '" + ckpt + "/step-00000003' && echo '{}' > '" + ckpt +
+                                       "/step-00000003/meta.json' && echo step-00000003 > '" + ckpt + "/latest'";
   const auto result = run_fake_job(dir.path, spec, 1, 1, {"--resume", "/earlier/ckpt"},  // fails once
-                                   {{ppctl::train::kRunDirVariable, (dir.path / "run").string()}});
+                                   {{ppctl::train::kRunDirVariable, (dir.path / "run").string()}},
+                                   write_checkpoint);
   CHECK(result.exit_code == 0);
   const auto lines = starts(dir.path);
   REQUIRE(lines.size() == 2);
@@ -114,4 +119,24 @@ TEST_CASE("a restart without any checkpoint yet starts the job as it was first s
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] == lines[1]);
   CHECK_THAT(lines[1], !ContainsSubstring("--resume"));
+}
+
+TEST_CASE("a restart never resumes from a checkpoint another run left in checkpoint.dir") {
+  // QA finding: a new run in a folder holding an earlier run's step 520 restarted from it.
+  const ppctl::test::TempDir dir("ppctl_local_job_");
+  auto spec = restart_spec(1);
+  spec.checkpoint.dir = (dir.path / "ckpt").string();
+  fs::create_directories(dir.path / "ckpt" / "step-00000520");
+  std::ofstream(dir.path / "ckpt" / "step-00000520" / "meta.json") << "{}";
+  std::ofstream(dir.path / "ckpt" / "latest") << "step-00000520\n";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--steps", "5"}, std::vector<std::string>{"--resume", "/earlier/ckpt"}}) {
+    fs::remove(dir.path / "starts");
+    const auto result = run_fake_job(dir.path, spec, 1, 1, args);
+    CHECK(result.exit_code == 0);
+    const auto lines = starts(dir.path);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == lines[1]);  // as first started: from the start, or from its own --resume
+    CHECK_THAT(lines[1], !ContainsSubstring("step-00000520"));
+  }
 }
