@@ -111,9 +111,30 @@ signal_rank_and_wait() {
   kill "-$1" "$victim"
   local start
   start=$(date +%s)
-  wait "$launcher"
-  rc=$?
+  wait_bounded "$launcher" 120
   elapsed=$(( $(date +%s) - start ))
+}
+
+# Waits at most $2 s for the background process $1 and sets rc to its exit status. One still running
+# then fails the case at once, with the process tree, instead of hanging until CTest's time limit.
+wait_bounded() {
+  local _
+  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$1" 2>/dev/null; then
+    ps -o pid,stat,etime,args --forest -g "$(ps -o sid= -p "$1" | tr -d ' ')" >&2 2>/dev/null
+    fail "process $1 ($(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null)) still running $2 s later"
+  fi
+  wait "$1"
+  rc=$?
+}
+
+# Waits (at most 10 s) until the background process $1 has become ppctl itself. Before its exec,
+# a signal can reach the shell's child, or `env` with SIGINT still ignored, and be lost.
+wait_for_exec() {
+  local target _
+  target=$(readlink -f "$PPCTL")
+  for _ in $(seq 1 100); do [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$target" ] && return 0; sleep 0.1; done
+  fail "process $1 did not start $PPCTL within 10 s"
 }
 
 wait_for_line() {  # $1 = pattern in $WORK/out, $2 = seconds
@@ -418,14 +439,15 @@ PY
     tiny_job 2 100000 ""
     for delay in 0.0 0.05 0.1 0.15 0.2 0.3 0.4 0.6 1.0 2.0; do
       run="$WORK/run_$delay"
-      # A non-interactive shell starts background commands with SIGINT ignored, and a signal sent
-      # before ppctl installs its handler would be lost; a terminal's Ctrl-C finds the default action.
+      # A non-interactive shell starts background commands with SIGINT ignored; a terminal's Ctrl-C
+      # finds the default action, as ppctl does after `env --default-signal=INT`. The delay counts
+      # from ppctl's exec: a SIGINT to `env` before it resets the action would be discarded.
       env --default-signal=INT "$PPCTL" train "$WORK/job.yaml" --run-dir "$run" > "$WORK/out" 2>&1 &
       launcher=$!
+      wait_for_exec "$launcher"
       sleep "$delay"
       kill -INT "$launcher"
-      wait "$launcher"
-      rc=$?
+      wait_bounded "$launcher" 60
       [ "$rc" -eq 130 ] || fail "SIGINT after $delay s: exit code $rc, expected 130"
       if [ -e "$run" ]; then
         ! ls -A "$run" | grep -q '\.tmp' || fail "SIGINT after $delay s: temporary file left: $(ls -A "$run")"
@@ -464,7 +486,8 @@ PY
       from=$(wc -l < "$WORK/out")
       step=$(( step + 10 + RANDOM % 30 ))
     done
-    wait "$launcher" || fail "the restarted job exited $?"
+    wait_bounded "$launcher" 300
+    [ "$rc" -eq 0 ] || fail "the restarted job exited $rc"
     grep -q "restart 3 of 3" "$WORK/out" && fail "restarted a third time"
     [ "$(grep -c "resumed from" "$WORK/out")" -ge 2 ] || fail "the restarts did not resume from a checkpoint"
     grep "restart [12] of 3" "$WORK/out" >&2
@@ -497,8 +520,7 @@ PY
     from=$(wc -l < "$WORK/out")
     for _ in $(seq 1 1200); do tail -n "+$from" "$WORK/out" | grep -q "step 1/" && break; sleep 0.1; done
     kill -KILL "$(pid_of_rank 0)"
-    wait "$launcher"
-    rc=$?
+    wait_bounded "$launcher" 120
     [ "$rc" -eq 137 ] || fail "exit code $rc after giving up, expected 137 (the last cause's)"
     tail -n 1 "$WORK/out" | grep -q "training failed: gave up after 1 restart (train.max_restarts); last cause: rank 0 was killed by signal 9" \
       || fail "the final line does not give up naming the last cause: $(tail -n 1 "$WORK/out")"
@@ -508,8 +530,7 @@ PY
     tiny_job 2 100000 ""
     start_long_training
     kill -INT "$launcher"
-    wait "$launcher"
-    rc=$?
+    wait_bounded "$launcher" 60
     [ "$rc" -eq 130 ] || fail "exit code $rc after SIGINT, expected 130"
     no_leftovers
     ;;
@@ -675,7 +696,8 @@ PY
     victim=$(pid_of_rank 1)
     [ -n "$victim" ] || fail "no worker with RANK=1"
     kill -KILL "$victim"
-    wait "$launcher" && fail "launcher exited 0 after a worker was killed"
+    wait_bounded "$launcher" 120
+    [ "$rc" -ne 0 ] || fail "launcher exited 0 after a worker was killed"
     grep -q "trace of 3 ranks written to $WORK/run/trace.json" "$WORK/out" || fail "the trace was not merged"
     python3 - "$WORK/run/trace.json" <<'PY' || fail "the merged trace is incomplete"
 import json, sys
@@ -829,7 +851,7 @@ PY
     port=$(grep -o "rendezvous store on 127.0.0.1:[0-9]*" "$WORK/out" | grep -o "[0-9]*$")
     # shellcheck disable=SC2046
     expect_loopback_only "$port" "$launcher" $(pgrep -P "$launcher")
-    kill -INT "$launcher"; wait "$launcher"
+    kill -INT "$launcher"; wait_bounded "$launcher" 60
     port=$(free_port)
     RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
     rank0=$!
