@@ -19,6 +19,7 @@
 #include "comm/error_text.hpp"
 #include "comm/launch_env.hpp"
 #include "core/atomic_file.hpp"
+#include "core/bad_input.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/prepare.hpp"
@@ -35,6 +36,7 @@
 #include "train/run_dir.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
+#include "train/worker_failure.hpp"
 
 namespace {
 
@@ -156,7 +158,11 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
     options.resume_from =
         resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps), dp);
   }
-  return ppctl::train::run_worker(options);
+  try {
+    return ppctl::train::run_worker(options);
+  } catch (const std::exception& e) {  // bad input found by this worker (a checkpoint, data): exit 2
+    return ppctl::train::report_worker_failure(e, false);
+  }
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
@@ -238,16 +244,15 @@ int cmd_verify(const std::string& spec_path, double tolerance) {
   return report.exit_code;
 }
 
-/// A worker logs every failure itself (rank-prefixed); the launcher then names the rank and stops
-/// the job.
+/// A worker logs every failure itself (rank-prefixed) and tells the launcher its cause; the
+/// launcher then names the rank and stops the job. Bad input exits 2 (not restarted).
 int cmd_worker(const ppctl::train::WorkerOptions& options) {
   const char* rank = std::getenv("RANK");
   ppctl::core::setup_logging(rank ? std::optional<int>(std::atoi(rank)) : std::nullopt);
   try {
     return ppctl::train::run_worker(options);
   } catch (const std::exception& e) {
-    spdlog::error("{}", ppctl::comm::error_text(e));
-    return kExitFailure;
+    return ppctl::train::report_worker_failure(e, true);
   }
 }
 
@@ -478,7 +483,7 @@ int main(int argc, char** argv) {
     return not_started(e);
   } catch (const std::exception& e) {
     spdlog::error("{}", ppctl::comm::error_text(e));
-    return kExitFailure;
+    return ppctl::is_bad_input(e) ? kExitBadInput : kExitFailure;  // e.g. MASTER_ADDR unresolvable
   }
   return kExitFailure;
 }

@@ -173,6 +173,7 @@ std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
     const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
     at::Device device, const std::vector<GroupSpec>& groups) {
   const c10::intrusive_ptr<c10d::Store> store = join_store(info, timeout);
+  await_every_rank(*store, info, timeout);
   std::vector<std::unique_ptr<Communicator>> out;
   for (const auto& group : groups) {
     const auto it = std::find(group.ranks.begin(), group.ranks.end(), info.rank);

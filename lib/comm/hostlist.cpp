@@ -1,8 +1,9 @@
-// Slurm host-list expansion (see hostlist.hpp).
+// Slurm host-list expansion and compressed rank lists (see hostlist.hpp).
 #include "comm/hostlist.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "core/error.hpp"
@@ -100,6 +101,21 @@ std::vector<std::string> expand_hostlist(const std::string& text, const std::str
   }
   if (depth != 0) ctx.fail("a '[' has no matching ']'");
   return hosts;
+}
+
+std::string rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.empty()) return "no rank";
+  std::string text;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!text.empty()) text += ", ";
+    text += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + text;
 }
 
 }  // namespace ppctl::comm

@@ -1,4 +1,5 @@
-// Slurm host lists: expands the compressed form (`node[01-03,07],gpu5`) into host names. No torch.
+// Compressed lists: expands Slurm host lists (`node[01-03,07],gpu5`) into host names, and writes rank
+// lists compressed (`ranks 1-3, 7`). No torch.
 #pragma once
 
 #include <string>
@@ -15,5 +16,9 @@ namespace ppctl::comm {
 /// nested brackets, a non-numeric bound, or a range whose end is below its start.
 std::vector<std::string> expand_hostlist(const std::string& text,
                                          const std::string& variable = "SLURM_JOB_NODELIST");
+
+/// `ranks` (any order, duplicates allowed) for messages, runs of consecutive ranks compressed:
+/// "rank 3", "ranks 1-7", "ranks 0, 2-4, 9"; "no rank" when empty.
+std::string rank_list(std::vector<int> ranks);
 
 }  // namespace ppctl::comm

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -20,6 +21,8 @@
 #include <thread>
 
 #include "comm/error_text.hpp"
+#include "comm/hostlist.hpp"
+#include "core/bad_input.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::comm {
@@ -66,6 +69,27 @@ bool is_loopback(const sockaddr* address) {
   return false;
 }
 
+/// The wildcard address (0.0.0.0 or ::): listening there means every interface.
+bool is_wildcard(const sockaddr* address) {
+  if (address->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (address->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
+  return false;
+}
+
+/// Warns (once per process) that the store listens on every interface because the address given is
+/// the wildcard; README "Exposure".
+void warn_wildcard(const std::string& host, int port, const StoreRole& role) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  spdlog::warn("{} '{}' is the wildcard address: the rendezvous store listens on port {} of every "
+               "interface of this machine, and c10d's store has no authentication, so anyone who can "
+               "reach this machine can read and write the job's keys (fix: {} as the other ranks reach "
+               "it on the job's network, e.g. the node's cluster address)",
+               role.addr_name, host, port, role.addr_fix);
+}
+
 /// A listening socket and the port it is bound to.
 struct Listener {
   int fd = -1;
@@ -93,10 +117,10 @@ Listener listen_on(const std::string& host, int port, LaunchMode mode, const Sto
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
-    throw CommError(fmt::format("{} cannot host the rendezvous store: {} '{}' does not resolve: {} "
-                                "(fix: {})",
-                                role.host_name, role.addr_name, host, ::gai_strerror(rc),
-                                role.addr_fix));
+    throw AddressError(fmt::format("{} cannot host the rendezvous store: {} '{}' does not resolve: {} "
+                                   "(fix: {})",
+                                   role.host_name, role.addr_name, host, ::gai_strerror(rc),
+                                   role.addr_fix));
   }
   int first_errno = 0;
   Listener listener;
@@ -133,6 +157,7 @@ Listener listen_on(const std::string& host, int port, LaunchMode mode, const Sto
     listener.fd = fd;
     listener.port = ntohs(a->ai_family == AF_INET ? reinterpret_cast<sockaddr_in*>(generic)->sin_port
                                                   : reinterpret_cast<sockaddr_in6*>(generic)->sin6_port);
+    if (is_wildcard(generic)) warn_wildcard(host, listener.port, role);
     if (any_interface) {
       spdlog::warn("MASTER_ADDR '{}' resolves to a loopback address on this machine, which other "
                    "machines cannot reach: the rendezvous store listens on every interface of port "
@@ -144,9 +169,12 @@ Listener listen_on(const std::string& host, int port, LaunchMode mode, const Sto
   ::freeaddrinfo(found);
   if (listener.fd < 0) {
     const std::string reason = bind_reason(first_errno, host, port, role);
+    if (first_errno == EADDRNOTAVAIL) {  // an address of another machine: bad input
+      throw AddressError(fmt::format("{} cannot host the rendezvous store on {}:{}: {} (fix: {})",
+                                     role.host_name, host, port, reason, role.addr_fix));
+    }
     throw CommError(fmt::format("{} cannot host the rendezvous store on {}:{}: {} (fix: {})",
-                                role.host_name, host, port, reason,
-                                first_errno == EADDRNOTAVAIL ? role.addr_fix : role.port_fix));
+                                role.host_name, host, port, reason, role.port_fix));
   }
   return listener;
 }
@@ -257,6 +285,38 @@ StorePtr join_store(const RendezvousInfo& info, std::chrono::milliseconds timeou
       info.rank, info.master_addr, info.master_port, seconds, detail, role.host_name,
       info.master_addr, info.master_port, info.master_port, role.host_name, role.port_fix,
       role.host_name));
+}
+
+void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+  const auto key = [](int rank) { return fmt::format("ppctl/joined/{}", rank); };
+  const auto deadline = Clock::now() + timeout;
+  std::vector<int> missing;
+  try {
+    store.set(key(info.rank), bytes("1"));
+    for (int rank = 0; rank < info.world_size; ++rank)
+      if (rank != info.rank) missing.push_back(rank);
+    while (!missing.empty()) {
+      missing.erase(std::remove_if(missing.begin(), missing.end(),
+                                   [&](int rank) { return store.check({key(rank)}); }),
+                    missing.end());
+      if (missing.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: the rendezvous store at {}:{} failed while the ranks joined: {}",
+                                info.rank, info.master_addr, info.master_port, error_text(e)));
+  }
+  if (missing.empty()) return;
+  const std::string who = rank_list(missing);
+  const char* count = info.mode == LaunchMode::Slurm ? "SLURM_NTASKS" : "WORLD_SIZE";
+  throw CommTimeout(fmt::format(
+      "rank {}: {} never joined the rendezvous within runtime.comm_timeout_s = {:g} s ({} of {} joined; "
+      "{} is {}) (fix: start every rank, 0 to {}, with the same MASTER_ADDR and MASTER_PORT; check that "
+      "{} is the number of processes started; raise runtime.comm_timeout_s if ranks start later)",
+      info.rank, who, std::chrono::duration<double>(timeout).count(),
+      info.world_size - static_cast<int>(missing.size()), info.world_size,
+      info.mode == LaunchMode::Local ? "the world size" : count, info.world_size, info.world_size - 1,
+      info.mode == LaunchMode::Local ? "the world size" : count));
 }
 
 }  // namespace ppctl::comm

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include "core/error.hpp"
@@ -16,6 +17,20 @@ namespace {
 
 /// The pattern of every line after its time: "[rank R] level: message"; set by setup_logging.
 std::string g_who = "ppctl";
+
+/// spdlog's own failures (a log file on a full disk): one line in ppctl's words, once per process,
+/// instead of spdlog's "[*** LOG ERROR ***]" line for every failed write. Writes to stderr directly:
+/// logging from here would fail again.
+void on_log_error(const std::string& message) {
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
+  std::fprintf(stderr,
+               "[%s] warning: cannot write to a log file: %s; log lines still reach this output, later "
+               "failures are not reported (fix: free space on the file system holding the run "
+               "directory, or put it elsewhere with --run-dir or observe.runs_dir)\n",
+               g_who.c_str(), message.c_str());
+  std::fflush(stderr);
+}
 
 }  // namespace
 
@@ -35,6 +50,7 @@ void setup_logging(std::optional<int> rank) {
   logger->set_pattern(fmt::format("{}[%H:%M:%S.%e] [{}] %^%l%$: %v", erase, g_who));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  spdlog::set_error_handler(on_log_error);
 }
 
 void add_log_file(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/check.hpp"
+#include "core/bad_input.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::data {
@@ -39,7 +40,7 @@ Dataset::Dataset(std::vector<std::unique_ptr<TokenSource>> sources, std::vector<
     const int64_t windows = windows_in(tokens, seq_len);
     const int64_t held_out = windows == 0 ? 0 : config::held_out_sequences(windows, eval_fraction);
     if (windows - held_out < 1) {
-      throw Error(fmt::format("data: {} holds {} tokens: {} window(s) of model.seq_len + 1 = {} tokens, {} held out "
+      throw DataError(fmt::format("data: {} holds {} tokens: {} window(s) of model.seq_len + 1 = {} tokens, {} held out "
                               "by data.eval_fraction {:g}, leaving none to train on (fix: add data, lower "
                               "model.seq_len, or lower data.eval_fraction)",
                               sources[d]->describe(), tokens, windows, seq_len + 1, held_out, eval_fraction));

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bad_input.hpp"
 #include "core/check.hpp"
 #include "data/mapped_ids.hpp"
 
@@ -11,7 +12,7 @@ namespace ppctl::data {
 FlatTokenSource::FlatTokenSource(const std::string& path, config::TokenDType dtype)
     : file_(path), dtype_(dtype), layout_(id_layout(dtype)) {
   if (file_.size() % layout_.bytes != 0) {
-    throw Error(fmt::format("{}: {} bytes is not a whole number of {}-byte {} ids (fix: check data.dtype; "
+    throw DataError(fmt::format("{}: {} bytes is not a whole number of {}-byte {} ids (fix: check data.dtype; "
                             "a nanoGPT train.bin is uint16)",
                             path, file_.size(), layout_.bytes, config::to_string(dtype)));
   }

@@ -12,18 +12,19 @@
 #include <cstring>
 #include <utility>
 
+#include "core/bad_input.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::data {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot be read: {}", path, std::strerror(errno)));
+  if (fd < 0) throw DataError(fmt::format("{}: cannot be read: {}", path, std::strerror(errno)));
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     const int err = errno;
     ::close(fd);
-    throw Error(fmt::format("{}: {}", path, S_ISREG(info.st_mode) ? std::strerror(err) : "not a regular file"));
+    throw DataError(fmt::format("{}: {}", path, S_ISREG(info.st_mode) ? std::strerror(err) : "not a regular file"));
   }
   size_ = static_cast<int64_t>(info.st_size);
   mtime_ns_ = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
@@ -32,7 +33,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      throw Error(fmt::format("{}: cannot be memory-mapped: {}", path, std::strerror(err)));
+      throw DataError(fmt::format("{}: cannot be memory-mapped: {}", path, std::strerror(err)));
     }
     ::madvise(p, static_cast<size_t>(size_), MADV_RANDOM);
     data_ = static_cast<const uint8_t*>(p);

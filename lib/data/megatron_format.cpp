@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/check.hpp"
+#include "core/bad_input.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::data::megatron {
@@ -74,26 +75,26 @@ DType optimal_dtype(int64_t vocab_size) { return vocab_size < 65500 ? DType::kUi
 
 IndexHeader parse_index_header(std::string_view bytes, const std::string& path) {
   if (static_cast<int64_t>(bytes.size()) < kIndexHeaderBytes) {
-    throw Error(fmt::format("{}: {} bytes, shorter than the {}-byte header of a Megatron index (fix: "
+    throw DataError(fmt::format("{}: {} bytes, shorter than the {}-byte header of a Megatron index (fix: "
                             "rewrite it with `ppctl data prepare` or Megatron's preprocess_data.py)",
                             path, bytes.size(), kIndexHeaderBytes));
   }
   if (bytes.substr(0, kIndexMagic.size()) != kIndexMagic) {
-    throw Error(fmt::format("{}: bad magic: not a Megatron index (expected MMIDIDX\\0\\0 in the first 9 "
+    throw DataError(fmt::format("{}: bad magic: not a Megatron index (expected MMIDIDX\\0\\0 in the first 9 "
                             "bytes; fix: name the PREFIX of PREFIX.bin/PREFIX.idx written by "
                             "`ppctl data prepare` or Megatron's preprocess_data.py)",
                             path));
   }
   const auto version = read_le<uint64_t>(bytes, 9);
   if (version != kIndexVersion) {
-    throw Error(fmt::format("{}: index version {}, only version {} is supported (fix: rewrite it with "
+    throw DataError(fmt::format("{}: index version {}, only version {} is supported (fix: rewrite it with "
                             "`ppctl data prepare`)",
                             path, version, kIndexVersion));
   }
   const auto code = read_le<uint8_t>(bytes, 17);
   const auto dtype = dtype_from_code(code);
   if (!dtype) {
-    throw Error(fmt::format("{}: unknown dtype code {} (Megatron's codes are 1..8: uint8, int8, int16, "
+    throw DataError(fmt::format("{}: unknown dtype code {} (Megatron's codes are 1..8: uint8, int8, int16, "
                             "int32, int64, float64, float32, uint16; fix: rewrite the dataset)",
                             path, code));
   }

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "core/bad_input.hpp"
 #include "core/check.hpp"
 #include "data/mapped_ids.hpp"
 
@@ -22,7 +23,7 @@ MappedFile map_part(const std::string& prefix, const char* extension) {
   try {
     return MappedFile(prefix + extension);
   } catch (const Error& e) {
-    throw Error(fmt::format("{} (a Megatron dataset named by data.path PREFIX needs PREFIX.bin and PREFIX.idx; fix: "
+    throw DataError(fmt::format("{} (a Megatron dataset named by data.path PREFIX needs PREFIX.bin and PREFIX.idx; fix: "
                             "check the prefix, e.g. corpus/train_text_document for "
                             "corpus/train_text_document.bin)",
                             e.what()));
@@ -40,14 +41,14 @@ megatron::IndexHeader read_header(const MappedFile& idx) {
 MegatronSource::MegatronSource(const std::string& prefix)
     : prefix_(prefix), idx_(map_part(prefix, ".idx")), bin_(map_part(prefix, ".bin")), header_(read_header(idx_)) {
   if (!megatron::is_integer(header_.dtype)) {
-    throw Error(fmt::format("{}: dtype {} holds no token ids (fix: write the dataset with an integer dtype, "
+    throw DataError(fmt::format("{}: dtype {} holds no token ids (fix: write the dataset with an integer dtype, "
                             "uint16 or int32)",
                             idx_.path(), megatron::dtype_name(header_.dtype)));
   }
   layout_ = id_layout(header_.dtype);
   if (header_.sequence_count > (1ULL << 40) || header_.document_count > (1ULL << 40) ||
       idx_.size() < megatron::index_file_bytes(header_)) {
-    throw Error(fmt::format("{}: {} bytes, but its header counts {} sequences and {} document-index entries, "
+    throw DataError(fmt::format("{}: {} bytes, but its header counts {} sequences and {} document-index entries, "
                             "which need {} bytes (truncated or damaged; fix: rewrite the dataset)",
                             idx_.path(), idx_.size(), header_.sequence_count, header_.document_count,
                             megatron::index_file_bytes(header_)));
@@ -59,7 +60,7 @@ MegatronSource::MegatronSource(const std::string& prefix)
                                                                  sequence_length(sequences - 1) * layout_.bytes,
                                                                  &expected);
   if (overflow || expected != bin_.size()) {
-    throw Error(fmt::format("{}: the index does not match {}: its last sequence ends at byte {}, the .bin has {} "
+    throw DataError(fmt::format("{}: the index does not match {}: its last sequence ends at byte {}, the .bin has {} "
                             "bytes (fix: the two files come from different runs; rewrite the dataset)",
                             idx_.path(), bin_.path(), expected, bin_.size()));
   }
@@ -92,14 +93,14 @@ void MegatronSource::check_index() const {
     const int64_t length = sequence_length(k);
     const auto at = entry<int64_t>(idx_, pointers + 8 * k);
     if (length < 0 || at != pointer) {
-      throw Error(fmt::format("{}: sequence {} has length {} and byte pointer {}, but the sequences before it end "
+      throw DataError(fmt::format("{}: sequence {} has length {} and byte pointer {}, but the sequences before it end "
                               "at byte {} (damaged index; fix: rewrite the dataset)",
                               idx_.path(), k, length, at, pointer));
     }
     pointer += length * layout_.bytes;
   }
   if (documents < 1) {
-    throw Error(fmt::format("{}: the document index is empty (Megatron writes at least its leading 0; damaged "
+    throw DataError(fmt::format("{}: the document index is empty (Megatron writes at least its leading 0; damaged "
                             "index; fix: rewrite the dataset)",
                             idx_.path()));
   }
@@ -107,7 +108,7 @@ void MegatronSource::check_index() const {
   for (int64_t k = 0; k < documents; ++k) {
     const int64_t doc = document_index(k);
     if ((k == 0 && doc != 0) || doc < previous || doc > sequences || (k == documents - 1 && doc != sequences)) {
-      throw Error(fmt::format("{}: document-index entry {} is {} (entries must start at 0, never decrease and end "
+      throw DataError(fmt::format("{}: document-index entry {} is {} (entries must start at 0, never decrease and end "
                               "at the sequence count {}; damaged index; fix: rewrite the dataset)",
                               idx_.path(), k, doc, sequences));
     }

@@ -2,7 +2,7 @@
 // cannot be used, named with the file (and line) and the fix.
 #pragma once
 
-#include "core/error.hpp"
+#include "core/bad_input.hpp"
 
 namespace ppctl::data {
 
@@ -10,9 +10,9 @@ namespace ppctl::data {
 /// JSON or lacks the text field, an unusable tokenizer model, an output folder that does not exist.
 /// `what()` names the file (and line) and says how to fix it. Failures of the machine itself (disk
 /// full) are plain ppctl::Error.
-class PrepareError : public Error {
+class PrepareError : public DataError {
  public:
-  using Error::Error;
+  using DataError::DataError;
 };
 
 }  // namespace ppctl::data

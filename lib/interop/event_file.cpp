@@ -56,24 +56,24 @@ EventFileWriter::EventFileWriter(const fs::path& folder) {
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   const std::string base = event_file_name(seconds, host_name(), ::getpid());
-  for (int suffix = 0; fd_ < 0; ++suffix) {
+  int fd = -1;
+  for (int suffix = 0; fd < 0; ++suffix) {
     path_ = folder / (suffix == 0 ? base : fmt::format("{}.{}", base, suffix));
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ < 0 && errno != EEXIST) {
+    fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) {
       throw Error(fmt::format("cannot create the TensorBoard event file {}: {} (fix: make the folder "
                               "writable, or set observe.tensorboard: false)",
                               path_.string(), std::strerror(errno)));
     }
   }
+  file_.emplace(path_, fd, "the TensorBoard event file");
   tensorboard::Event event;
   event.set_wall_time(wall_time_now());
   event.set_file_version(kFileVersion);
   write_record(serialise(event));
 }
 
-EventFileWriter::~EventFileWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+EventFileWriter::~EventFileWriter() = default;
 
 void EventFileWriter::write_scalars(int64_t step, const std::vector<Scalar>& scalars) {
   if (scalars.empty()) return;
@@ -89,18 +89,6 @@ void EventFileWriter::write_scalars(int64_t step, const std::vector<Scalar>& sca
   write_record(serialise(event));
 }
 
-void EventFileWriter::write_record(const std::string& event) {
-  const std::string record = tfrecord_frame(event);
-  size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      throw Error(fmt::format("cannot write the TensorBoard event file {}: {}", path_.string(),
-                              n < 0 ? std::strerror(errno) : "nothing written"));
-    }
-    done += static_cast<size_t>(n);
-  }
-}
+void EventFileWriter::write_record(const std::string& event) { file_->append(tfrecord_frame(event)); }
 
 }  // namespace ppctl::interop

@@ -5,8 +5,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/append_file.hpp"
 
 namespace ppctl::interop {
 
@@ -23,7 +26,8 @@ std::string event_file_name(int64_t seconds, const std::string& host, int64_t pi
 
 /// Appends events to a new event file. Each record is handed to write(2) whole as soon as it is made
 /// (no user-space buffer), so a running job can be watched and a killed one leaves at most a last
-/// record cut short, which TensorBoard's reader skips.
+/// record cut short, which TensorBoard's reader skips; a failed write (a full disk) is cut back to the
+/// last whole record (core::AppendOnlyFile).
 class EventFileWriter {
  public:
   /// Creates `folder` (and its parents) and in it a new event file named event_file_name(now, this
@@ -48,7 +52,7 @@ class EventFileWriter {
   void write_record(const std::string& event);
 
   std::filesystem::path path_;
-  int fd_ = -1;
+  std::optional<core::AppendOnlyFile> file_;  ///< records land whole or not at all
 };
 
 }  // namespace ppctl::interop

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -270,10 +271,14 @@ class Workers {
       w.running = false;
       --running_;
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed) failed_.push_back(Ended{w.rank, status});
       if (failed && !failure) failure = Ended{w.rank, status};
     }
     return failure;
   }
+
+  /// Every failure reaped so far, in the order seen.
+  const std::vector<Ended>& failed() const { return failed_; }
 
   /// Sends `sig` to the process group of every running worker.
   void signal_running(int sig) const {
@@ -311,8 +316,48 @@ class Workers {
     bool running;
   };
   std::vector<Worker> workers_;
+  std::vector<Ended> failed_;
   int running_ = 0;
 };
+
+/// The rank a failure is blamed on (see run_workers): its wait status when it has ended, its report.
+struct Blame {
+  int rank = 0;
+  std::optional<int> status;
+  std::optional<WorkerCause> cause;
+};
+
+/// Every rank's own report, from `cause_of` (nothing without it).
+std::vector<std::optional<WorkerCause>> reported_causes(const LaunchOptions& options) {
+  std::vector<std::optional<WorkerCause>> causes(static_cast<size_t>(options.world_size));
+  if (!options.cause_of) return causes;
+  for (int rank = 0; rank < options.world_size; ++rank) causes[static_cast<size_t>(rank)] = options.cause_of(rank);
+  return causes;
+}
+
+bool has_own_cause(const std::vector<std::optional<WorkerCause>>& causes) {
+  return std::any_of(causes.begin(), causes.end(), [](const auto& c) { return c && !c->peer_failure; });
+}
+
+/// A rank that reported its own cause (one that has ended before one still exiting); else, among the
+/// ended ranks, one that reported nothing (it was killed) before one that reported a peer failure.
+Blame choose_blame(const std::vector<Ended>& ended, const std::vector<std::optional<WorkerCause>>& causes) {
+  const auto status_of = [&](int rank) -> std::optional<int> {
+    for (const auto& e : ended)
+      if (e.rank == rank) return e.status;
+    return std::nullopt;
+  };
+  for (const bool ended_only : {true, false}) {  // one that has ended first: its exit code is known
+    for (size_t rank = 0; rank < causes.size(); ++rank) {
+      const auto status = status_of(static_cast<int>(rank));
+      if (causes[rank] && !causes[rank]->peer_failure && (status || !ended_only))
+        return {static_cast<int>(rank), status, causes[rank]};
+    }
+  }
+  for (const auto& e : ended)
+    if (!causes.at(static_cast<size_t>(e.rank))) return {e.rank, e.status, std::nullopt};
+  return {ended.front().rank, ended.front().status, causes.at(static_cast<size_t>(ended.front().rank))};
+}
 
 }  // namespace
 
@@ -360,12 +405,28 @@ LaunchResult run_workers(const LaunchOptions& options) {
       result.exit_code = exit_code_of(failure->status);
       result.failed_rank = failure->rank;
       result.message = fmt::format("rank {} {}", failure->rank, describe_status(failure->status));
-      if (options.find_stall) {  // before the others are stopped: a stalled rank is still running
-        if (const auto stall = options.find_stall(workers.running_ranks())) {
-          result.stalled_rank = stall->first;
-          result.message = fmt::format("rank {} stopped making progress: {}; then {}", stall->first,
-                                       stall->second, result.message);
+      std::optional<std::pair<int, std::string>> stall;
+      if (options.find_stall) stall = options.find_stall(workers.running_ranks());  // before any stop
+      if (stall) {
+        result.stalled_rank = stall->first;
+        result.message = fmt::format("rank {} stopped making progress: {}; then {}", stall->first,
+                                     stall->second, result.message);
+      } else if (options.cause_of) {
+        // The rank that caused the failure may still be on its way out (its peers see its
+        // connections close first): give it a moment to report, then blame it.
+        auto causes = reported_causes(options);
+        for (const auto until = Clock::now() + kSettleTime;
+             !has_own_cause(causes) && workers.running() > 0 && Clock::now() < until;
+             causes = reported_causes(options)) {
+          sleep_for(kPollInterval);
+          workers.poll();
         }
+        const auto blame = choose_blame(workers.failed(), causes);
+        result.failed_rank = blame.rank;
+        result.exit_code = blame.status ? exit_code_of(*blame.status) : blame.cause->exit_code;
+        result.message = fmt::format("rank {} {}{}", blame.rank,
+                                     blame.status ? describe_status(*blame.status) : "failed",
+                                     blame.cause ? ": " + blame.cause->text : "");
       }
       spdlog::error("{}: stopping the other {} worker{}", result.message, workers.running(),
                     workers.running() == 1 ? "" : "s");

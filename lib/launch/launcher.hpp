@@ -11,6 +11,13 @@
 
 namespace ppctl::launch {
 
+/// A failure as a worker reported it before exiting.
+struct WorkerCause {
+  int exit_code = 1;          ///< the code it exits with
+  std::string text;           ///< one line, e.g. "checkpoint file .../block0.pt has 10 bytes where ..."
+  bool peer_failure = false;  ///< a communication error, likely caused by another rank's failure
+};
+
 /// What to start and how.
 struct LaunchOptions {
   int world_size = 1;                ///< number of workers (ranks 0..world_size-1); >= 1
@@ -23,6 +30,10 @@ struct LaunchOptions {
   /// running. Returns the running rank that stopped making progress and what it was last seen
   /// doing (e.g. from comm/progress_board.hpp), or nullopt; the result then blames that rank.
   std::function<std::optional<std::pair<int, std::string>>(const std::vector<int>& running)> find_stall;
+  /// Optional: the failure rank `rank` reported itself (e.g. comm::FailureReport from the store), or
+  /// nullopt. When set, a failure is blamed on the rank that failed on its own rather than on a peer
+  /// that failed because of it (see run_workers), and the message carries its cause.
+  std::function<std::optional<WorkerCause>(int rank)> cause_of;
 };
 
 /// How the job ended.
@@ -41,11 +52,19 @@ struct LaunchResult {
 /// outlives the launcher). Supervises them:
 /// - all exit 0 -> exit_code 0;
 /// - one exits non-zero or is killed by a signal -> the others get SIGTERM, then SIGKILL after
-///   `grace`; exit_code = that worker's code (128 + signal when killed), failed_rank set;
+///   `grace`; exit_code = that worker's code (128 + signal when killed), failed_rank set. With
+///   `cause_of`, up to kSettleTime is first given for a rank to report its own (not peer_failure)
+///   cause; the blamed rank is then, in order: a stalled rank (find_stall); a rank that reported its
+///   own cause (failed_rank = it, exit_code = its code); among the ranks that ended, one that
+///   reported nothing (killed) before one that reported a peer failure. The message is "rank R
+///   exited with code C: CAUSE" (or "rank R failed: CAUSE" while it is still exiting);
 /// - the launcher gets SIGINT/SIGTERM (also one caught by an enclosing StopSignalScope before the
 ///   call) -> the same shutdown, exit_code 130 / 143, interrupted set.
 /// Returns only after every worker has been reaped (no orphans, no zombies).
 /// Throws ppctl::LaunchError if a worker cannot be started (e.g. executable missing).
 LaunchResult run_workers(const LaunchOptions& options);
+
+/// How long run_workers waits, after a first failure, for the rank that caused it to report.
+inline constexpr std::chrono::milliseconds kSettleTime{3000};
 
 }  // namespace ppctl::launch

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "comm/failure_report.hpp"
 #include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
 #include "core/error.hpp"
@@ -55,6 +56,16 @@ launch::LaunchResult run_attempt(const config::JobSpec& spec, launch::LaunchOpti
   options.master_port = store.port();
   options.extra_env.emplace_back(comm::kJobIdVariable, store.job_id());  // new for every attempt
   options.find_stall = stall_finder(store, options.world_size);
+  options.cause_of = [&store](int rank) -> std::optional<launch::WorkerCause> {
+    try {
+      if (const auto text = store.try_get(comm::failure_key(rank)))
+        if (const auto report = comm::decode_failure(*text))
+          return launch::WorkerCause{report->exit_code, report->cause, report->peer_failure};
+    } catch (const Error& e) {
+      spdlog::warn("cannot read rank {}'s failure report: {}", rank, e.what());
+    }
+    return std::nullopt;
+  };
   spdlog::info("rendezvous store on {}:{}; starting {} workers", options.master_addr,
                options.master_port, options.world_size);
   return launch::run_workers(options);

@@ -13,7 +13,8 @@ namespace ppctl::train {
 /// starts `world_size` workers `EXECUTABLE worker SPEC_PATH EXTRA_ARGS...` with launch::run_workers
 /// and waits for them. `extra_env` is added to the workers' environment. `spec_path` is made absolute.
 /// A failure is blamed on a running rank whose progress records (comm/progress_board.hpp) went
-/// stale, when there is one. After a failure, up to train.max_restarts times: logs the cause and the
+/// stale, when there is one, else on the rank whose own failure report (comm::FailureReport, which
+/// each failing worker publishes) is not a peer's failure; the message carries that report's cause. After a failure, up to train.max_restarts times: logs the cause and the
 /// restart count, keeps the attempt's metrics.jsonl as metrics.attempt<N>.jsonl, waits
 /// train.restart_backoff_s and starts again with a fresh store, from the latest complete checkpoint
 /// in checkpoint.dir (`--resume` replaced) or as before when none exists. Not restarted: a worker

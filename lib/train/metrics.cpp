@@ -114,14 +114,9 @@ std::string metrics_end_line(const RunSummary& summary) {
   return line.dump();
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
-  if (!out_) throw Error(fmt::format("cannot write the metrics file {}: {}", path, std::strerror(errno)));
-}
+JsonlWriter::JsonlWriter(const std::string& path)
+    : file_(core::AppendOnlyFile::create(path, "the metrics file")) {}
 
-void JsonlWriter::write(const std::string& line) {
-  out_ << line << '\n';
-  out_.flush();
-  if (!out_) throw Error(fmt::format("cannot write the metrics file {}: {}", path_, std::strerror(errno)));
-}
+void JsonlWriter::write(const std::string& line) { file_.append(line + '\n'); }
 
 }  // namespace ppctl::train

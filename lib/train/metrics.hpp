@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "core/append_file.hpp"
 #include "train/bubble_report.hpp"
 
 namespace ppctl::train {
@@ -84,17 +85,18 @@ struct RunSummary {
 /// `bubble_planned`, `bubble_simulated` (per rank) and `step_ms_measured`, `step_ms_simulated`.
 std::string metrics_end_line(const RunSummary& summary);
 
-/// Appends lines to a JSONL file, flushing each so a failed run keeps the steps it finished.
+/// Appends lines to a JSONL file, each handed to write(2) at once, so a failed run keeps the steps it
+/// finished, and whole (core::AppendOnlyFile: a failed write, e.g. a full disk, is cut back).
 class JsonlWriter {
  public:
   /// Opens (creates or truncates) `path`. Throws ppctl::Error naming the path when it cannot.
   explicit JsonlWriter(const std::string& path);
-  /// Writes `line` and a newline. Throws ppctl::Error when the write fails.
+  /// Writes `line` and a newline, whole or not at all. Throws ppctl::Error naming the file, the
+  /// reason ("No space left on device") and the fix when the write fails.
   void write(const std::string& line);
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  core::AppendOnlyFile file_;
 };
 
 }  // namespace ppctl::train

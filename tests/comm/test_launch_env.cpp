@@ -188,3 +188,11 @@ TEST_CASE("host lists expand like scontrol show hostnames") {
                                           ContainsSubstring("ends below its start"));
   }
 }
+
+TEST_CASE("rank lists are written compressed: runs of consecutive ranks as ranges") {
+  CHECK(ppctl::comm::rank_list({1}) == "rank 1");
+  CHECK(ppctl::comm::rank_list({1, 2, 3, 4, 5, 6, 7}) == "ranks 1-7");
+  CHECK(ppctl::comm::rank_list({9, 0, 3, 2, 4, 3}) == "ranks 0, 2-4, 9");
+  CHECK(ppctl::comm::rank_list({1, 3}) == "ranks 1, 3");
+  CHECK(ppctl::comm::rank_list({}) == "no rank");
+}

@@ -420,3 +420,34 @@ TEST_CASE("a signal caught by an enclosing StopSignalScope before run_workers st
   sigaction(SIGINT, nullptr, &int_after);
   CHECK(same_disposition(int_before, int_after));
 }
+
+TEST_CASE("with cause_of, the rank that failed on its own is blamed, with its cause and exit code") {
+  TempDir dir;
+  // Rank 0 ends first with a peer failure; rank 1, the cause, reports a moment later, still running.
+  LaunchOptions options = worker_job(dir.path, {"exit:1", "sleep"});
+  const auto start = std::chrono::steady_clock::now();
+  options.cause_of = [start](int rank) -> std::optional<ppctl::launch::WorkerCause> {
+    if (rank == 0) return ppctl::launch::WorkerCause{1, "receive from rank 1 failed: connection closed", true};
+    if (seconds_since(start) > 0.5) return ppctl::launch::WorkerCause{2, "block0.pt is truncated", false};
+    return std::nullopt;
+  };
+  const LaunchResult result = run_workers(options);
+  CHECK(result.failed_rank == 1);
+  CHECK(result.exit_code == 2);
+  CHECK(result.message == "rank 1 failed: block0.pt is truncated");
+  check_no_worker_left(dir.path, 2);
+}
+
+TEST_CASE("with cause_of, a rank that reported nothing (killed) is blamed before a peer failure") {
+  TempDir dir;
+  LaunchOptions options = worker_job(dir.path, {"exit:1", "raise:9"});
+  options.cause_of = [](int rank) -> std::optional<ppctl::launch::WorkerCause> {
+    if (rank == 0) return ppctl::launch::WorkerCause{1, "receive from rank 1 failed", true};
+    return std::nullopt;
+  };
+  const LaunchResult result = run_workers(options);
+  CHECK(result.failed_rank == 1);
+  CHECK(result.exit_code == 128 + 9);
+  CHECK(result.message == "rank 1 was killed by signal 9 (Killed)");
+  check_no_worker_left(dir.path, 2);
+}
