@@ -108,8 +108,7 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
 
 /// `--resume [PATH]`: the checkpoint folder to continue from (PATH, else checkpoint.dir), checked
 /// against the spec before anything starts. Throws ppctl::CheckpointError.
-std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::string& path,
-                           int64_t total_steps, int64_t dp) {
+std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::string& path, int64_t dp) {
   const auto& spec = planned.spec;
   if (path.empty() && spec.checkpoint.dir.empty()) {
     throw ppctl::CheckpointError(fmt::format(
@@ -122,7 +121,7 @@ std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::
   const auto meta = ppctl::train::read_checkpoint_meta(checkpoint);
   ppctl::train::verify_checkpoint_files(checkpoint, meta);
   ppctl::train::check_resumable(
-      meta, spec, dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size, total_steps,
+      meta, spec, dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size, spec.train.steps,
       checkpoint);
   spdlog::info("resuming from {} (step {}, saved with {} stage(s))", checkpoint.string(), meta.step,
                meta.stages);
@@ -143,7 +142,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
     return kExitBadInput;
   }
   ppctl::core::setup_logging(info.rank);
-  const auto planned = ppctl::train::prepare_job(spec_path);
+  const auto planned = ppctl::train::prepare_job(spec_path, {steps});
   info.job_id += ", " + ppctl::train::job_fingerprint(planned);
   const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
   spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
@@ -155,8 +154,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   options.steps = steps;
   options.identity = info;
   if (resume) {
-    options.resume_from =
-        resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps), dp);
+    options.resume_from = resolve_resume(planned, *resume, dp);
   }
   try {
     return ppctl::train::run_worker(options);
@@ -180,20 +178,20 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   // Before anything is written: a Ctrl-C now lets the current write finish, then ends the run.
   const ppctl::launch::StopSignalScope stop_signals;
-  const auto planned = ppctl::train::prepare_job(spec_path);
+  const auto planned = ppctl::train::prepare_job(spec_path, {steps});  // --steps validated with the spec
   ppctl::train::check_device_available(planned.spec);
   std::vector<std::string> extra;
   if (steps) {
     extra = {"--steps", std::to_string(*steps)};
-    spdlog::info("--steps {} overrides train.steps ({})", *steps, planned.spec.train.steps);
+    spdlog::info("--steps {} overrides train.steps", *steps);
   }
   if (resume) {
     extra.push_back("--resume");
-    extra.push_back(resolve_resume(planned, *resume, steps.value_or(planned.spec.train.steps),
-                                   planned.layout.data_parallel));
+    extra.push_back(resolve_resume(planned, *resume, planned.layout.data_parallel));
   }
   if (!planned.spec.checkpoint.dir.empty()) {
-    ppctl::train::check_checkpoint_dir_writable(planned.spec.checkpoint.dir);
+    ppctl::train::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
+                                                ppctl::train::spec_field_location(planned, "checkpoint.dir"));
   }
   if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops
     extra.push_back("--dump-gradients");

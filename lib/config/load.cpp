@@ -71,6 +71,12 @@ class Problems {
     problems_.push_back({line, text + message});
   }
 
+  /// Adds `OPTION VALUE: RULE (fix: HINT)` for a command-line value (SpecOverrides); listed before the spec's.
+  void add_option(const std::string& option, const std::string& value, const std::string& rule,
+                  const std::string& hint) {
+    problems_.push_back({0, fmt::format("{} {}: {} (fix: {})", option, core::echo_value(value), rule, hint)});
+  }
+
   /// Throws ConfigError with every problem, ordered by line (stable), if there is any.
   void throw_if_any() {
     if (problems_.empty()) return;
@@ -101,6 +107,12 @@ bool is_string_tagged(const YAML::Node& node) {
 
 bool is_integer_text(const std::string& text) {
   static const std::regex pattern("[-+]?[0-9]+");
+  return std::regex_match(text, pattern);
+}
+
+/// The one spelling of an integer that ppctl accepts: `0`, or an optional '-' and digits without leading zeros.
+bool is_canonical_integer_text(const std::string& text) {
+  static const std::regex pattern("0|-?[1-9][0-9]*");
   return std::regex_match(text, pattern);
 }
 
@@ -268,6 +280,12 @@ bool read_int(Context& c, const Entry& e, const IntRange& range, int64_t example
   if (!text) return false;
   int64_t value = 0;
   const Parse parsed = parse_int(*text, value);
+  if (parsed != Parse::NotANumber && !is_canonical_integer_text(*text)) {
+    // `+3`, `007`, `-0`: YAML 1.2 reads them as integers, YAML 1.1 reads `010` as octal 8; one spelling only.
+    c.bad(e, "must be an integer written in plain decimal digits, without a '+' sign or leading zeros",
+          parsed == Parse::Ok ? fmt::format("write {}", value) : fmt::format("write a whole number such as {}", example));
+    return false;
+  }
   if (parsed == Parse::NotANumber) {
     std::string hint = fmt::format("write a whole number such as {}", example);
     // Beyond 9e15 a real has no fraction and does not convert to int64 (found by tests/fuzz): the plain hint.
@@ -658,7 +676,8 @@ struct Seen {
 
 class Loader {
  public:
-  Loader(JobSpec& spec, Context& context) : spec_(spec), c_(context), sections_(schema(spec, data_entries_)) {}
+  Loader(JobSpec& spec, Context& context, const SpecOverrides& overrides)
+      : spec_(spec), c_(context), overrides_(overrides), sections_(schema(spec, data_entries_)) {}
 
   /// Reads the root mapping and every section, then the checks that span keys.
   void read(const YAML::Node& root) {
@@ -667,6 +686,7 @@ class Loader {
     for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
       return read_section(section_named(name), e);
     });
+    apply_overrides();
     resolve_data();
     apply_init_from(root);
     check_required(line_of(root));
@@ -676,6 +696,26 @@ class Loader {
   }
 
  private:
+  /// SpecOverrides replace their fields here, before every check that spans fields; a value outside the
+  /// field's range is a problem naming the option.
+  void apply_overrides() {
+    if (!overrides_.steps) return;
+    const int64_t steps = *overrides_.steps;
+    if (steps < 1 || steps > kMaxSteps) {
+      c_.problems.add_option("--steps", std::to_string(steps), fmt::format("must be in [1, {}]", kMaxSteps),
+                             "give a step count of at least 1");
+      return;
+    }
+    spec_.train.steps = steps;
+    if (const auto written = seen_.find("train.steps"); written != seen_.end()) written->second.ok = true;
+  }
+
+  /// How messages name train.steps: `train.steps (6)`, or `the step count (--steps 4)` when overridden.
+  std::string steps_named() const {
+    return overrides_.steps ? fmt::format("the step count (--steps {})", spec_.train.steps)
+                            : fmt::format("train.steps ({})", spec_.train.steps);
+  }
+
   const Section& section_named(const std::string& name) const {
     return *std::find_if(sections_.begin(), sections_.end(), [&](const Section& s) { return s.name == name; });
   }
@@ -1183,18 +1223,19 @@ class Loader {
       const int64_t most = decays ? steps - 1 : steps;
       if (o.warmup_steps > most) {
         const std::string rule =
-            decays ? fmt::format("must be below train.steps ({}) for lr_schedule {}: warmup would take every step, "
+            decays ? fmt::format("must be below {} for lr_schedule {}: warmup would take every step, "
                                  "so the decay to optimizer.min_lr never happens",
-                                 steps, schedule)
-                   : fmt::format("must not exceed train.steps ({}): the run would end during warmup, before "
+                                 steps_named(), schedule)
+                   : fmt::format("must not exceed {}: the run would end during warmup, before "
                                  "reaching optimizer.lr",
-                                 steps);
+                                 steps_named());
         const std::string lower = most == 0 ? "set optimizer.warmup_steps: 0"
                                             : fmt::format("lower optimizer.warmup_steps to at most {}", most);
         const int64_t fewest = decays ? o.warmup_steps + 1 : o.warmup_steps;
+        const std::string raise = overrides_.steps ? fmt::format("pass --steps {} or more", fewest)
+                                                   : fmt::format("raise train.steps to at least {}", fewest);
         combination_problem("optimizer.warmup_steps", "train.steps", std::to_string(o.warmup_steps), rule,
-                            fewest > kMaxSteps ? lower
-                                               : fmt::format("{}, or raise train.steps to at least {}", lower, fewest));
+                            fewest > kMaxSteps ? lower : lower + ", or " + raise);
       }
     }
     if (!decays && seen_.count("optimizer.min_lr") && usable("optimizer.min_lr")) {
@@ -1265,6 +1306,7 @@ class Loader {
 
   JobSpec& spec_;
   Context& c_;
+  const SpecOverrides& overrides_;
   DataEntries data_entries_;
   std::vector<Section> sections_;
   std::map<std::string, Seen> seen_;
@@ -1306,7 +1348,8 @@ void refuse_stuck_documents(const std::string& yaml_text) {
 
 }  // namespace
 
-JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir) {
+JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir,
+                       const SpecOverrides& overrides) {
   Problems problems(source_name);
   std::vector<YAML::Node> documents;
   try {
@@ -1332,7 +1375,7 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
                  "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, eval, checkpoint, runtime, observe)",
                  "start each section at the left margin, e.g. 'model:' with its keys indented below");
   } else {
-    Loader(spec, context).read(documents[0]);
+    Loader(spec, context, overrides).read(documents[0]);
   }
   if (documents.size() > 1) {
     problems.add(line_of(documents[1]), "", std::nullopt,
@@ -1343,7 +1386,39 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   return spec;
 }
 
-JobSpec load_job_spec(const std::string& path) {
+std::string field_location(const std::string& yaml_text, const std::string& source_name, const std::string& field) {
+  try {
+    // Each step down is a new Node in `nodes` (yaml-cpp's Node::operator= would rewrite the tree instead).
+    std::vector<YAML::Node> nodes{YAML::Load(yaml_text)};
+    int line = 0;
+    std::stringstream parts(field);
+    for (std::string part; std::getline(parts, part, '.');) {
+      const auto bracket = part.find('[');  // `blend[1]`: the key, then its list item
+      const std::string key = part.substr(0, bracket);
+      if (!nodes.back().IsMap()) return source_name;
+      std::optional<YAML::Node> value;
+      for (const auto& pair : nodes.back()) {
+        if (!value && pair.first.IsScalar() && pair.first.Scalar() == key) {
+          line = line_of(pair.first);
+          value.emplace(pair.second);
+        }
+      }
+      if (!value) return source_name;
+      nodes.push_back(*value);
+      if (bracket != std::string::npos) {
+        const auto index = static_cast<size_t>(std::stoul(part.substr(bracket + 1)));
+        if (!nodes.back().IsSequence() || index >= nodes.back().size()) return source_name;
+        nodes.push_back(nodes.back()[index]);
+        line = line_of(nodes.back());
+      }
+    }
+    return line > 0 ? fmt::format("{}:{}", source_name, line) : source_name;
+  } catch (const std::exception&) {  // not YAML, or not a path of it: the file alone
+    return source_name;
+  }
+}
+
+JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides) {
   const auto fail = [&path](const std::string& why) {
     throw ConfigError({fmt::format("{}: cannot read the spec: {} (fix: check the path and its permissions)", path,
                                    why)});
@@ -1356,7 +1431,7 @@ JobSpec load_job_spec(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) fail(std::strerror(errno));
   const fs::path parent = fs::path(path).parent_path();
-  return parse_job_spec(text.str(), path, parent.empty() ? "." : parent.string());
+  return parse_job_spec(text.str(), path, parent.empty() ? "." : parent.string(), overrides);
 }
 
 }  // namespace ppctl::config

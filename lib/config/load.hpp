@@ -1,19 +1,28 @@
 // Reading and validating a job spec: YAML text -> JobSpec, every problem reported at once.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "config/job_spec.hpp"
 
 namespace ppctl::config {
 
+/// Values given on the command line for spec fields (`ppctl train --steps N`). Each replaces its field after
+/// the spec is read and before the checks that span fields, so an override is validated exactly as the same
+/// value written in the spec; problems with it name the option (`--steps 4`) as the source of the value.
+struct SpecOverrides {
+  std::optional<int64_t> steps;  ///< train.steps, from `--steps N`; range [1, 1e9]
+};
+
 /// Reads the YAML file at `path`, validates it fully and returns the spec with data.files resolved.
 /// Throws ppctl::ConfigError listing every problem, one line each:
 /// `PATH:LINE: model.heads: value 5: must divide model.hidden (128) (fix: ...)`.
 /// Unknown keys get a did-you-mean; wrong types, out-of-range values and inconsistent combinations
 /// (layers < stages, hidden % heads != 0, data matching no file, nccl without cuda, ...) are all errors.
-/// Nothing is written and no process is started.
-JobSpec load_job_spec(const std::string& path);
+/// Nothing is written and no process is started. `overrides` replace spec fields before validation.
+JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides = {});
 
 /// Same as load_job_spec on in-memory text; `source_name` appears in messages (and becomes JobSpec::source)
 /// and relative data paths are resolved against `base_dir` (empty = the working directory).
@@ -21,6 +30,12 @@ JobSpec load_job_spec(const std::string& path);
 /// later in the spec layout (pipeline.stages for layers < stages, model.heads for hidden % heads, runtime.backend
 /// for nccl on cpu), at that key's line, or at the other key's line when the later one was left at its default.
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name,
-                       const std::string& base_dir);
+                       const std::string& base_dir, const SpecOverrides& overrides = {});
+
+/// `SOURCE:LINE` of the key `field` (a dotted path: `observe.runs_dir`, `data.blend[1].path`) in the spec text,
+/// or `SOURCE` when the text does not write it: how a problem with a field found after loading (a folder that
+/// cannot be made, a data file's contents) names where the value came from, as the loader's messages do.
+/// Never throws.
+std::string field_location(const std::string& yaml_text, const std::string& source_name, const std::string& field);
 
 }  // namespace ppctl::config

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config/load.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
@@ -150,7 +151,10 @@ std::optional<int64_t> first_id_outside(const TokenSource& source, int64_t vocab
   return found;
 }
 
-void check_data(const config::JobSpec& spec) {
+void check_data(const config::JobSpec& spec, const std::string& spec_text) {
+  const auto location = [&](const std::string& field) {
+    return spec_text.empty() ? spec.source : config::field_location(spec_text, spec.source, field);
+  };
   std::vector<std::string> problems;
   const auto& sources = spec.data.sources;
   const int64_t vocab = spec.model.vocab_size;
@@ -158,7 +162,7 @@ void check_data(const config::JobSpec& spec) {
     const auto& s = sources[i];
     const std::string field = spec.data.paths.empty() ? fmt::format("data.blend[{}].path", i) : "data.path";
     const auto problem = [&](const std::string& what) {
-      problems.push_back(fmt::format("{}: {}: {}", spec.source, field, what));
+      problems.push_back(fmt::format("{}: {}: {}", location(field), field, what));
     };
     std::unique_ptr<TokenSource> source;
     try {

@@ -27,8 +27,9 @@ struct IdRange {
 /// result is cached in FILE.ppctl-ids.json (keyed by the file's size and mtime; skipped when the
 /// folder is not writable). Throws ppctl::ConfigError with one line per problem, each naming the spec,
 /// the field (data.path, data.blend[i].path, model.vocab_size), the file and, for a bad id, the position
-/// of the first one (token index, and the sequence for megatron); exit code 2 in app/.
-void check_data(const config::JobSpec& spec);
+/// of the first one (token index, and the sequence for megatron); exit code 2 in app/. With `spec_text`
+/// (the spec's YAML), each line starts with the field's `SPEC:LINE` (config::field_location).
+void check_data(const config::JobSpec& spec, const std::string& spec_text = {});
 
 /// The id range of `source`'s token file at `path` (a .bin or tokens file), from the cache beside it
 /// when that matches the file's size and mtime, else by scanning and writing the cache.

@@ -89,6 +89,14 @@ void EventFileWriter::write_scalars(int64_t step, const std::vector<Scalar>& sca
   write_record(serialise(event));
 }
 
+void EventFileWriter::write_session_start(int64_t step) {
+  tensorboard::Event event;
+  event.set_wall_time(wall_time_now());
+  event.set_step(step);
+  event.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+  write_record(serialise(event));
+}
+
 void EventFileWriter::write_record(const std::string& event) { file_->append(tfrecord_frame(event)); }
 
 }  // namespace ppctl::interop

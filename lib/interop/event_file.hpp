@@ -47,6 +47,13 @@ class EventFileWriter {
   /// Nothing is written for no scalars. Throws ppctl::Error naming the file when the write fails.
   void write_scalars(int64_t step, const std::vector<Scalar>& scalars);
 
+  /// Writes a SessionLog START event at `step`: the session (a run, or a restarted attempt of it) goes on
+  /// from `step`. TensorBoard's event loader (EventAccumulator, purge_orphaned_data on by default) then
+  /// drops every event of this run it has read at `step` or later, in this file or earlier ones, so
+  /// steps repeated after a restart show once, with the values written after this event. Throws
+  /// ppctl::Error naming the file when the write fails.
+  void write_session_start(int64_t step);
+
  private:
   /// Frames `event` (a serialised Event) and writes it. Throws ppctl::Error on failure.
   void write_record(const std::string& event);

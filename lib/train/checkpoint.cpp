@@ -269,7 +269,7 @@ void verify_checkpoint_files(const fs::path& checkpoint, const CheckpointMeta& m
   }
 }
 
-void check_checkpoint_dir_writable(const fs::path& dir) {
+void check_checkpoint_dir_writable(const fs::path& dir, const std::string& location) {
   const fs::path probe = dir / fmt::format(".write-test.{}", ::getpid());
   try {
     fs::create_directories(dir);
@@ -279,9 +279,9 @@ void check_checkpoint_dir_writable(const fs::path& dir) {
     std::error_code ignored;
     fs::remove(probe, ignored);
     throw CheckpointError(fmt::format(
-        "checkpoint.dir {} cannot hold checkpoints: {} (fix: choose a folder you can write to, on a "
+        "{}checkpoint.dir {} cannot hold checkpoints: {} (fix: choose a folder you can write to, on a "
         "file system with room for the model and its optimizer state)",
-        dir.string(), e.what()));
+        location.empty() ? "" : location + ": ", dir.string(), e.what()));
   }
 }
 

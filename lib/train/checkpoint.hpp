@@ -65,8 +65,9 @@ void verify_checkpoint_files(const std::filesystem::path& checkpoint, const Chec
 
 /// Creates checkpoint.dir when missing and writes and removes a probe file in it, so that a folder
 /// that cannot hold checkpoints fails before training starts rather than at the first save.
-/// Throws ppctl::CheckpointError naming the folder and the system's reason.
-void check_checkpoint_dir_writable(const std::filesystem::path& dir);
+/// Throws ppctl::CheckpointError naming the folder and the system's reason, after `location` (where the spec
+/// writes checkpoint.dir, config::field_location) when given.
+void check_checkpoint_dir_writable(const std::filesystem::path& dir, const std::string& location = {});
 
 /// Loads every parameter of `stages` and its AdamW state from the unit files of `checkpoint`
 /// (checksums verified against `meta`). Throws ppctl::CheckpointError naming the file when one is

@@ -136,6 +136,7 @@ void run_training(LoopContext& ctx) {
     spdlog::info("resumed from {} after step {} (saved with {} stage(s); next training sequence {})",
                  ctx.resume_from, meta.step, meta.stages, meta.next_sample);
   }
+  if (ctx.observer) ctx.observer->on_start(first_step);
   const CheckpointWriter checkpoint{spec,     ctx.stages,         *optimizer,
                                     ctx.rank, ctx.comm,           sequences_per_step,
                                     ctx.crash_in_checkpoint,      ctx.steps};

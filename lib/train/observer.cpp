@@ -114,6 +114,10 @@ void RunObserver::on_step(int64_t step, const runtime::StepResult& result, doubl
                    mean_s * static_cast<double>(steps_ - last_.step));
 }
 
+void RunObserver::on_start(int64_t first_step) {
+  if (tensorboard_) tensorboard_->write_session_start(first_step + 1);
+}
+
 void RunObserver::on_eval(int64_t step, double loss, int64_t batches) {
   if (!metrics_) return;
   nlohmann::json line{{"event", "eval"}, {"step", step}, {"batches", batches}};

@@ -46,6 +46,12 @@ class RunObserver {
 
   runtime::TraceRecorder& trace() { return trace_; }
 
+  /// Before the first step of this process, `first_step` (from 0; a resumed run's checkpoint step): marks
+  /// in the TensorBoard event file that the run goes on from step first_step + 1 (a SessionLog START,
+  /// interop::EventFileWriter::write_session_start), so TensorBoard replaces the steps that an earlier
+  /// attempt of the same run directory (train.max_restarts) wrote after its last checkpoint.
+  void on_start(int64_t first_step);
+
   /// After optimizer step `step` (from 0), on every rank: `result` from the executor, the learning
   /// rate used, the global gradient norm, whether the step was skipped, when the step began and
   /// when its schedule ended (the rest, up to now, is the norm all-reduce and the optimizer: a trace

@@ -32,13 +32,13 @@ std::optional<std::string> read_text(const std::string& path) {
 
 }  // namespace
 
-PreparedJob prepare_job(const std::string& spec_path) {
+PreparedJob prepare_job(const std::string& spec_path, const config::SpecOverrides& overrides) {
   const auto text = read_text(spec_path);
   // An unreadable path (missing, a folder, no permission) gets the loader's own message naming it.
-  auto spec = text ? config::parse_job_spec(
-                         *text, spec_path, std::filesystem::absolute(spec_path).parent_path().string())
-                   : config::load_job_spec(spec_path);
-  data::check_data(spec);  // files, index, windows, token ids: before anything starts
+  auto spec = text ? config::parse_job_spec(*text, spec_path,
+                                            std::filesystem::absolute(spec_path).parent_path().string(), overrides)
+                   : config::load_job_spec(spec_path, overrides);
+  data::check_data(spec, text.value_or(""));  // files, index, windows, token ids: before anything starts
   // A custom schedule that cannot be read is reported by job_program reading the file itself.
   const auto schedule_text = spec.pipeline.schedule == config::ScheduleKind::Custom
                                  ? read_text(spec.pipeline.schedule_file)
@@ -52,6 +52,13 @@ PreparedJob prepare_job(const std::string& spec_path) {
       {kProgramHashVariable, fmt::format("{:016x}", schedule::program_hash(program))}};
   if (schedule_text) env.emplace_back(kScheduleTextVariable, *schedule_text);
   return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
+}
+
+std::string spec_field_location(const PreparedJob& job, const std::string& field) {
+  for (const auto& [name, value] : job.worker_env) {
+    if (name == kSpecTextVariable) return config::field_location(value, job.spec.source, field);
+  }
+  return job.spec.source;
 }
 
 std::string job_fingerprint(const PreparedJob& job) {

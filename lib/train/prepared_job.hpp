@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "config/load.hpp"
 #include "plan/layout.hpp"
 #include "schedule/action.hpp"
 
@@ -23,8 +24,13 @@ struct PreparedJob {
 
 /// Reads the spec file once (and a custom schedule's CSV), validates the spec, builds and validates the
 /// program and lays out the stages. Throws ppctl::ConfigError (every spec problem), ppctl::PlanError or
-/// ppctl::ScheduleError; nothing is started or written.
-PreparedJob prepare_job(const std::string& spec_path);
+/// ppctl::ScheduleError; nothing is started or written. `overrides` (command-line values such as `--steps N`)
+/// replace their spec fields before validation (config::SpecOverrides), so `spec` holds the effective values.
+PreparedJob prepare_job(const std::string& spec_path, const config::SpecOverrides& overrides = {});
+
+/// `SPEC:LINE` where the job's spec text writes `field` (a dotted path), else `SPEC` (config::field_location):
+/// the start of a message about a field checked after prepare_job (e.g. checkpoint.dir).
+std::string spec_field_location(const PreparedJob& job, const std::string& field);
 
 /// "spec H": H is the FNV-1a 64 hash (core::fnv1a64) of what the workers get (worker_env: spec text,
 /// program hash, custom schedule text), in hex. Ranks that read the same spec compute the same

@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "config/load.hpp"
 #include "core/log.hpp"
 #include "runtime/trace.hpp"
 
@@ -42,27 +43,25 @@ void make_empty_directory(const fs::path& dir) {
   }
 }
 
-/// Creates a new folder `root/name` (or `name-2`, `name-3`, ... when taken).
-fs::path make_new_directory(const fs::path& root, const std::string& name) {
+/// Creates a new folder `spec.observe.runs_dir/name` (or `name-2`, `name-3`, ... when taken). Errors start
+/// with where the spec writes observe.runs_dir (`job.yaml:7: observe.runs_dir: value ...`).
+fs::path make_new_directory(const config::JobSpec& spec, const std::string& spec_text, const std::string& name) {
+  const fs::path root = spec.observe.runs_dir;
+  const std::string location = config::field_location(spec_text, spec.source, "observe.runs_dir");
+  const auto fail = [&](const std::string& why, const std::string& fix) {
+    return Error(fmt::format("{}: observe.runs_dir: value {}{}: {} (fix: {})", location, root.string(),
+                             location == spec.source ? " (default)" : "", why, fix));
+  };
+  const std::string writable = "set observe.runs_dir to a folder you can write, or use --run-dir";
   std::error_code error;
   fs::create_directories(root, error);
-  if (error) {
-    throw Error(fmt::format("observe.runs_dir: value {}: cannot create the folder: {} (fix: set "
-                            "observe.runs_dir to a folder you can write, or use --run-dir)",
-                            root.string(), error.message()));
-  }
+  if (error) throw fail(fmt::format("cannot create the folder: {}", error.message()), writable);
   for (int n = 1; n < 1000; ++n) {
     const fs::path dir = root / (n == 1 ? name : fmt::format("{}-{}", name, n));
     if (fs::create_directory(dir, error)) return dir;
-    if (error) {
-      throw Error(fmt::format("observe.runs_dir: value {}: cannot create {}: {} (fix: set "
-                              "observe.runs_dir to a folder you can write, or use --run-dir)",
-                              root.string(), dir.string(), error.message()));
-    }
+    if (error) throw fail(fmt::format("cannot create {}: {}", dir.string(), error.message()), writable);
   }
-  throw Error(fmt::format("observe.runs_dir: value {}: 999 runs named {} already (fix: clean up "
-                          "the folder)",
-                          root.string(), name));
+  throw fail(fmt::format("999 runs named {} already", name), "clean up the folder");
 }
 
 }  // namespace
@@ -84,9 +83,8 @@ RunDirectory create_run_directory(const config::JobSpec& spec, const std::string
     dir = explicit_dir;
     make_empty_directory(dir);
   } else {
-    dir = make_new_directory(spec.observe.runs_dir,
-                             run_directory_name(spec.source, static_cast<std::time_t>(
-                                                                 run.origin_us / 1'000'000)));
+    dir = make_new_directory(spec, spec_text,
+                             run_directory_name(spec.source, static_cast<std::time_t>(run.origin_us / 1'000'000)));
   }
   run.path = fs::absolute(dir).lexically_normal().string();
   core::write_file_atomically(fs::path(run.path) / "config.yaml", spec_text);

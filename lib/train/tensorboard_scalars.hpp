@@ -10,6 +10,9 @@
 //   the end of the run, at step = the run's last step, one tag per rank r:
 //     bubble/measured/rank<r>, bubble/planned/rank<r>, bubble/simulated/rank<r>
 //     (metrics.jsonl's `end` line bubble_measured[r], bubble_planned[r], bubble_simulated[r]).
+// Each worker process (a run, or one attempt of it under train.max_restarts) writes its own event file, which
+// starts with a SessionLog START at the step it goes on from (RunObserver::on_start): TensorBoard then drops
+// what earlier attempts wrote at that step or later, so each step shows once.
 #pragma once
 
 #include <string>

@@ -51,11 +51,13 @@ comm::BackendKind backend_kind(const config::RuntimeSpec& runtime) {
   return runtime.device == config::Device::Cuda ? comm::BackendKind::Nccl : comm::BackendKind::Gloo;
 }
 
-config::JobSpec load_spec(const std::string& path) {
+/// The spec as the launcher validated it, with the same command-line overrides (so train.steps is the
+/// effective step count).
+config::JobSpec load_spec(const std::string& path, const config::SpecOverrides& overrides) {
   const char* text = std::getenv(kSpecTextVariable);
-  if (text == nullptr) return config::load_job_spec(path);
+  if (text == nullptr) return config::load_job_spec(path, overrides);
   return config::parse_job_spec(text, path,
-                                std::filesystem::absolute(path).parent_path().string());
+                                std::filesystem::absolute(path).parent_path().string(), overrides);
 }
 
 /// The launcher's plan and this worker's program must agree (a schedule file edited after launch).
@@ -101,7 +103,7 @@ int run_worker(const WorkerOptions& options) {
   if (const char* rank = std::getenv("RANK"); run_dir && rank != nullptr) {
     core::add_log_file(fmt::format("{}/rank{}.log", *run_dir, rank));
   }
-  auto spec = load_spec(options.spec_path);
+  auto spec = load_spec(options.spec_path, {options.steps});
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
   at::set_num_interop_threads(1);
@@ -166,7 +168,7 @@ int run_worker(const WorkerOptions& options) {
   runtime::Executor executor(by_stage, program, static_cast<int>(coords.pp), comm,
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
                              device, {spec.train.recompute, spec.train.recompute_every});
-  const int64_t steps = options.steps.value_or(spec.train.steps);
+  const int64_t steps = spec.train.steps;  // --steps applied by load_spec
   RunObserver observer(spec, program, static_cast<int>(coords.pp), device,
                        coords.dp == 0 ? run_dir : std::nullopt, steps, coords.dp == 0);
   executor.set_trace(&observer.trace());

@@ -15,7 +15,7 @@ namespace ppctl::train {
 /// What `ppctl worker` (started by the launcher) is asked to do.
 struct WorkerOptions {
   std::string spec_path;               ///< the job spec (validated again here)
-  std::optional<int64_t> steps;        ///< overrides train.steps when set
+  std::optional<int64_t> steps;        ///< overrides train.steps when set (validated with the spec)
   std::string dump_gradients_dir;      ///< testing: after step 1's backward, write this rank's
                                        ///< gradients (after clipping), the loss and the global
                                        ///< gradient norm to DIR/rank<R>.pt and stop

@@ -370,7 +370,7 @@ PY
       done
     }
     mv "$WORK/big.bin" "$WORK/big.moved"
-    check_refused "job.yaml: data.blend[0].path: $WORK/big.bin: cannot be read"
+    check_refused "job.yaml:5: data.blend[0].path: $WORK/big.bin: cannot be read"
     mv "$WORK/big.moved" "$WORK/big.bin"
     printf 'XMIDIDX' | dd of="$WORK/big.idx" conv=notrunc status=none
     check_refused "$WORK/big.idx: bad magic"
@@ -382,10 +382,10 @@ PY
     check_refused "model.vocab_size: $WORK/big.bin: the id 91 at token position 13 (sequence 0, its token 13)"
     sed -i 's/vocab_size: 90/vocab_size: 100/' "$WORK/job.yaml"
     chmod 000 "$WORK/small.bin"  # present but unreadable (issue 12, fault 6)
-    RUN=without_root_reads check_refused "job.yaml: data.blend[1].path: $WORK/small.bin: cannot be read: Permission denied"
+    RUN=without_root_reads check_refused "job.yaml:5: data.blend[1].path: $WORK/small.bin: cannot be read: Permission denied"
     chmod 644 "$WORK/small.bin"
     rm "$WORK/small.bin"
-    check_refused "job.yaml: data.blend[1].path: $WORK/small.bin: cannot be read"
+    check_refused "job.yaml:5: data.blend[1].path: $WORK/small.bin: cannot be read"
     token_data "$WORK/small" 400 100 "$WORK/small.bin"
     sed -i 's/seq_len: 16/seq_len: 700/' "$WORK/job.yaml"
     check_refused "leaving none to train on"
@@ -977,6 +977,33 @@ PY
     echo "$last" | grep -qE "training failed: rank 1 exited with code 1: cannot write the (metrics file|TensorBoard event file) $WORK/disk/run/[^ ]*: No space left on device" \
       || fail "the final line does not blame rank 1 (the writer) with the file and the reason"
     echo "$last" | grep -qF "fix: free space on the file system holding $WORK/disk/run" || fail "no fix in the final line"
+    ;;
+  override_refused)
+    # Issue 12 F3, F7: a command-line --steps goes through the spec's validation (locally and as a torchrun
+    # worker); integers take one spelling; a late error (observe.runs_dir) carries the spec's FILE:LINE.
+    tiny_job 2 10 "observe: {runs_dir: $WORK/runs}"
+    sed -i 's/lr: 0.003}/lr: 0.003, lr_schedule: cosine, warmup_steps: 5}/' "$WORK/job.yaml"
+    refused() {  # $1 = what the message must contain; the rest: the environment and arguments of ppctl train
+      local want=$1; shift
+      env "$@" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "$*: exit code $rc, expected 2"
+      grep -qF -- "$want" "$WORK/out" || fail "$*: no line with '$want': $(cat "$WORK/out")"
+      grep -q "nothing was started" "$WORK/out" || fail "$*: does not say nothing was started"
+      grep -q "starting" "$WORK/out" && fail "$*: workers were started"
+      [ ! -e "$WORK/runs" ] || fail "$*: a run directory was made"
+    }
+    rule="job.yaml:4: optimizer.warmup_steps: value 5: must be below the step count (--steps 4) for lr_schedule cosine"
+    refused "$rule" "$PPCTL" train "$WORK/job.yaml" --steps 4
+    grep -qF "pass --steps 6 or more" "$WORK/out" || fail "no fix naming --steps"
+    refused "$rule" RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" \
+      "$PPCTL" train "$WORK/job.yaml" --steps 4
+    sed -i 's/log_interval: 5}/log_interval: 5, max_restarts: +3}/' "$WORK/job.yaml"
+    refused "job.yaml:5: train.max_restarts: value +3: must be an integer written in plain decimal digits" \
+      "$PPCTL" train "$WORK/job.yaml"
+    sed -i 's/, max_restarts: +3//; s|runs_dir: .*}|runs_dir: '"$WORK"'/corpus.txt/runs}|' "$WORK/job.yaml"
+    refused "job.yaml:7: observe.runs_dir: value $WORK/corpus.txt/runs: cannot create the folder" \
+      "$PPCTL" train "$WORK/job.yaml"
     no_leftovers
     ;;
   *) fail "unknown case" ;;

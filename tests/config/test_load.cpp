@@ -1395,3 +1395,68 @@ TEST_CASE("restart fields: train.max_restarts and train.restart_backoff_s", "[co
   check(only_problem(with_data("train: {restart_backoff_s: 4000}\n")), 1, "train.restart_backoff_s", "4000",
         "must be in [0, 3600]");
 }
+
+TEST_CASE("a command-line --steps is validated with the spec, named as the source of the value", "[config][override]") {
+  const std::string yaml = with_data("optimizer: {lr_schedule: cosine, warmup_steps: 5}\ntrain: {steps: 10}\n");
+  const auto base = corpus_dir().str();
+  CHECK(parse_job_spec(yaml, "job.yaml", base, {20}).train.steps == 20);  // the effective value
+  // The issue's case: the spec's steps: 10 fits warmup 5, --steps 4 does not; the same rule as steps: 4 in the spec.
+  std::vector<std::string> problems;
+  try {
+    parse_job_spec(yaml, "job.yaml", base, {4});
+    FAIL("--steps 4 with warmup_steps 5 was accepted");
+  } catch (const ppctl::ConfigError& e) {
+    problems = e.problems();
+  }
+  REQUIRE(problems.size() == 1);
+  const auto m = split(problems[0]);
+  check(m, 1, "optimizer.warmup_steps", "5",
+        "must be below the step count (--steps 4) for lr_schedule cosine: warmup would take every step, so the "
+        "decay to optimizer.min_lr never happens");
+  CHECK(m.hint == "lower optimizer.warmup_steps to at most 3, or pass --steps 6 or more");
+  // An override replaces the spec's value before validation: a spec value the rule refuses is fine when replaced.
+  CHECK(parse_job_spec(with_data("optimizer: {lr_schedule: cosine, warmup_steps: 5}\ntrain: {steps: 4}\n"),
+                       "job.yaml", base, {6})
+            .train.steps == 6);
+  // Out of range (the worker's --steps has no CLI11 range check): named by the option, listed first.
+  try {
+    parse_job_spec(yaml, "job.yaml", base, {0});
+    FAIL("--steps 0 was accepted");
+  } catch (const ppctl::ConfigError& e) {
+    REQUIRE(e.problems().size() == 1);
+    CHECK(e.problems()[0] == "--steps 0: must be in [1, 1000000000] (fix: give a step count of at least 1)");
+  }
+}
+
+TEST_CASE("integer fields take one spelling: no '+', no leading zeros, no hex, exponent or fraction",
+          "[config]") {
+  CHECK(parse_ok(with_data("train: {max_restarts: 3, seed: 0}\n")).train.max_restarts == 3);
+  CHECK(parse_ok(with_data("optimizer: {lr: +0.01}\n")).optimizer.lr == 0.01);  // reals: YAML 1.2 floats
+  for (const auto& [value, hint] : std::vector<std::pair<std::string, std::string>>{
+           {"+3", "write 3"}, {"03", "write 3"}, {"-0", "write 0"}, {"+0", "write 0"}}) {
+    const auto m = only_problem(with_data("train: {max_restarts: " + value + "}\n"));
+    check(m, 1, "train.max_restarts", value,
+          "must be an integer written in plain decimal digits, without a '+' sign or leading zeros");
+    CHECK(m.hint == hint);
+  }
+  for (const auto& [value, hint] : std::vector<std::pair<std::string, std::string>>{
+           {"0x3", "write a whole number such as 0"}, {"3e0", "write it in digits: 3"}, {"3.0", "write it in digits: 3"}}) {
+    const auto m = only_problem(with_data("train: {max_restarts: " + value + "}\n"));
+    check(m, 1, "train.max_restarts", value, "must be an integer");
+    CHECK(m.hint == hint);
+  }
+  // Every integer field goes through the same reader.
+  check(only_problem(with_data("pipeline: {stages: +2}\n")), 1, "pipeline.stages", "+2",
+        "must be an integer written in plain decimal digits, without a '+' sign or leading zeros");
+}
+
+TEST_CASE("field_location gives a key's SPEC:LINE for problems found after loading", "[config]") {
+  const std::string text = "train: {steps: 5}\nobserve:\n  runs_dir: somewhere\ndata:\n  blend:\n"
+                           "    - {weight: 1, path: a}\n    - weight: 1\n      path: b\n";
+  CHECK(field_location(text, "job.yaml", "observe.runs_dir") == "job.yaml:3");
+  CHECK(field_location(text, "job.yaml", "data.blend[0].path") == "job.yaml:6");
+  CHECK(field_location(text, "job.yaml", "data.blend[1].path") == "job.yaml:8");
+  CHECK(field_location(text, "job.yaml", "checkpoint.dir") == "job.yaml");  // not written: the file alone
+  CHECK(field_location(text, "job.yaml", "data.blend[2].path") == "job.yaml");
+  CHECK(field_location("[unclosed", "job.yaml", "observe.runs_dir") == "job.yaml");
+}

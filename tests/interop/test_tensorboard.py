@@ -8,6 +8,9 @@ One short run (2 stages, 6 steps, evaluation every 2, a checkpoint at step 3 and
     loads, up to the last whole record;
   - resuming (--resume, to step 9) writes a new event file in the new run directory whose steps go on
     from 7, and leaves the first run's file as it was; TensorBoard sees both runs under runs/;
+  - a run restarted by train.max_restarts (a worker killed after step 5, checkpoints every 3) writes one event
+    file per attempt into the same tb/, and TensorBoard shows every step once, with the numbers of the attempt
+    that wrote it last (metrics.attempt1.jsonl up to the checkpoint, metrics.jsonl after it);
   - observe.tensorboard: false writes no event file.
 """
 import json
@@ -18,6 +21,11 @@ import struct
 import subprocess
 import sys
 import tempfile
+
+import os
+import re
+import signal
+import time
 
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -133,6 +141,70 @@ def check_run(run_dir, first_step, last_step):
     return files[0]
 
 
+def worker_pid(spec, rank):
+    """The pid of the `ppctl worker SPEC` process whose environment has RANK=rank, or None."""
+    for entry in os.listdir("/proc"):
+        try:
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+            environ = open(f"/proc/{entry}/environ", "rb").read().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"worker" in cmdline and str(spec).encode() in cmdline and f"RANK={rank}".encode() in environ:
+            return int(entry)
+    return None
+
+
+def check_restart(folder):
+    """A worker killed after step 5 (checkpoints every 3 steps): each attempt's event file in tb/, every step
+    shown once with the numbers of the last attempt that wrote it."""
+    spec = write_job(folder / "restart", "checkpoint: {dir: " + str(folder / "restart" / "ckpt") + ", interval: 3}")
+    spec.write_text(spec.read_text().replace("steps: 9,", "steps: 30,").replace(
+        "log_interval: 5}", "log_interval: 1, max_restarts: 1, restart_backoff_s: 0}"))
+    run_dir = folder / "restart" / "run"
+    launcher = subprocess.Popen([PPCTL, "train", str(spec), "--run-dir", str(run_dir)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        metrics = run_dir / "metrics.jsonl"
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and '"step":5' in metrics.read_text().replace(" ", "")):
+            if time.monotonic() > deadline or launcher.poll() is not None:
+                fail("the first attempt did not reach step 5")
+            time.sleep(0.05)
+        pid = worker_pid(spec, 1)
+        if pid is None:
+            fail("no worker with RANK=1")
+        os.kill(pid, signal.SIGKILL)
+        output, _ = launcher.communicate(timeout=240)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    resumed = re.search(r"resumed from \S+ after step (\d+)", output)
+    if launcher.returncode != 0 or "restart 1 of 1" not in output or not resumed:
+        fail(f"the restarted run exited {launcher.returncode} or did not resume:\n{output[-4000:]}")
+    resumed_after = int(resumed.group(1))
+    files = event_files(run_dir)
+    if len(files) != 2:
+        fail(f"{run_dir}/tb holds {[f.name for f in files]}, expected one event file per attempt")
+    first_steps = {e.step for e in LegacyEventFileLoader(str(files[0])).Load() if e.HasField("summary")}
+    if max(first_steps) <= resumed_after:
+        fail(f"the first attempt's event file holds steps {sorted(first_steps)}: nothing after the checkpoint of "
+             f"step {resumed_after}, which the restart resumed from")
+    # Per tag and step, the value of the last attempt that wrote the step.
+    expected = {}
+    for path in (run_dir / "metrics.attempt1.jsonl", run_dir / "metrics.jsonl"):
+        for tag, points in expected_scalars(path).items():
+            expected.setdefault(tag, {}).update(dict(points))
+    actual = actual_scalars(load(run_dir / "tb"))
+    if sorted(actual) != sorted(expected):
+        fail(f"restarted run: tags {sorted(actual)}, metrics give {sorted(expected)}")
+    for tag, points in expected.items():
+        if not same(actual[tag], sorted(points.items())):
+            fail(f"restarted run: {tag} holds {actual[tag]}, expected each step once: {sorted(points.items())}")
+    print(f"restarted run: {len(files)} event files; TensorBoard shows steps 1..{actual['train/loss'][-1][0]} once "
+          f"each (the first attempt wrote up to {max(first_steps)}, the second resumed after {resumed_after})")
+
+
 def record_offsets(data):
     """Start offset and data length of each TFRecord in `data`."""
     records, at = [], 0
@@ -197,6 +269,9 @@ def main():
         if sorted(seen.values()) != [[1, 2, 3, 4, 5, 6], [7, 8, 9]]:
             fail(f"tensorboard --logdir runs would show {seen}")
         print(f"resumed run: a new event file, steps 7..9; --logdir runs shows {len(seen)} runs")
+
+        (folder / "restart").mkdir()
+        check_restart(folder)
 
         off = write_job(folder, "")
         off.write_text(off.read_text().replace("peak_tflops: 1.0}", "peak_tflops: 1.0, tensorboard: false}"))

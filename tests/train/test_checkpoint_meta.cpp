@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "support/temp_dir.hpp"
 #include "train/checkpoint_meta.hpp"
+#include "train/lr_schedule.hpp"
 
 namespace ppctl {
 namespace {
@@ -128,6 +129,31 @@ TEST_CASE("a constant schedule resumes with more steps; an old checkpoint withou
   const auto old = train::parse_checkpoint_meta(j.dump(), "meta.json");
   CHECK(!old.schedule.has_value());
   CHECK_NOTHROW(train::check_resumable(old, spec_of(dir, 20, "lr_schedule: cosine"), 8, 20, "ckpt"));
+}
+
+TEST_CASE("a changed schedule resumes when every remaining step keeps its rate, else the first differing step is named") {
+  const test::TempDir dir;
+  const auto saved = spec_of(dir, 10, "lr: 0.001, warmup_steps: 2");
+  const auto longer_warmup = spec_of(dir, 20, "lr: 0.001, warmup_steps: 5");
+  // Constant after both warmups (steps 11..20 of a run saved after step 10): every rate is lr, so it continues.
+  CHECK_NOTHROW(train::check_resumable(meta_of(saved, 10, 10), longer_warmup, 8, 20, "ckpt"));
+  // Saved after step 1, step 2 would still warm up under warmup 5: refused, naming that step and both rates.
+  const auto text = refusal([&] { train::check_resumable(meta_of(saved, 1, 10), longer_warmup, 8, 20, "ckpt"); });
+  CHECK(has(text, "optimizer.warmup_steps is 2 in the checkpoint ckpt but 5 now"));
+  CHECK(has(text, fmt::format("step 2 would train at rate {:g} instead of {:g}",
+                              train::learning_rate(longer_warmup.optimizer, 1, 20),
+                              train::learning_rate(saved.optimizer, 1, 10))));
+  CHECK(train::learning_rate(longer_warmup.optimizer, 1, 20) != train::learning_rate(saved.optimizer, 1, 10));
+  CHECK(has(text, "fix: resume with optimizer.warmup_steps: 2, or start"));  // a constant rate has no horizon
+  // Saved after step 3 with warmup 5 resumed with warmup 4: steps 4 and 5 differ; the first one is named.
+  const auto w5 = spec_of(dir, 10, "lr: 0.001, warmup_steps: 5");
+  CHECK(has(refusal([&] { train::check_resumable(meta_of(w5, 3, 10), spec_of(dir, 10, "lr: 0.001, warmup_steps: 4"),
+                                                 8, 10, "ckpt"); }),
+            fmt::format("step 4 would train at rate {:g} instead of {:g}", 0.001, 0.0008)));
+  // A cosine schedule with min_lr = lr never decays: after both warmups its rate is lr, like a constant one.
+  const auto flat = spec_of(dir, 10, "lr: 0.001, lr_schedule: cosine, min_lr: 0.001, warmup_steps: 2");
+  CHECK_NOTHROW(train::check_resumable(meta_of(flat, 4, 10), spec_of(dir, 10, "lr: 0.001, warmup_steps: 3"), 8, 10,
+                                       "ckpt"));
 }
 
 TEST_CASE("malformed meta.json values are refused with a CheckpointError naming the file") {

@@ -66,3 +66,25 @@ TEST_CASE("a run directory given by --run-dir is created when missing, refused w
     CHECK(what.find("fix:") != std::string::npos);
   }
 }
+
+TEST_CASE("an observe.runs_dir that cannot be made is named with the spec's FILE:LINE", "[train][run_dir]") {
+  TempDir tmp("ppctl_run_dir_test_");
+  std::ofstream(tmp.path / "file") << "not a folder\n";
+  ppctl::config::JobSpec spec;
+  spec.source = "job.yaml";
+  spec.observe.runs_dir = (tmp.path / "file" / "runs").string();
+  const auto refusal = [&](const std::string& spec_text) {
+    try {
+      create_run_directory(spec, spec_text, "", "");
+    } catch (const ppctl::Error& e) {
+      return std::string(e.what());
+    }
+    FAIL("a runs_dir under a file was accepted");
+    return std::string();
+  };
+  const std::string text = "data: {path: x.txt}\nobserve:\n  runs_dir: " + spec.observe.runs_dir + "\n";
+  CHECK(refusal(text).rfind("job.yaml:3: observe.runs_dir: value " + spec.observe.runs_dir + ": cannot create the folder", 0) == 0);
+  // Not written: the default's value, at the file.
+  CHECK(refusal("data: {path: x.txt}\n").rfind("job.yaml: observe.runs_dir: value " + spec.observe.runs_dir +
+                                                " (default): cannot create", 0) == 0);
+}
