@@ -74,6 +74,7 @@ struct PlanOptions {
   std::string trace_path;
   std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
   double p2p_latency = 0.0;
+  bool balance = false;  // show the layout of pipeline.balance auto
 };
 
 ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
@@ -92,7 +93,8 @@ ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
 }
 
 int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
-  const auto planned = ppctl::train::prepare_job(spec_path);
+  auto planned = ppctl::train::prepare_job(spec_path);
+  if (options.balance) ppctl::train::use_balance_auto(planned);
   const auto costs = cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
@@ -341,6 +343,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->expected(4, CLI::detail::expected_max_vector_size)
       ->check(number_check(0.0, true));
+  plan->add_flag("--balance", plan_options.balance,
+                 "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
       ->check(number_check(0.0, false));
 

@@ -131,6 +131,13 @@ struct PipelineSpec {
                                 ///< torchrun or Slurm, 1 for the local launcher. Range [0, 65536].
   std::string schedule_file;    ///< custom: CSV schedule, one row per rank (relative to the spec's folder; resolved
                                 ///< to an absolute path by the loader). Required for custom, not allowed otherwise.
+  std::vector<int64_t> layers_per_stage;  ///< explicit split: blocks of each of the stages x virtual_stages
+                                          ///< stages in stage order, each >= 1, summing to model.layers; empty
+                                          ///< (default) = pipeline.balance decides. Excludes balance auto.
+  std::string balance = "uniform";  ///< `uniform` (default: sizes differ by at most one, plan::partition_uniform)
+                                    ///< or `auto` (the split with the least simulated step time from per-layer
+                                    ///< FLOP costs, embedding on the first and LM head + loss on the last stage;
+                                    ///< plan/balance.hpp).
 };
 
 /// One corpus of the training data: data.path itself, or one entry of data.blend.

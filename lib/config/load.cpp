@@ -384,6 +384,23 @@ bool read_betas(Context& c, const Entry& e, double& beta1, double& beta2) {
   return ok;
 }
 
+/// Reads `layers_per_stage: [a, b, ...]`: a non-empty list of integers, each in [1, kMaxLayers].
+bool read_layer_counts(Context& c, const Entry& e, IntRange range, std::vector<int64_t>& out) {
+  if (!e.value.IsSequence() || e.value.size() == 0) {
+    c.bad(e, "must be a non-empty list of block counts, one per stage (stages x virtual_stages entries)",
+          "write e.g. layers_per_stage: [3, 3, 3, 2], or leave it out for pipeline.balance");
+    return false;
+  }
+  bool ok = true;
+  std::vector<int64_t> counts(e.value.size(), 0);
+  for (std::size_t i = 0; i < e.value.size(); ++i) {
+    const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
+    ok = read_int(c, item, range, 1, counts[i]) && ok;
+  }
+  if (ok) out = std::move(counts);
+  return ok;
+}
+
 /// `pattern` with glob(3)'s special characters escaped, so a folder name like `runs[1]` matches itself.
 std::string glob_escaped(const std::string& pattern) {
   std::string out;
@@ -597,6 +614,22 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         // Checked against the schedule once every key is read (Loader::check_schedule_file).
         {"schedule_file", [&p](Context& c, const Entry& e) {
            return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);
+         }},
+        // Checked against model.layers, the stage count and pipeline.balance by Loader::check_layer_split.
+        {"layers_per_stage", [&p](Context& c, const Entry& e) {
+           return read_layer_counts(c, e, {1, kMaxLayers, "every stage holds at least one block"},
+                                    p.layers_per_stage);
+         }},
+        {"balance", [&p](Context& c, const Entry& e) {
+           if (e.value.IsScalar() && (e.value.Scalar() == "uniform" || e.value.Scalar() == "auto")) {
+             p.balance = e.value.Scalar();
+             return true;
+           }
+           const auto match = e.value.IsScalar() ? closest_match(e.value.Scalar(), {"uniform", "auto"})
+                                                 : std::nullopt;
+           c.bad(e, "must be one of uniform, auto",
+                 match ? "did you mean '" + *match + "'?" : "write balance: auto or balance: uniform");
+           return false;
          }}}},
       {"data",
        {{"path", [&data_entries](Context&, const Entry& e) {
@@ -1279,10 +1312,42 @@ class Loader {
     }
   }
 
+  /// pipeline.layers_per_stage: one entry per stage (stages x virtual_stages), summing to model.layers, and
+  /// not together with balance auto (which chooses the split itself).
+  void check_layer_split() {
+    const PipelineSpec& p = spec_.pipeline;
+    const std::string path = "pipeline.layers_per_stage";
+    if (p.layers_per_stage.empty() || !usable(path)) return;
+    const std::string value = fmt::format("[{}]", fmt::join(p.layers_per_stage, ", "));
+    const auto count = static_cast<int64_t>(p.layers_per_stage.size());
+    if (usable("pipeline.balance") && p.balance == "auto") {
+      combination_problem(path, "pipeline.balance", value,
+                          "excludes pipeline.balance auto (an explicit split, or one chosen by ppctl, not both)",
+                          "remove pipeline.layers_per_stage to let balance auto choose, or remove balance: auto");
+    }
+    if (usable("pipeline.stages") && usable("pipeline.virtual_stages") && !virtual_stages_problem() &&
+        count != p.stages * p.virtual_stages) {
+      combination_problem(path, "pipeline.stages", value,
+                          fmt::format("has {} entries but pipeline.stages x pipeline.virtual_stages = {} x {} = {}",
+                                      count, p.stages, p.virtual_stages, p.stages * p.virtual_stages),
+                          fmt::format("give one block count per stage ({} entries), in stage order",
+                                      p.stages * p.virtual_stages));
+    }
+    int64_t sum = 0;
+    for (const int64_t n : p.layers_per_stage) sum += n;
+    if (usable("model.layers") && sum != spec_.model.layers) {
+      combination_problem(path, "model.layers", value,
+                          fmt::format("sums to {} but model.layers is {}", sum, spec_.model.layers),
+                          fmt::format("make the entries add up to {} (or set model.layers: {})",
+                                      spec_.model.layers, sum));
+    }
+  }
+
   void check_combinations() {
     const ModelSpec& m = spec_.model;
     const RuntimeSpec& r = spec_.runtime;
     check_layers_cover_stages();
+    check_layer_split();
     check_min_lr();
     check_lr_schedule();
     check_data_covers_a_sequence();

@@ -1,4 +1,4 @@
-// Stage layout: uniform layer partition, parameter counts per stage, bubble estimate. No torch.
+// Stage layout: uniform or chosen layer partition, parameter counts per stage, bubble estimate. No torch.
 #include "plan/layout.hpp"
 
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "plan/balance.hpp"
 
 namespace ppctl::plan {
 
@@ -94,7 +95,30 @@ Placement default_placement(config::ScheduleKind kind) {
   return kind == config::ScheduleKind::ZBV ? Placement::V : Placement::Loop;
 }
 
-Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stage_to_rank) {
+std::vector<LayerRange> spec_split(const config::JobSpec& spec, const StepTimeOf* step_time) {
+  const int64_t num_stages = spec.pipeline.stages * spec.pipeline.virtual_stages;
+  const auto& counts = spec.pipeline.layers_per_stage;
+  if (counts.empty()) {
+    return spec.pipeline.balance == "auto"
+               ? balance_layers(spec.model.layers, num_stages, flop_layer_costs(spec.model), step_time)
+               : partition_uniform(spec.model.layers, num_stages);
+  }
+  int64_t sum = 0;
+  for (const int64_t n : counts) {
+    PPCTL_CHECK(n >= 1, PlanError, fmt::format("pipeline.layers_per_stage holds {}", n),
+                "give every stage at least one block");
+    sum += n;
+  }
+  PPCTL_CHECK(static_cast<int64_t>(counts.size()) == num_stages && sum == spec.model.layers, PlanError,
+              fmt::format("pipeline.layers_per_stage has {} entries summing to {}, but the model has {} stages "
+                          "and {} blocks",
+                          counts.size(), sum, num_stages, spec.model.layers),
+              "give one block count per stage, adding up to model.layers");
+  return split_from_counts(counts);
+}
+
+Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stage_to_rank,
+                   const StepTimeOf* step_time) {
   const int64_t p = spec.pipeline.stages;
   const int64_t v = spec.pipeline.virtual_stages;
   const int64_t m = spec.pipeline.microbatches;
@@ -102,7 +126,7 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
   const std::string source = spec.source.empty() ? "job spec" : spec.source;
   std::vector<LayerRange> ranges;
   try {
-    ranges = partition_uniform(spec.model.layers, num_stages);
+    ranges = spec_split(spec, step_time);
   } catch (const PlanError& e) {
     throw PlanError(fmt::format("{}: model.layers = {}, pipeline.stages = {} x pipeline.virtual_stages "
                                 "= {}: {}",

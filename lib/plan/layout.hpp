@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "config/job_spec.hpp"
@@ -15,6 +16,10 @@ struct LayerRange {
   int64_t end = 0;
   int64_t size() const { return end - begin; }
 };
+
+/// Simulated step time of a split of the blocks over the stages (ms or any unit); supplied by the caller
+/// (schedule/ simulates the job's program), so that plan/ does not depend on schedule/.
+using StepTimeOf = std::function<double(const std::vector<LayerRange>&)>;
 
 /// Splits `layers` blocks into `stages` contiguous ranges whose sizes differ by at most one; the
 /// first (layers % stages) stages get the extra block. Throws ppctl::PlanError if stages < 1 or
@@ -75,11 +80,18 @@ struct Layout {
 /// Bubble fraction of GPipe and 1F1B with equal per-stage costs: (p-1)/(m+p-1).
 double bubble_fraction(int64_t stages, int64_t microbatches);
 
-/// Lays out the spec's model as p x v stages (partition_uniform over all of them) on p ranks, in
+/// The split of model.layers over the p x v stages the spec asks for: pipeline.layers_per_stage when
+/// given, else balance auto's (plan/balance.hpp, FLOP costs, confirmed with `step_time` when given), else
+/// partition_uniform. Throws ppctl::PlanError when the model cannot be split that way.
+std::vector<LayerRange> spec_split(const config::JobSpec& spec, const StepTimeOf* step_time = nullptr);
+
+/// Lays out the spec's model as p x v stages (spec_split over all of them) on p ranks, in
 /// each of pipeline.data_parallel replicas (0 counts as 1).
 /// `stage_to_rank` overrides the schedule's default placement (custom schedules infer it from their
-/// file); it must have p x v entries, each in [0, p). Throws ppctl::PlanError when the model cannot be
-/// split (layers < p x v) or the placement does not fit.
-Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stage_to_rank = nullptr);
+/// file); it must have p x v entries, each in [0, p). `step_time` confirms balance auto's choice (see
+/// spec_split). Throws ppctl::PlanError when the model cannot be split (layers < p x v, or a
+/// layers_per_stage that does not fit) or the placement does not fit.
+Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stage_to_rank = nullptr,
+                   const StepTimeOf* step_time = nullptr);
 
 }  // namespace ppctl::plan

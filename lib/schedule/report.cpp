@@ -3,8 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "plan/balance.hpp"
 #include "plan/parallel.hpp"
 #include "plan/slurm_resources.hpp"
+#include "schedule/split_time.hpp"
 
 namespace ppctl::schedule {
 namespace {
@@ -33,6 +39,38 @@ std::string costs_text(const CostModel& costs) {
   const auto& c = costs.stages.front();
   return fmt::format("F={:g} B={:g} I={:g} W={:g} ms per stage, p2p {:g} ms", c.forward, c.backward,
                      c.input_grad, c.weight_grad, costs.p2p_latency);
+}
+
+/// The "split" lines: the uniform split, balance auto's and an explicit pipeline.layers_per_stage, each
+/// with its blocks per stage, its simulated step and its slowest stage under the FLOP per-layer costs
+/// (plan::flop_layer_costs, in units of one block's forward), the one the job runs marked.
+std::string split_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
+  const auto costs = plan::flop_layer_costs(spec.model);
+  const auto step_time = split_step_time(program, costs);
+  std::vector<plan::LayerRange> in_use;
+  for (const auto& stage : layout.stages) in_use.push_back(stage.layers);
+  const int64_t layers = spec.model.layers;
+  std::vector<std::pair<std::string, std::vector<plan::LayerRange>>> rows{
+      {"uniform", plan::partition_uniform(layers, layout.num_stages)},
+      {"balance auto", plan::balance_layers(layers, layout.num_stages, costs, &step_time)}};
+  if (!spec.pipeline.layers_per_stage.empty()) rows.emplace_back("layers_per_stage", in_use);
+  const std::string used = !spec.pipeline.layers_per_stage.empty() ? "layers_per_stage"
+                           : spec.pipeline.balance == "auto"        ? "balance auto"
+                                                                    : "uniform";
+  std::string out;
+  for (const auto& [name, split] : rows) {
+    std::vector<int64_t> counts;
+    for (const auto& r : split) counts.push_back(r.size());
+    const auto stage = plan::stage_costs(split, costs);
+    out += fmt::format("{:11}{:17}[{}]  simulated step {:.2f}, slowest stage F {:.2f}{}\n",
+                       out.empty() ? "split" : "", name, fmt::join(counts, ", "), step_time(split),
+                       *std::max_element(stage.begin(), stage.end()) / costs.block,
+                       name == used ? "  <- in use" : "");
+  }
+  out += fmt::format("{:11}(costs from FLOPs per token, in block forwards: block 1, embedding {:.3g}, final norm + "
+                     "LM head + loss {:.3g}; B = 2F; `ppctl plan --balance` shows balance auto in use)\n",
+                     "", costs.embedding / costs.block, costs.head / costs.block);
+  return out;
 }
 
 }  // namespace
@@ -90,6 +128,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      layout.bubble_fraction);
   out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
                      simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs));
+  out += split_section(spec, layout, program);
   out += fmt::format("\n{:>7}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage",
                      "parameters", "F before", "bubble", "peak act", "holds");
   int64_t column_sum = 0;

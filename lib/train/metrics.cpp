@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "plan/balance.hpp"
 
 namespace ppctl::train {
 namespace {
@@ -45,19 +46,10 @@ constexpr std::array<KnownGpu, 9> kKnownGpus{{
 }  // namespace
 
 double model_flops_per_step(const config::ModelSpec& model, int64_t sequences) {
-  const double b = static_cast<double>(sequences);
-  const double s = static_cast<double>(model.seq_len);
+  // Per token: plan/balance's block and LM-head forward counts (the formula above).
+  const double tokens = static_cast<double>(sequences) * static_cast<double>(model.seq_len);
   const double l = static_cast<double>(model.layers);
-  const double h = static_cast<double>(model.hidden);
-  const double v = static_cast<double>(model.vocab_size);
-  const double f = static_cast<double>(config::ffn_hidden_of(model));
-  const double kv = static_cast<double>(config::kv_heads_of(model) * (model.hidden / model.heads));
-  const double mlp_matrices = model.arch == config::Arch::Llama ? 3.0 : 2.0;
-  const double tokens = b * s;
-  const double block = 2.0 * tokens * h * (2.0 * h + 2.0 * kv)  // q, k, v, output projection
-                       + 4.0 * tokens * s * h                    // scores and values
-                       + mlp_matrices * 2.0 * tokens * h * f;    // MLP
-  return 3.0 * (l * block + 2.0 * tokens * h * v);
+  return 3.0 * tokens * (l * plan::block_forward_flops(model) + plan::lm_head_forward_flops(model));
 }
 
 std::optional<double> known_peak_tflops(const std::string& device_name, double* bf16_tflops) {

@@ -14,6 +14,7 @@
 #include "interop/hf_folder.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
+#include "schedule/split_time.hpp"
 #include "train/worker.hpp"
 
 namespace ppctl::train {
@@ -44,7 +45,7 @@ PreparedJob prepare_job(const std::string& spec_path, const config::SpecOverride
                                  ? read_text(spec.pipeline.schedule_file)
                                  : std::nullopt;
   auto program = schedule::job_program(spec, schedule_text ? &*schedule_text : nullptr);
-  auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  auto layout = schedule::job_layout(spec, program);
   // model.init_from: every tensor's presence and shape from the safetensors headers, before any spawn.
   if (!spec.model.init_from.empty()) interop::check_hf_folder(spec.model.init_from, spec.model);
   std::vector<std::pair<std::string, std::string>> env{
@@ -59,6 +60,12 @@ std::string spec_field_location(const PreparedJob& job, const std::string& field
     if (name == kSpecTextVariable) return config::field_location(value, job.spec.source, field);
   }
   return job.spec.source;
+}
+
+void use_balance_auto(PreparedJob& job) {
+  job.spec.pipeline.balance = "auto";
+  job.spec.pipeline.layers_per_stage.clear();
+  job.layout = schedule::job_layout(job.spec, job.program);
 }
 
 std::string job_fingerprint(const PreparedJob& job) {

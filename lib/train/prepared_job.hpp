@@ -32,6 +32,10 @@ PreparedJob prepare_job(const std::string& spec_path, const config::SpecOverride
 /// the start of a message about a field checked after prepare_job (e.g. checkpoint.dir).
 std::string spec_field_location(const PreparedJob& job, const std::string& field);
 
+/// `ppctl plan --balance`: the job as if its spec said pipeline.balance: auto without
+/// pipeline.layers_per_stage, its layout chosen again. For showing only: workers read the spec as written.
+void use_balance_auto(PreparedJob& job);
+
 /// "spec H": H is the FNV-1a 64 hash (core::fnv1a64) of what the workers get (worker_env: spec text,
 /// program hash, custom schedule text), in hex. Ranks that read the same spec compute the same
 /// value; external launches append it to the job identity (comm::RendezvousInfo::job_id).

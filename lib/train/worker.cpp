@@ -20,6 +20,7 @@
 #include "plan/layout.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
+#include "schedule/split_time.hpp"
 #include "core/check.hpp"
 #include "plan/parallel.hpp"
 #include "train/data_parallel.hpp"
@@ -114,7 +115,7 @@ int run_worker(const WorkerOptions& options) {
   const std::string schedule_copy = schedule_text ? schedule_text : "";
   const auto program = schedule::job_program(spec, schedule_text ? &schedule_copy : nullptr);
   check_planned_program(program);
-  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  const auto layout = schedule::job_layout(spec, program);
   PPCTL_ASSERT(info.world_size == layout.world_size, "world size differs from dp x pp");
   const auto coords = plan::rank_coords(info.rank, layout.data_parallel);
 

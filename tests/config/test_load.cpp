@@ -1460,3 +1460,35 @@ TEST_CASE("field_location gives a key's SPEC:LINE for problems found after loadi
   CHECK(field_location(text, "job.yaml", "data.blend[2].path") == "job.yaml");
   CHECK(field_location("[unclosed", "job.yaml", "observe.runs_dir") == "job.yaml");
 }
+
+TEST_CASE("pipeline.layers_per_stage and pipeline.balance: read and checked against the model", "[config][layout]") {
+  const JobSpec split = parse_ok(with_data("model: {layers: 8}\npipeline: {stages: 2, virtual_stages: 2, schedule: "
+                                           "interleaved-1f1b, layers_per_stage: [1, 3, 3, 1]}\n"));
+  CHECK(split.pipeline.layers_per_stage == std::vector<int64_t>{1, 3, 3, 1});
+  CHECK(split.pipeline.balance == "uniform");
+  CHECK(parse_ok(with_data("pipeline: {balance: auto}\n")).pipeline.balance == "auto");
+
+  const Message sum = only_problem(with_data("model: {layers: 12}\npipeline:\n  stages: 4\n  layers_per_stage: "
+                                             "[3, 3, 2, 2]\n"));
+  check(sum, 4, "pipeline.layers_per_stage", "[3, 3, 2, 2]", "sums to 10 but model.layers is 12");
+  CHECK(sum.hint == "make the entries add up to 12 (or set model.layers: 10)");
+
+  const Message count = only_problem(with_data("model: {layers: 12}\npipeline:\n  stages: 4\n  layers_per_stage: "
+                                               "[4, 4, 4]\n"));
+  check(count, 4, "pipeline.layers_per_stage", "[4, 4, 4]",
+        "has 3 entries but pipeline.stages x pipeline.virtual_stages = 4 x 1 = 4");
+  CHECK(count.hint == "give one block count per stage (4 entries), in stage order");
+
+  const Message both = only_problem(with_data("model: {layers: 4}\npipeline:\n  stages: 2\n  balance: auto\n"
+                                              "  layers_per_stage: [3, 1]\n"));
+  check(both, 5, "pipeline.layers_per_stage", "[3, 1]",
+        "excludes pipeline.balance auto (an explicit split, or one chosen by ppctl, not both)");
+
+  check(only_problem(with_data("model: {layers: 4}\npipeline: {stages: 2, layers_per_stage: [4, 0]}\n")), 2,
+        "pipeline.layers_per_stage[1]", "0", "must be in [1, 10000]; every stage holds at least one block");
+  check(only_problem(with_data("pipeline: {layers_per_stage: []}\n")), 1, "pipeline.layers_per_stage", "[]",
+        "must be a non-empty list of block counts, one per stage (stages x virtual_stages entries)");
+  const Message typo = only_problem(with_data("pipeline: {balance: atuo}\n"));
+  check(typo, 1, "pipeline.balance", "\"atuo\"", "must be one of uniform, auto");
+  CHECK(typo.hint == "did you mean 'auto'?");
+}
