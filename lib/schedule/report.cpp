@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "plan/parallel.hpp"
+#include "schedule/memory_plan.hpp"
 #include "plan/slurm_resources.hpp"
 
 namespace ppctl::schedule {
@@ -33,6 +34,11 @@ std::string costs_text(const CostModel& costs) {
   const auto& c = costs.stages.front();
   return fmt::format("F={:g} B={:g} I={:g} W={:g} ms per stage, p2p {:g} ms", c.forward, c.backward,
                      c.input_grad, c.weight_grad, costs.p2p_latency);
+}
+
+/// The memory section: the estimate per pipeline rank (schedule/memory_plan.hpp) and its warnings.
+std::string memory_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
+  return format_memory(spec, estimate_memory(spec, layout, program));
 }
 
 }  // namespace
@@ -109,6 +115,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                        "sums to {} = {} model parameters + {} copied\n",
                        copies, column_sum, layout.total_parameters, copies);
   }
+  out += memory_section(spec, layout, program);
   out += with_communication ? "\nactions per rank (with communication):\n"
                             : "\nactions per rank (compute order):\n";
   for (int64_t r = 0; r < program.num_ranks(); ++r) {

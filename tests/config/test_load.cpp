@@ -1395,3 +1395,11 @@ TEST_CASE("restart fields: train.max_restarts and train.restart_backoff_s", "[co
   check(only_problem(with_data("train: {restart_backoff_s: 4000}\n")), 1, "train.restart_backoff_s", "4000",
         "must be in [0, 3600]");
 }
+
+TEST_CASE("runtime.device_memory_gib: GiB of one worker's device, 0 (not given) by default", "[config]") {
+  CHECK(parse_job_spec(with_data("runtime: {device_memory_gib: 79.6}\n"), "job.yaml", corpus_dir().str())
+            .runtime.device_memory_gib == 79.6);
+  CHECK(parse_job_spec(with_data(""), "job.yaml", corpus_dir().str()).runtime.device_memory_gib == 0.0);
+  check(only_problem(with_data("runtime: {device_memory_gib: -1}\n")), 1, "runtime.device_memory_gib", "-1",
+        "must be in [0, 1000000]");
+}
