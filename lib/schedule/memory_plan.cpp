@@ -87,7 +87,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           break;
         case ActionKind::SEND_F:
           if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // now a send buffer
-          buffers.add(1);        // held until the step's end
+          buffers.add(1);  // held until the step's end
           break;
         case ActionKind::SEND_B:
           buffers.add(1);

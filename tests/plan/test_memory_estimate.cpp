@@ -3,17 +3,14 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "plan/memory_estimate.hpp"
+#include "support/memory_spec.hpp"
 
 using namespace ppctl;
 
 namespace {
 
 config::JobSpec gpt2(int64_t micro_batch_size = 2) {
-  config::JobSpec spec;
-  spec.model.layers = 8;
-  spec.model.hidden = 64;
-  spec.model.heads = 4;
-  spec.model.seq_len = 32;
+  auto spec = test::memory_test_spec();
   spec.pipeline.micro_batch_size = micro_batch_size;
   return spec;
 }

@@ -19,6 +19,7 @@
 #include "runtime/executor.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
+#include "support/memory_spec.hpp"
 
 using namespace ppctl;
 
@@ -63,19 +64,13 @@ struct Case {
 };
 
 config::JobSpec spec_of(const Case& c) {
-  config::JobSpec spec;
+  auto spec = test::memory_test_spec();
   spec.model.arch = c.arch == "llama" ? config::Arch::Llama : config::Arch::Gpt2;
   spec.model.tie_embeddings = spec.model.arch == config::Arch::Gpt2;
-  spec.model.vocab_size = 256;
-  spec.model.layers = 8;
-  spec.model.hidden = 64;
-  spec.model.heads = 4;
   if (c.arch == "llama") spec.model.kv_heads = 2;
-  spec.model.seq_len = 32;
   spec.model.dropout = c.dropout;
   spec.pipeline.stages = c.stages;
   spec.pipeline.microbatches = 8;
-  spec.pipeline.micro_batch_size = 2;
   if (c.schedule == "gpipe") spec.pipeline.schedule = config::ScheduleKind::GPipe;
   if (c.schedule == "1f1b") spec.pipeline.schedule = config::ScheduleKind::OneFOneB;
   if (c.schedule == "zb-h1") spec.pipeline.schedule = config::ScheduleKind::ZBH1;

@@ -7,6 +7,7 @@
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
+#include "support/memory_spec.hpp"
 
 using namespace ppctl;
 using Catch::Matchers::ContainsSubstring;
@@ -14,15 +15,10 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 config::JobSpec spec_of(config::ScheduleKind kind, int64_t stages, int64_t microbatches) {
-  config::JobSpec spec;
-  spec.model.layers = 8;
-  spec.model.hidden = 64;
-  spec.model.heads = 4;
-  spec.model.seq_len = 32;
+  auto spec = test::memory_test_spec();
   spec.pipeline.schedule = kind;
   spec.pipeline.stages = stages;
   spec.pipeline.microbatches = microbatches;
-  spec.pipeline.micro_batch_size = 2;
   if (kind == config::ScheduleKind::Interleaved1F1B || kind == config::ScheduleKind::ZBV) {
     spec.pipeline.virtual_stages = 2;
   }
