@@ -216,6 +216,9 @@ struct RuntimeSpec {
   double comm_timeout_s = 300.0;      ///< every blocking wait (rendezvous, send/recv) ends after this, seconds. Range (0, 86400].
   int64_t threads_per_worker = 1;     ///< intra-op threads per worker (at::set_num_threads). Range [1, 1024].
   Precision precision = Precision::Fp32;  ///< `fp32` (default) or `bf16`.
+  double device_memory_gib = 0.0;     ///< memory of one worker's device, GiB (2^30 bytes); `ppctl plan` and
+                                      ///< `ppctl train` warn when a rank's estimate exceeds it. 0 = not given
+                                      ///< (no check). Range [0, 1e6].
 };
 
 /// What a run leaves behind and how it is measured (run directory, trace, MFU).

@@ -686,7 +686,8 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         real_field("comm_timeout_s", r.comm_timeout_s, {0, true, 86'400, false}),
         int_field("threads_per_worker", r.threads_per_worker, {1, 1024}),
         enum_field("precision", r.precision, std::vector{Precision::Fp32, Precision::Bf16},
-                   {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}})}},
+                   {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}}),
+        real_field("device_memory_gib", r.device_memory_gib, {0, false, 1e6, false})}},
       {"observe",
        {{"runs_dir",
          [&spec](Context& c, const Entry& e) {

@@ -36,7 +36,8 @@ std::vector<int64_t> pipeline_group(int64_t dp, int64_t dp_size, int64_t pp_size
 /// all-reduce group).
 std::vector<int64_t> data_parallel_group(int64_t pp, int64_t dp_size, int64_t pp_size);
 
-/// "dp 2 x pp 2 = 4 ranks: rank = pp_rank x 2 + dp_rank" and one line per pipeline listing its ranks.
+/// "dp 2 x pp 2 = 4 ranks: rank = pp_rank x 2 + dp_rank" and one line per pipeline listing its ranks
+/// (compressed by format_rank_list: `ranks 0-1008:16`).
 std::string format_rank_mapping(int64_t dp_size, int64_t pp_size);
 
 }  // namespace ppctl::plan

@@ -9,6 +9,7 @@
 
 #include "plan/balance.hpp"
 #include "plan/parallel.hpp"
+#include "schedule/memory_plan.hpp"
 #include "plan/slurm_resources.hpp"
 #include "schedule/split_time.hpp"
 
@@ -71,6 +72,11 @@ std::string split_section(const config::JobSpec& spec, const plan::Layout& layou
                      "LM head + loss {:.3g}; B = 2F; `ppctl plan --balance` shows balance auto in use)\n",
                      "", costs.embedding / costs.block, costs.head / costs.block);
   return out;
+}
+
+/// The memory section: the estimate per pipeline rank (schedule/memory_plan.hpp) and its warnings.
+std::string memory_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
+  return format_memory(spec, estimate_memory(spec, layout, program));
 }
 
 }  // namespace
@@ -148,6 +154,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                        "sums to {} = {} model parameters + {} copied\n",
                        copies, column_sum, layout.total_parameters, copies);
   }
+  out += memory_section(spec, layout, program);
   out += with_communication ? "\nactions per rank (with communication):\n"
                             : "\nactions per rank (compute order):\n";
   for (int64_t r = 0; r < program.num_ranks(); ++r) {

@@ -1492,3 +1492,11 @@ TEST_CASE("pipeline.layers_per_stage and pipeline.balance: read and checked agai
   check(typo, 1, "pipeline.balance", "\"atuo\"", "must be one of uniform, auto");
   CHECK(typo.hint == "did you mean 'auto'?");
 }
+
+TEST_CASE("runtime.device_memory_gib: GiB of one worker's device, 0 (not given) by default", "[config]") {
+  CHECK(parse_job_spec(with_data("runtime: {device_memory_gib: 79.6}\n"), "job.yaml", corpus_dir().str())
+            .runtime.device_memory_gib == 79.6);
+  CHECK(parse_job_spec(with_data(""), "job.yaml", corpus_dir().str()).runtime.device_memory_gib == 0.0);
+  check(only_problem(with_data("runtime: {device_memory_gib: -1}\n")), 1, "runtime.device_memory_gib", "-1",
+        "must be in [0, 1000000]");
+}

@@ -1,0 +1,75 @@
+// Memory estimate of one pipeline stage from the job spec: the bytes autograd saves from a forward to
+// its backward per microbatch (by block, embedding and head, under runtime.precision and
+// train.recompute), the bytes crossing a stage boundary, and the static bytes of parameters,
+// gradients and AdamW state. Pure functions of the spec; no torch.
+#pragma once
+
+#include <cstdint>
+
+#include "config/job_spec.hpp"
+#include "plan/layout.hpp"
+
+namespace ppctl::plan {
+
+/// Bytes of one tensor crossing a stage boundary (an activation or its gradient):
+/// micro_batch_size x seq_len x hidden x 4 (the executor sends float32 under either precision).
+int64_t boundary_bytes(const config::JobSpec& spec);
+
+/// Bytes autograd saves for the backward of one transformer block and one microbatch, when the
+/// block's graph is kept (train.recompute none, or a segment being recomputed). Derived from what
+/// the ops of model/gpt2.cpp and model/llama.cpp save (adapting Korthikanti et al. 2022, "Reducing
+/// Activation Recomputation in Large Transformer Models", arXiv 2205.05198 §4.1, to our code), with
+/// t = micro_batch_size x seq_len tokens, h = hidden, f = ffn_hidden_of, n = heads,
+/// a = 4 bytes (fp32) or 2 (bf16: autocast's matrix-product operands and outputs):
+/// - gpt2: 8 t h (fp32 inputs of ln1 and ln2: the residual stream) + a t (6 h + 2 f) (inputs of
+///   qkv, proj, fc1, fc2 and of the attention: q, k, v, its output; the GELU input) + 16 t (the two
+///   LayerNorms' mean and rstd) + 4 t n (the fused attention's logsumexp; no s x s matrix: flash /
+///   memory-efficient SDPA). At f = 4h and fp32: 64 t h bytes, i.e. 16 t h values.
+/// - llama (kv = kv_heads x head_dim, GQA when kv_heads < heads): 16 t h (fp32: the inputs and
+///   normalised values of the two RMSNorms) + 8 t (their rsqrt) + the projections' inputs (fp32:
+///   4 t (2 h) for the two norm outputs, shared; bf16: one cast copy per projection, 2 t (5 h)) +
+///   a t (2 h + k' + v' + 4 f) (q after RoPE and the attention's output; its k' and v', = h with GQA
+///   (repeated), kv without; gate, SiLU, up and their product) + 4 t n (logsumexp) + 8 s head_dim
+///   (the rotary cos/sin tables). RoPE's x cos + rotate(x) sin keeps only cos and sin: autograd saves
+///   a factor of a product only when the other factor needs a gradient.
+/// - model.dropout > 0 adds 2 sites x the mask = 2 a t h (x * mask keeps only the mask).
+/// - bf16 adds the bf16 copies of the block's weight matrices autocast makes for the forward (2
+///   bytes per weight of qkv/proj/fc1/fc2, or q/k/v/o/gate/up/down), which the graph holds.
+int64_t block_activation_bytes(const config::JobSpec& spec);
+
+/// Bytes the embedding's graph saves per microbatch: the token ids (8 t, int64), gpt2's position
+/// ids (8 s), and with dropout its mask (4 t h, fp32).
+int64_t embedding_activation_bytes(const config::JobSpec& spec);
+
+/// Bytes the head's graph saves per microbatch (v = vocab_size): the final norm's input and
+/// statistics (gpt2: 4 t h + 8 t; llama: 8 t h + 4 t), the LM head's input (a t h), the
+/// log-softmax of the fp32 logits that cross_entropy keeps (4 t v), the targets (8 t), and under
+/// bf16 the LM head weight's copy (2 v h).
+int64_t head_activation_bytes(const config::JobSpec& spec);
+
+/// What one (stage, microbatch) holds between its actions, in bytes (runtime/executor.hpp).
+struct StageActivationBytes {
+  int64_t kept = 0;   ///< from F until its B (or I): the whole graph with recompute none; the
+                      ///< stage input (full) or every segment's input (blocks), and the targets
+  int64_t graph = 0;  ///< from I until W (split backward): the graph I built (recomputing it
+                      ///< when F did not keep it) plus each segment's output gradient and, when
+                      ///< recomputed, its output (hidden-sized; the loss ending the last stage is not)
+};
+
+/// The bytes of `stage` of the spec's model per microbatch under train.recompute (none, full, or
+/// blocks with recompute_every): see StageActivationBytes. The received input and the output are
+/// not included (they are communication buffers) except as the kept input of full / blocks.
+StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const StageLayout& stage);
+
+/// Static bytes of `parameters` parameters: the fp32 weights (4 B each), their fp32 gradients
+/// (4 B) and AdamW's two fp32 moments (8 B). runtime.precision bf16 is autocast over fp32
+/// weights (the fp32 weights are the master weights; no extra copy outside the forward's graph).
+struct StaticBytes {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;
+  int64_t total() const { return parameters + gradients + optimizer; }
+};
+StaticBytes static_bytes(int64_t parameters);
+
+}  // namespace ppctl::plan

@@ -1,0 +1,145 @@
+// The memory estimate per pipeline rank over a Program's action order, and its report.
+#include "schedule/memory_plan.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace ppctl::schedule {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+/// "1.25 GiB", or "340.0 MiB" below one GiB.
+std::string bytes_text(int64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  return b >= kGiB ? fmt::format("{:.2f} GiB", b / kGiB) : fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+}
+
+/// Running value and its maximum.
+struct Peak {
+  int64_t now = 0;
+  int64_t most = 0;
+  void add(int64_t delta) {
+    now += delta;
+    most = std::max(most, now);
+  }
+};
+
+}  // namespace
+
+std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
+                                        const Program& program) {
+  std::vector<plan::StageActivationBytes> per_stage;
+  for (const auto& stage : layout.stages) per_stage.push_back(plan::stage_activation_bytes(spec, stage));
+  const int64_t boundary = plan::boundary_bytes(spec);
+  const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
+  std::vector<RankMemory> out;
+  for (int64_t r = 0; r < program.num_ranks(); ++r) {
+    RankMemory rank;
+    rank.rank = r;
+    for (const auto& stage : layout.stages) {
+      if (stage.rank == r) rank.parameters += stage.parameters;
+    }
+    rank.fixed = plan::static_bytes(rank.parameters);
+    Peak bytes, pairs, buffers;
+    std::set<std::tuple<int, int64_t, int64_t>> posted;  // receives posted, not yet consumed
+    std::set<std::pair<int64_t, int64_t>> outputs;        // (stage, microbatch) outputs not yet sent
+    const auto consume = [&](ActionKind recv, const Action& a) {
+      if (posted.erase({static_cast<int>(recv), a.stage, a.microbatch}) > 0) buffers.add(-1);
+    };
+    for (const auto& a : program.ranks[static_cast<size_t>(r)]) {
+      const auto& stage = per_stage.at(static_cast<size_t>(a.stage));
+      switch (a.kind) {
+        case ActionKind::F:
+          consume(ActionKind::RECV_F, a);
+          if (a.stage > 0 && rank_of(a.stage - 1) == r && outputs.erase({a.stage - 1, a.microbatch}) > 0) {
+            bytes.add(-boundary);  // the previous stage's output, handed over here
+          }
+          bytes.add(stage.kept);
+          if (a.stage + 1 < program.num_stages) {  // the output, until sent or used
+            bytes.add(boundary);
+            outputs.insert({a.stage, a.microbatch});
+          }
+          pairs.add(1);
+          break;
+        case ActionKind::B:
+          consume(ActionKind::RECV_B, a);
+          bytes.add(-stage.kept);
+          pairs.add(-1);
+          break;
+        case ActionKind::I:
+          consume(ActionKind::RECV_B, a);
+          bytes.add(stage.graph - stage.kept);
+          break;
+        case ActionKind::W:
+          bytes.add(-stage.graph);
+          pairs.add(-1);
+          break;
+        case ActionKind::RECV_F:
+        case ActionKind::RECV_B:
+          posted.insert({static_cast<int>(a.kind), a.stage, a.microbatch});
+          buffers.add(1);
+          break;
+        case ActionKind::SEND_F:
+          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // now a send buffer
+          buffers.add(1);  // held until the step's end
+          break;
+        case ActionKind::SEND_B:
+          buffers.add(1);
+          break;
+      }
+    }
+    rank.activations = bytes.most;
+    rank.in_flight = pairs.most;
+    rank.buffers = buffers.most;
+    rank.communication = buffers.most * boundary;
+    out.push_back(rank);
+  }
+  return out;
+}
+
+std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std::vector<RankMemory>& ranks) {
+  std::vector<std::string> out;
+  const double limit = spec.runtime.device_memory_gib;
+  if (limit <= 0) return out;
+  for (const auto& r : ranks) {
+    const double gib = static_cast<double>(r.total()) / kGiB;
+    if (gib <= limit) continue;
+    out.push_back(fmt::format(
+        "pp rank {}: estimated {:.2f} GiB exceeds runtime.device_memory_gib = {:g} (fix: more pipeline stages, "
+        "train.recompute full or blocks, a smaller pipeline.micro_batch_size, or runtime.precision bf16)",
+        r.rank, gib, limit));
+  }
+  return out;
+}
+
+void log_memory_warnings(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
+  if (spec.runtime.device_memory_gib <= 0) return;
+  for (const auto& w : memory_warnings(spec, estimate_memory(spec, layout, program))) spdlog::warn("{}", w);
+}
+
+std::string format_memory(const config::JobSpec& spec, const std::vector<RankMemory>& ranks) {
+  std::string mode = config::to_string(spec.train.recompute);
+  if (spec.train.recompute == config::Recompute::Blocks) mode += fmt::format(" every {}", spec.train.recompute_every);
+  std::string out = fmt::format(
+      "\nmemory per pp rank (estimate; precision {}, recompute {}; weights + gradients + AdamW = 16 B per "
+      "parameter; activations at the peak of microbatches in flight; send/receive buffers of {} each):\n",
+      config::to_string(spec.runtime.precision), mode, bytes_text(plan::boundary_bytes(spec)));
+  out += fmt::format("{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>15}  {:>11}\n", "pp rank", "weights",
+                     "gradients", "AdamW", "activations", "in flight", "p2p buffers", "total");
+  for (const auto& r : ranks) {
+    out += fmt::format("{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>15}  {:>11}\n", r.rank,
+                       bytes_text(r.fixed.parameters), bytes_text(r.fixed.gradients), bytes_text(r.fixed.optimizer),
+                       bytes_text(r.activations), r.in_flight,
+                       fmt::format("{} ({})", bytes_text(r.communication), r.buffers), bytes_text(r.total()));
+  }
+  for (const auto& w : memory_warnings(spec, ranks)) out += "WARNING: " + w + "\n";
+  return out;
+}
+
+}  // namespace ppctl::schedule

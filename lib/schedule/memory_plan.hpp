@@ -1,0 +1,51 @@
+// Memory per pipeline rank for a whole Program: static bytes (parameters, gradients, AdamW state),
+// the peak of activations held over the rank's action order, and communication buffers, with the
+// device-memory check. No torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "plan/layout.hpp"
+#include "plan/memory_estimate.hpp"
+#include "schedule/action.hpp"
+
+namespace ppctl::schedule {
+
+/// The estimate for one pipeline rank (the same in every data-parallel replica), in bytes.
+struct RankMemory {
+  int64_t rank = 0;
+  int64_t parameters = 0;        ///< count, over the stages the rank holds (a tied head's copy included)
+  plan::StaticBytes fixed;       ///< weights, gradients, AdamW moments
+  int64_t activations = 0;       ///< the most held between two actions (plan::stage_activation_bytes
+                                 ///< summed over the (stage, microbatch) pairs alive then, and the
+                                 ///< outputs not yet sent): runtime::StepResult::kept_bytes
+  int64_t in_flight = 0;         ///< the most (stage, microbatch) pairs alive at once (F until B / W)
+  int64_t communication = 0;     ///< the most send and receive buffers alive at once, bytes
+  int64_t buffers = 0;           ///< ... as a count of plan::boundary_bytes tensors
+  /// fixed + activations + communication: an upper bound (the two peaks may be at different times).
+  int64_t total() const { return fixed.total() + activations + communication; }
+};
+
+/// Walks every rank's actions in order as runtime::Executor runs them: F adds the stage's
+/// StageActivationBytes::kept, B removes it, I swaps it for `graph`, W removes that; a stage's output
+/// (plan::boundary_bytes) counts from its F until its SEND_F (or the next stage's F on this rank). A posted
+/// receive holds a boundary tensor until the F / B / I that consumes it; a send holds its tensor
+/// until the end of the step (the executor waits for every send after its last action). Returns one
+/// entry per rank of `program`, whose stages `layout` describes.
+std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
+                                        const Program& program);
+
+/// One warning per rank whose total exceeds runtime.device_memory_gib (none when it is 0), e.g.
+/// "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (...)".
+std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std::vector<RankMemory>& ranks);
+
+/// Logs memory_warnings (spdlog warn) for the job: what `ppctl train` says before workers start.
+void log_memory_warnings(const config::JobSpec& spec, const plan::Layout& layout, const Program& program);
+
+/// The plan's memory section: one row per pipeline rank (GiB, MiB below 1 GiB) and the warnings.
+std::string format_memory(const config::JobSpec& spec, const std::vector<RankMemory>& ranks);
+
+}  // namespace ppctl::schedule

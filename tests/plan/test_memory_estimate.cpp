@@ -1,0 +1,97 @@
+// Tests of plan/memory_estimate: the per-block formulas' closed forms, how they scale, and what each
+// recompute mode keeps (the comparison with measured bytes is tests/runtime/test_memory_estimate.cpp).
+#include <catch2/catch_test_macros.hpp>
+
+#include "plan/memory_estimate.hpp"
+#include "support/memory_spec.hpp"
+
+using namespace ppctl;
+
+namespace {
+
+config::JobSpec gpt2(int64_t micro_batch_size = 2) {
+  auto spec = test::memory_test_spec();
+  spec.pipeline.micro_batch_size = micro_batch_size;
+  return spec;
+}
+
+plan::StageLayout middle_stage(int64_t blocks) {
+  plan::StageLayout stage;
+  stage.layers = {0, blocks};
+  return stage;
+}
+
+}  // namespace
+
+TEST_CASE("static bytes: fp32 weights, gradients and two AdamW moments, 16 B per parameter") {
+  const auto b = plan::static_bytes(1000);
+  CHECK(b.parameters == 4000);
+  CHECK(b.gradients == 4000);
+  CHECK(b.optimizer == 8000);
+  CHECK(b.total() == 16000);
+}
+
+TEST_CASE("a GPT-2 block keeps 16 values per token and hidden unit in fp32 (ffn 4h, no dropout)") {
+  const auto spec = gpt2();
+  const int64_t t = 2 * 32, h = 64;
+  CHECK(plan::block_activation_bytes(spec) == 64 * t * h + 16 * t + 4 * t * 4);
+  CHECK(plan::boundary_bytes(spec) == 4 * t * h);
+  // Linear in the micro-batch size (no weight copies in fp32).
+  CHECK(plan::block_activation_bytes(gpt2(4)) == 2 * plan::block_activation_bytes(spec));
+  auto dropout = spec;
+  dropout.model.dropout = 0.1;
+  CHECK(plan::block_activation_bytes(dropout) == plan::block_activation_bytes(spec) + 2 * 4 * t * h);
+}
+
+TEST_CASE("bf16 halves the matrix products' activations and adds the weights' bf16 copies") {
+  auto bf16 = gpt2();
+  bf16.runtime.precision = config::Precision::Bf16;
+  const int64_t t = 2 * 32, h = 64, f = 4 * h;
+  const int64_t weight_copies = 2 * (4 * h * h + 2 * h * f);
+  CHECK(plan::block_activation_bytes(bf16) == 8 * t * h + 2 * t * (6 * h + 2 * f) + 16 * t + 4 * t * 4 + weight_copies);
+  CHECK(plan::block_activation_bytes(bf16) - weight_copies < plan::block_activation_bytes(gpt2()));
+  CHECK(plan::head_activation_bytes(bf16) == plan::head_activation_bytes(gpt2()) - 2 * t * h + 2 * 256 * h);
+}
+
+TEST_CASE("llama: grouped-query attention keeps as much as multi-head attention (k, v repeated)") {
+  auto llama = gpt2();
+  llama.model.arch = config::Arch::Llama;
+  auto gqa = llama;
+  gqa.model.kv_heads = 2;
+  // model/llama.cpp repeats k and v to every query head before the attention, which saves them so.
+  CHECK(plan::block_activation_bytes(gqa) == plan::block_activation_bytes(llama));
+  const int64_t t = 2 * 32, h = 64, f = 256;  // ffn_hidden_of: 2 x 4h / 3 rounded up to 256
+  CHECK(plan::block_activation_bytes(llama) == 16 * t * h + 8 * t + 8 * t * h + 4 * t * (4 * h + 4 * f) +
+                                                   4 * t * 4 + 8 * 32 * 16);
+}
+
+TEST_CASE("recompute modes: full keeps the stage input, blocks every k-th block's input") {
+  auto spec = gpt2();
+  const auto stage = middle_stage(4);
+  const int64_t boundary = plan::boundary_bytes(spec);
+  const auto none = plan::stage_activation_bytes(spec, stage);
+  CHECK(none.kept == 4 * plan::block_activation_bytes(spec));
+  CHECK(none.graph == none.kept + boundary);  // + the output gradient I keeps for W
+  spec.train.recompute = config::Recompute::Full;
+  const auto full = plan::stage_activation_bytes(spec, stage);
+  CHECK(full.kept == boundary);
+  CHECK(full.graph == none.graph + boundary);  // + the recomputed output
+  spec.train.recompute = config::Recompute::Blocks;
+  spec.train.recompute_every = 1;
+  CHECK(plan::stage_activation_bytes(spec, stage).kept == 4 * boundary);
+  CHECK(plan::stage_activation_bytes(spec, stage).graph == none.kept + 2 * 4 * boundary);
+  spec.train.recompute_every = 3;  // runs of 3 and 1
+  CHECK(plan::stage_activation_bytes(spec, stage).kept == 2 * boundary);
+
+  // The first stage keeps token ids (8 B each); the last its targets and the head's input.
+  auto first = stage;
+  first.has_embedding = true;
+  auto last = stage;
+  last.has_head = true;
+  spec.train.recompute = config::Recompute::Full;
+  CHECK(plan::stage_activation_bytes(spec, first).kept == 8 * 2 * 32);
+  CHECK(plan::stage_activation_bytes(spec, last).kept == boundary + 8 * 2 * 32);
+  spec.train.recompute = config::Recompute::Blocks;
+  spec.train.recompute_every = 2;
+  CHECK(plan::stage_activation_bytes(spec, last).kept == 3 * boundary + 8 * 2 * 32);
+}

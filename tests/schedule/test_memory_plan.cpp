@@ -1,0 +1,99 @@
+// Tests of schedule/memory_plan: microbatches in flight and activation bytes per rank from the
+// action order, communication buffers, static bytes, the device-memory warning and the plan section.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "plan/layout.hpp"
+#include "schedule/job_program.hpp"
+#include "schedule/memory_plan.hpp"
+#include "schedule/report.hpp"
+#include "support/memory_spec.hpp"
+
+using namespace ppctl;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+config::JobSpec spec_of(config::ScheduleKind kind, int64_t stages, int64_t microbatches) {
+  auto spec = test::memory_test_spec();
+  spec.pipeline.schedule = kind;
+  spec.pipeline.stages = stages;
+  spec.pipeline.microbatches = microbatches;
+  if (kind == config::ScheduleKind::Interleaved1F1B || kind == config::ScheduleKind::ZBV) {
+    spec.pipeline.virtual_stages = 2;
+  }
+  return spec;
+}
+
+struct Planned {
+  plan::Layout layout;
+  schedule::Program program;
+  std::vector<schedule::RankMemory> ranks;
+};
+
+Planned plan_of(const config::JobSpec& spec) {
+  Planned p;
+  p.program = schedule::job_program(spec);
+  p.layout = plan::make_layout(spec, &p.program.stage_to_rank);
+  p.ranks = schedule::estimate_memory(spec, p.layout, p.program);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("memory per rank: GPipe holds every microbatch, 1F1B p - r on rank r") {
+  const auto spec = spec_of(config::ScheduleKind::GPipe, 4, 6);
+  const auto gpipe = plan_of(spec);
+  for (const auto& r : gpipe.ranks) {
+    const auto& stage = gpipe.layout.stages.at(static_cast<size_t>(r.rank));
+    CHECK(r.in_flight == 6);
+    // + the output of the last forward, not yet sent (all but the last stage)
+    const int64_t unsent = stage.has_head ? 0 : plan::boundary_bytes(spec);
+    CHECK(r.activations == 6 * plan::stage_activation_bytes(spec, stage).kept + unsent);
+    CHECK(r.parameters == stage.parameters);
+    CHECK(r.fixed.total() == 16 * stage.parameters);
+  }
+  const auto one_f_one_b = plan_of(spec_of(config::ScheduleKind::OneFOneB, 4, 6));
+  for (const auto& r : one_f_one_b.ranks) CHECK(r.in_flight == 4 - r.rank);
+}
+
+TEST_CASE("memory per rank: sends are held to the step's end, receives until consumed") {
+  const auto spec = spec_of(config::ScheduleKind::GPipe, 2, 3);
+  const auto p = plan_of(spec);
+  // Rank 0 sends 3 activations; rank 1 sends 3 gradients. Each posts 3 receives of the other's.
+  for (const auto& r : p.ranks) {
+    CHECK(r.buffers >= 3);
+    CHECK(r.buffers <= 6);
+    CHECK(r.communication == r.buffers * plan::boundary_bytes(spec));
+    CHECK(r.total() == r.fixed.total() + r.activations + r.communication);
+  }
+}
+
+TEST_CASE("memory per rank: zero-bubble ranks hold the rebuilt graph from I until W") {
+  auto spec = spec_of(config::ScheduleKind::ZBH1, 2, 4);
+  spec.train.recompute = config::Recompute::Full;
+  const auto split = plan_of(spec);
+  spec.pipeline.schedule = config::ScheduleKind::OneFOneB;
+  const auto whole = plan_of(spec);
+  // Recomputed graphs waiting for W cost more than 1F1B's kept inputs alone.
+  CHECK(split.ranks.at(0).activations > whole.ranks.at(0).activations);
+}
+
+TEST_CASE("runtime.device_memory_gib: a warning per rank whose estimate exceeds it, none when 0") {
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
+  const auto p = plan_of(spec);
+  CHECK(schedule::memory_warnings(spec, p.ranks).empty());
+  spec.runtime.device_memory_gib = 1e-4;  // 105 KB: less than either rank needs
+  const auto warnings = schedule::memory_warnings(spec, p.ranks);
+  REQUIRE(warnings.size() == 2);
+  CHECK_THAT(warnings[1], ContainsSubstring("pp rank 1: estimated") &&
+                              ContainsSubstring("exceeds runtime.device_memory_gib = 0.0001"));
+  spec.runtime.device_memory_gib = 1000;
+  CHECK(schedule::memory_warnings(spec, p.ranks).empty());
+
+  spec.runtime.device_memory_gib = 1e-4;
+  const auto simulation = schedule::simulate(p.program, schedule::CostModel{});
+  const auto text = schedule::format_plan(spec, p.layout, p.program, simulation, schedule::CostModel{}, false);
+  CHECK_THAT(text, ContainsSubstring("memory per pp rank (estimate; precision fp32, recompute none") &&
+                       ContainsSubstring("WARNING: pp rank 0: estimated"));
+}
