@@ -140,9 +140,9 @@ TEST_CASE("missing, unreadable, mismatched and damaged datasets are refused nami
   const auto prefix = write_dataset(dir.path, 100);
   const auto spec = spec_for(dir.path, "{format: megatron, path: ds}");
   fs::remove(prefix + ".idx");
-  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml:2: data.path: " + prefix + ".idx: cannot be read"));
+  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml: data.path: " + prefix + ".idx: cannot be read"));
   fs::create_directory(prefix + ".idx");
-  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml:2: data.path: " + prefix + ".idx"));
+  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml: data.path: " + prefix + ".idx"));
   fs::remove(prefix + ".idx");
   write_dataset(dir.path, 100);
   fs::remove(prefix + ".bin");
@@ -191,9 +191,9 @@ TEST_CASE("a blend names the entry whose dataset is bad; a token file names data
   REQUIRE(spec.data.sources.size() == 3);
   CHECK(spec.data.sources[0].weight == 0.5);
   const std::string what = problems_of(spec);
-  CHECK_THAT(what, ContainsSubstring("job.yaml:2: data.blend[1].path: " + (dir.path / "odd.bin").string() +
+  CHECK_THAT(what, ContainsSubstring("job.yaml: data.blend[1].path: " + (dir.path / "odd.bin").string() +
                                      ": 101 bytes is not a whole number of 2-byte uint16 ids (fix: check data.dtype"));
-  CHECK_THAT(what, ContainsSubstring("job.yaml:2: data.blend[2].path: " + (dir.path / "gone").string() + ".idx"));
+  CHECK_THAT(what, ContainsSubstring("job.yaml: data.blend[2].path: " + (dir.path / "gone").string() + ".idx"));
   CHECK(what.find("data.blend[0]") == std::string::npos);
 }
 
@@ -252,7 +252,7 @@ TEST_CASE("a file the data section names that cannot be read is refused before a
     REQUIRE(problems_of(spec).empty());  // readable: accepted
     const ppctl::test::Unreadable unreadable(dir.path / c.file);
     const auto problems = problems_of(spec);
-    CHECK_THAT(problems, ContainsSubstring("job.yaml:2: data.path: " + (dir.path / c.file).string() +
+    CHECK_THAT(problems, ContainsSubstring("job.yaml: data.path: " + (dir.path / c.file).string() +
                                            ": cannot be read: Permission denied"));
   }
   // The sidecar `ppctl data prepare` writes, which model.vocab_size is checked against.
@@ -260,6 +260,6 @@ TEST_CASE("a file the data section names that cannot be read is refused before a
   const auto spec = spec_for(dir.path, "{format: megatron, path: ds}");
   REQUIRE(problems_of(spec).empty());
   const ppctl::test::Unreadable unreadable(prefix + ".tokenizer.json");
-  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml:2: data.path: " + prefix +
+  CHECK_THAT(problems_of(spec), ContainsSubstring("job.yaml: data.path: " + prefix +
                                                   ".tokenizer.json: cannot be read: Permission denied"));
 }
