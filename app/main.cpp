@@ -26,6 +26,7 @@
 #include "data/prepare_error.hpp"
 #include "launch/stop_signals.hpp"
 #include "plan/parallel.hpp"
+#include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
@@ -146,6 +147,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   ppctl::core::setup_logging(info.rank);
   const auto planned = ppctl::train::prepare_job(spec_path, {steps});
   info.job_id += ", " + ppctl::train::job_fingerprint(planned);
+  if (info.rank == 0) ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
   const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
   spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
                ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
@@ -203,6 +205,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const auto plan_text = ppctl::schedule::format_plan(
       planned.spec, planned.layout, planned.program,
       ppctl::schedule::simulate(planned.program, costs), costs, false);
+  ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
   std::string spec_text;
   for (const auto& [name, value] : planned.worker_env)
     if (name == ppctl::train::kSpecTextVariable) spec_text = value;
