@@ -949,7 +949,7 @@ PY
     # Issue 12 F5: the run directory's disk fills up mid-run (a 2 MiB tmpfs in a private mount namespace).
     [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null \
       || { echo "SKIP [$CASE]: needs root and unshare -m to mount a small tmpfs"; exit 0; }
-    unshare -m bash "${BASH_SOURCE[0]}" disk_full_in_namespace "$PPCTL" || exit 1
+    unshare -m bash "$ROOT/tests/app/cli_test.sh" disk_full_in_namespace "$PPCTL" || exit 1
     ;;
   disk_full_in_namespace)
     trap 'pkill -KILL -f "$WORK/" 2>/dev/null; umount "$WORK/disk" 2>/dev/null; rm -rf "$WORK"' EXIT
