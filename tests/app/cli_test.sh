@@ -974,7 +974,7 @@ for line in data.splitlines():
 PY
     last=$(tail -n 1 "$WORK/out")
     echo "$last" >&2
-    echo "$last" | grep -qE "training failed: rank 1 exited with code 1: cannot write the (metrics file|TensorBoard event file) $WORK/disk/run/[^ ]*: No space left on device" \
+    echo "$last" | grep -qE "training failed: rank 1 (exited with code 1|failed): cannot write the (metrics file|TensorBoard event file) $WORK/disk/run/[^ ]*: No space left on device" \
       || fail "the final line does not blame rank 1 (the writer) with the file and the reason"
     echo "$last" | grep -qF "fix: free space on the file system holding $WORK/disk/run" || fail "no fix in the final line"
     no_leftovers
