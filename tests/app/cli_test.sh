@@ -949,7 +949,7 @@ PY
     # Issue 12 F5: the run directory's disk fills up mid-run (a 2 MiB tmpfs in a private mount namespace).
     [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null \
       || { echo "SKIP [$CASE]: needs root and unshare -m to mount a small tmpfs"; exit 0; }
-    unshare -m bash "${BASH_SOURCE[0]}" disk_full_in_namespace "$PPCTL" || exit 1
+    unshare -m bash "$ROOT/tests/app/cli_test.sh" disk_full_in_namespace "$PPCTL" || exit 1
     ;;
   disk_full_in_namespace)
     trap 'pkill -KILL -f "$WORK/" 2>/dev/null; umount "$WORK/disk" 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -974,7 +974,7 @@ for line in data.splitlines():
 PY
     last=$(tail -n 1 "$WORK/out")
     echo "$last" >&2
-    echo "$last" | grep -qE "training failed: rank 1 exited with code 1: cannot write the (metrics file|TensorBoard event file) $WORK/disk/run/[^ ]*: No space left on device" \
+    echo "$last" | grep -qE "training failed: rank 1 (exited with code 1|failed): cannot write the (metrics file|TensorBoard event file) $WORK/disk/run/[^ ]*: No space left on device" \
       || fail "the final line does not blame rank 1 (the writer) with the file and the reason"
     echo "$last" | grep -qF "fix: free space on the file system holding $WORK/disk/run" || fail "no fix in the final line"
     ;;

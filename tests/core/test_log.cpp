@@ -29,9 +29,10 @@ TEST_CASE("a log file on a full device is reported once, as one ppctl warning") 
   ppctl::core::setup_logging(std::nullopt);  // the later tests' logger: stderr only
   const std::string text = ppctl::core::read_file(captured);
   CHECK(text.find("LOG ERROR") == std::string::npos);
-  const auto first = text.find("[rank 3] warning: cannot write to a log file: ");
+  const std::string warning = "[rank 3] warning: cannot write to a log file: ";
+  const auto first = text.find(warning);
   REQUIRE(first != std::string::npos);
   CHECK(text.find("No space left on device", first) != std::string::npos);
-  CHECK(text.find("cannot write to a log file", first + 1) == std::string::npos);
+  CHECK(text.find("cannot write to a log file", first + warning.size()) == std::string::npos);
   CHECK(text.find("line 4") != std::string::npos);  // the lines still reach stderr
 }
