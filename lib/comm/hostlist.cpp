@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "core/error.hpp"
+#include "core/rank_list.hpp"
 
 namespace ppctl::comm {
 namespace {
@@ -103,19 +104,11 @@ std::vector<std::string> expand_hostlist(const std::string& text, const std::str
   return hosts;
 }
 
-std::string rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  if (ranks.empty()) return "no rank";
-  std::string text;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!text.empty()) text += ", ";
-    text += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + text;
+std::string rank_list(const std::vector<int>& ranks) {
+  const std::vector<int64_t> wide(ranks.begin(), ranks.end());
+  const std::string text = core::format_rank_list(wide);
+  if (text.empty()) return "no rank";
+  return (text.find_first_of(",-") == std::string::npos ? "rank " : "ranks ") + text;
 }
 
 }  // namespace ppctl::comm

@@ -17,8 +17,8 @@ namespace ppctl::comm {
 std::vector<std::string> expand_hostlist(const std::string& text,
                                          const std::string& variable = "SLURM_JOB_NODELIST");
 
-/// `ranks` (any order, duplicates allowed) for messages, runs of consecutive ranks compressed:
-/// "rank 3", "ranks 1-7", "ranks 0, 2-4, 9"; "no rank" when empty.
-std::string rank_list(std::vector<int> ranks);
+/// `ranks` (any order, duplicates allowed) for messages, compressed by core::format_rank_list:
+/// "rank 3", "ranks 1-7", "ranks 0, 2-4, 9", "ranks 1-7:2"; "no rank" when empty.
+std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace ppctl::comm

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "plan/rank_list.hpp"
+#include "core/rank_list.hpp"
 
 namespace ppctl::plan {
 
@@ -52,7 +52,7 @@ std::string format_rank_mapping(int64_t dp_size, int64_t pp_size) {
                                 dp_size, pp_size, dp_size * pp_size, dp_size);
   for (int64_t dp = 0; dp < dp_size; ++dp) {
     out += fmt::format("           replica {}: ranks {} (pp rank 0..{})\n", dp,
-                       format_rank_list(pipeline_group(dp, dp_size, pp_size)), pp_size - 1);
+                       core::format_rank_list(pipeline_group(dp, dp_size, pp_size)), pp_size - 1);
   }
   return out;
 }

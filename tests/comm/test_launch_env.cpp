@@ -195,4 +195,5 @@ TEST_CASE("rank lists are written compressed: runs of consecutive ranks as range
   CHECK(ppctl::comm::rank_list({9, 0, 3, 2, 4, 3}) == "ranks 0, 2-4, 9");
   CHECK(ppctl::comm::rank_list({1, 3}) == "ranks 1, 3");
   CHECK(ppctl::comm::rank_list({}) == "no rank");
+  CHECK(ppctl::comm::rank_list({1, 3, 5, 7}) == "ranks 1-7:2");  // strided, as the plan writes it
 }

@@ -83,3 +83,10 @@ TEST_CASE("layout: world size dp x p, stages by pipeline rank") {
   CHECK(layout.stages.back().rank == 1);
   CHECK(plan::make_layout(spec_with(2, 0)).world_size == 2);
 }
+
+TEST_CASE("the plan's replica lines list each pipeline's ranks compressed") {
+  const auto text = ppctl::plan::format_rank_mapping(16, 64);
+  CHECK(text.find("replica 0: ranks 0-1008:16 (pp rank 0..63)") != std::string::npos);
+  CHECK(text.find("replica 15: ranks 15-1023:16 (pp rank 0..63)") != std::string::npos);
+  CHECK(ppctl::plan::format_rank_mapping(1, 16).find("replica 0: ranks 0-15 ") != std::string::npos);
+}

@@ -1,10 +1,9 @@
-// Tests of plan/rank_list: runs, strided runs and single ranks in the compressed text.
+// Tests of core/rank_list: runs, strided runs and single ranks in the compressed text.
 #include <catch2/catch_test_macros.hpp>
 
-#include "plan/parallel.hpp"
-#include "plan/rank_list.hpp"
+#include "core/rank_list.hpp"
 
-using ppctl::plan::format_rank_list;
+using ppctl::core::format_rank_list;
 
 TEST_CASE("rank lists: runs of three or more with a constant step are compressed") {
   CHECK(format_rank_list({}).empty());
@@ -20,11 +19,4 @@ TEST_CASE("rank lists: runs of three or more with a constant step are compressed
   CHECK(format_rank_list({0, 1, 2, 7}) == "0-2, 7");
   CHECK(format_rank_list({0, 1, 2, 7, 9, 11, 12}) == "0-2, 7-11:2, 12");
   CHECK(format_rank_list({3, 0, 2, 1, 2}) == "0-3");  // sorted, duplicates dropped
-}
-
-TEST_CASE("the plan's replica lines list each pipeline's ranks compressed") {
-  const auto text = ppctl::plan::format_rank_mapping(16, 64);
-  CHECK(text.find("replica 0: ranks 0-1008:16 (pp rank 0..63)") != std::string::npos);
-  CHECK(text.find("replica 15: ranks 15-1023:16 (pp rank 0..63)") != std::string::npos);
-  CHECK(ppctl::plan::format_rank_mapping(1, 16).find("replica 0: ranks 0-15 ") != std::string::npos);
 }

@@ -1,11 +1,11 @@
 // Compressed rank lists (see rank_list.hpp).
-#include "plan/rank_list.hpp"
+#include "core/rank_list.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-namespace ppctl::plan {
+namespace ppctl::core {
 
 std::string format_rank_list(std::vector<int64_t> ranks) {
   std::sort(ranks.begin(), ranks.end());
@@ -31,4 +31,4 @@ std::string format_rank_list(std::vector<int64_t> ranks) {
   return fmt::format("{}", fmt::join(items, ", "));
 }
 
-}  // namespace ppctl::plan
+}  // namespace ppctl::core
