@@ -290,11 +290,19 @@ StorePtr join_store(const RendezvousInfo& info, std::chrono::milliseconds timeou
 void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chrono::milliseconds timeout) {
   const auto key = [](int rank) { return fmt::format("ppctl/joined/{}", rank); };
   const auto deadline = Clock::now() + timeout;
+  const char* count = info.mode == LaunchMode::Local  ? "the world size"
+                      : info.mode == LaunchMode::Slurm ? "SLURM_NTASKS"
+                                                       : "WORLD_SIZE";
+  const std::string fix = fmt::format(
+      "(fix: start every rank, 0 to {}, with the same MASTER_ADDR and MASTER_PORT; check that {} is the "
+      "number of processes started; raise runtime.comm_timeout_s if ranks start later)",
+      info.world_size - 1, count);
   std::vector<int> missing;
+  for (int rank = 0; rank < info.world_size; ++rank)
+    if (rank != info.rank) missing.push_back(rank);
   try {
+    const QuietC10dLog quiet;  // a store that closes meanwhile is reported below, without c10d's backtrace
     store.set(key(info.rank), bytes("1"));
-    for (int rank = 0; rank < info.world_size; ++rank)
-      if (rank != info.rank) missing.push_back(rank);
     while (!missing.empty()) {
       missing.erase(std::remove_if(missing.begin(), missing.end(),
                                    [&](int rank) { return store.check({key(rank)}); }),
@@ -303,20 +311,18 @@ void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chron
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: the rendezvous store at {}:{} failed while the ranks joined: {}",
-                                info.rank, info.master_addr, info.master_port, error_text(e)));
+    // Typically rank 0, which hosts the store, gave up on the same missing ranks a moment earlier.
+    throw CommError(fmt::format(
+        "rank {}: the rendezvous store at {}:{} failed while the ranks joined ({}); {} had not joined by then "
+        "(the store's host ends when its own wait runs out: see its output) {}",
+        info.rank, info.master_addr, info.master_port, error_text(e), rank_list(missing), fix));
   }
   if (missing.empty()) return;
-  const std::string who = rank_list(missing);
-  const char* count = info.mode == LaunchMode::Slurm ? "SLURM_NTASKS" : "WORLD_SIZE";
-  throw CommTimeout(fmt::format(
-      "rank {}: {} never joined the rendezvous within runtime.comm_timeout_s = {:g} s ({} of {} joined; "
-      "{} is {}) (fix: start every rank, 0 to {}, with the same MASTER_ADDR and MASTER_PORT; check that "
-      "{} is the number of processes started; raise runtime.comm_timeout_s if ranks start later)",
-      info.rank, who, std::chrono::duration<double>(timeout).count(),
-      info.world_size - static_cast<int>(missing.size()), info.world_size,
-      info.mode == LaunchMode::Local ? "the world size" : count, info.world_size, info.world_size - 1,
-      info.mode == LaunchMode::Local ? "the world size" : count));
+  throw CommTimeout(fmt::format("rank {}: {} never joined the rendezvous within runtime.comm_timeout_s = {:g} s "
+                                "({} of {} joined; {} is {}) {}",
+                                info.rank, rank_list(missing), std::chrono::duration<double>(timeout).count(),
+                                info.world_size - static_cast<int>(missing.size()), info.world_size, count,
+                                info.world_size, fix));
 }
 
 }  // namespace ppctl::comm

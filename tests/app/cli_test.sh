@@ -915,7 +915,9 @@ PY
     tiny_job 4 2 ""
     sed -i 's/comm_timeout_s: 30/comm_timeout_s: 5/' "$WORK/job.yaml"
     port=$(free_port)
-    RANK=2 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" timeout 60 "$PPCTL" train "$WORK/job.yaml" > "$WORK/rank2.out" 2>&1 &
+    # Rank 2 starts 2 s after rank 0, so rank 0 (the store's host) gives up first and closes the store.
+    (sleep 2; RANK=2 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" exec timeout 60 "$PPCTL" train \
+      "$WORK/job.yaml") > "$WORK/rank2.out" 2>&1 &
     rank2=$!
     timed_rank rank0 RANK=0 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"
     expect_rendezvous_error rank0 5 "ranks 1, 3 never joined the rendezvous within runtime.comm_timeout_s = 5 s" \
@@ -924,7 +926,14 @@ PY
     wait_bounded "$rank2" 30
     cp "$WORK/rank2.out" "$WORK/out"
     [ "$rc" -eq 1 ] || fail "rank 2: exit code $rc"
-    grep "error:" "$WORK/out" | grep -q "ranks 1, 3 never joined" || fail "rank 2 does not name the missing ranks"
+    # Rank 2 sees the store close when rank 0 gives up (or, on a slow machine, times out itself): one
+    # error line naming the missing ranks and the fix, and no c10d backtrace.
+    [ "$(grep -c "error:" "$WORK/out")" -eq 1 ] || fail "rank 2: not exactly one error line"
+    grep "error:" "$WORK/out" | grep -qE "ranks 1, 3 (never joined|had not joined by then)" \
+      || fail "rank 2 does not name the missing ranks"
+    grep "error:" "$WORK/out" | grep -q "fix: start every rank" || fail "rank 2 gives no fix"
+    grep -q "frame #" "$WORK/out" && fail "rank 2 printed a c10d backtrace"
+    grep "error:" "$WORK/out" >&2
     no_leftovers
     ;;
   master_addr_env)
