@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,7 +21,9 @@
 #include "comm/launch_env.hpp"
 #include "core/atomic_file.hpp"
 #include "core/bad_input.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
+#include "core/integer_text.hpp"
 #include "core/log.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_error.hpp"
@@ -262,7 +265,7 @@ int cmd_worker(const ppctl::train::WorkerOptions& options) {
 /// `ppctl data prepare`: bad input (data::PrepareError) exits 2 with nothing written.
 int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& input_format,
                      const std::string& append_eod_id) {
-  if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by CLI::Range
+  if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by integer_check
   options.progress = ppctl::train::stderr_is_terminal();
   try {
     options.input.format = ppctl::data::parse_input_format(input_format);
@@ -287,6 +290,32 @@ CLI::Validator number_check(double min, bool strict) {
         return "";
       },
       strict ? "NUMBER > " + fmt::format("{:g}", min) : "NUMBER >= " + fmt::format("{:g}", min));
+}
+
+/// CLI11 check: an integer in [lo, hi] spelled as the spec's integers are (core/integer_text.hpp).
+/// CLI11 alone reads `010` as octal 8 and takes `0x3` or `+3`.
+CLI::Validator integer_check(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const std::string shown = ppctl::core::echo_value(text);
+        if (!ppctl::core::is_plain_integer_text(text)) {
+          // `010` and `+3` are meant as 10 and 3 (not octal 8): say so in the fix.
+          const std::string digits = !text.empty() && text[0] == '+' ? text.substr(1) : text;
+          int64_t meant = 0;
+          const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), meant);
+          const bool decimal = !digits.empty() && error == std::errc() && end == digits.data() + digits.size();
+          return fmt::format("value {}: must be an integer written in plain decimal digits, without a '+' sign "
+                             "or leading zeros (fix: {})",
+                             shown, decimal ? fmt::format("write {}", meant)
+                                            : fmt::format("write a whole number such as {}", lo));
+        }
+        const auto value = ppctl::core::parse_plain_integer(text);
+        if (!value || *value < lo || *value > hi) {
+          return fmt::format("value {}: must be in [{}, {}] (fix: use a value in that range)", shown, lo, hi);
+        }
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
 }
 
 /// CLI11 check: a path where a file can be written (not a folder; its folder exists).
@@ -355,7 +384,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "Train: spawn one worker per rank and supervise them");
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
   train->add_option("--steps", steps, "Override train.steps")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+      ->check(integer_check(1, 1000000000));
   std::string resume_path;
   auto* resume = train->add_option(
       "--resume", resume_path,
@@ -399,7 +428,8 @@ int main(int argc, char** argv) {
   auto* worker = app.add_subcommand("worker", "Internal: run one rank (started by `ppctl train`)");
   worker->group("");  // hidden from --help
   worker->add_option("spec", worker_options.spec_path, "Job spec (YAML)")->required();
-  worker->add_option("--steps", worker_options.steps, "Override train.steps");
+  worker->add_option("--steps", worker_options.steps, "Override train.steps")
+      ->check(integer_check(1, 1000000000));
   worker->add_option("--dump-gradients", worker_options.dump_gradients_dir,
                      "Testing: write step 1's gradients (after clipping), loss and global "
                      "gradient norm to DIR/rank<R>.pt and stop");
@@ -447,7 +477,7 @@ int main(int argc, char** argv) {
   auto* append_eod = prepare->add_option(
       "--append-eod", append_eod_id,
       "Append an end-of-document id to every non-empty document: ID, or without one the model's eos id");
-  append_eod->expected(0, 1)->type_name("[ID]")->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
+  append_eod->expected(0, 1)->type_name("[ID]")->check(integer_check(0, INT32_MAX));
 
   try {
     app.parse(argc, argv);

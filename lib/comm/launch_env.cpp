@@ -8,6 +8,7 @@
 
 #include "comm/hostlist.hpp"
 #include "core/error.hpp"
+#include "core/integer_text.hpp"
 
 extern char** environ;
 
@@ -28,15 +29,14 @@ long long env_int(const EnvMap& env, const std::string& name, std::optional<long
     if (fallback) return *fallback;
     throw CommError(fmt::format("environment variable {} is not set (fix: {})", name, how_to_set));
   }
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text->c_str(), &end, 10);
-  if (text->empty() || *end != '\0' || errno != 0 || value < min || value > max) {
-    throw CommError(fmt::format("environment variable {}='{}' must be an integer in [{}, {}] (fix: "
-                                "{})",
+  // One spelling, as in the spec: `RANK=00` or `WORLD_SIZE=+1` are refused, not read as 0 and 1.
+  const auto value = core::parse_plain_integer(*text);
+  if (!value || *value < min || *value > max) {
+    throw CommError(fmt::format("environment variable {}='{}' must be an integer in [{}, {}], written in plain "
+                                "decimal digits (fix: {})",
                                 name, *text, min, max, how_to_set));
   }
-  return value;
+  return *value;
 }
 
 constexpr const char* kTorchrunHint =

@@ -31,6 +31,7 @@
 #include "config/suggest.hpp"
 #include "core/echo.hpp"
 #include "core/error.hpp"
+#include "core/integer_text.hpp"
 
 namespace ppctl::config {
 namespace {
@@ -107,12 +108,6 @@ bool is_string_tagged(const YAML::Node& node) {
 
 bool is_integer_text(const std::string& text) {
   static const std::regex pattern("[-+]?[0-9]+");
-  return std::regex_match(text, pattern);
-}
-
-/// The one spelling of an integer that ppctl accepts: `0`, or an optional '-' and digits without leading zeros.
-bool is_canonical_integer_text(const std::string& text) {
-  static const std::regex pattern("0|-?[1-9][0-9]*");
   return std::regex_match(text, pattern);
 }
 
@@ -280,7 +275,7 @@ bool read_int(Context& c, const Entry& e, const IntRange& range, int64_t example
   if (!text) return false;
   int64_t value = 0;
   const Parse parsed = parse_int(*text, value);
-  if (parsed != Parse::NotANumber && !is_canonical_integer_text(*text)) {
+  if (parsed != Parse::NotANumber && !core::is_plain_integer_text(*text)) {
     // `+3`, `007`, `-0`: YAML 1.2 reads them as integers, YAML 1.1 reads `010` as octal 8; one spelling only.
     c.bad(e, "must be an integer written in plain decimal digits, without a '+' sign or leading zeros",
           parsed == Parse::Ok ? fmt::format("write {}", value) : fmt::format("write a whole number such as {}", example));

@@ -428,8 +428,12 @@ LaunchResult run_workers(const LaunchOptions& options) {
                                      blame.status ? describe_status(*blame.status) : "failed",
                                      blame.cause ? ": " + blame.cause->text : "");
       }
-      spdlog::error("{}: stopping the other {} worker{}", result.message, workers.running(),
-                    workers.running() == 1 ? "" : "s");
+      if (workers.running() > 0) {
+        spdlog::error("{}: stopping the other {} worker{}", result.message, workers.running(),
+                      workers.running() == 1 ? "" : "s");
+      } else {
+        spdlog::error("{}; the other workers have ended too", result.message);
+      }
       workers.stop(options.grace);
       return result;
     }

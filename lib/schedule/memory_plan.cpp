@@ -111,9 +111,9 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
     const double gib = static_cast<double>(r.total()) / kGiB;
     if (gib <= limit) continue;
     out.push_back(fmt::format(
-        "pp rank {}: estimated {:.2f} GiB exceeds runtime.device_memory_gib = {:g} (fix: more pipeline stages, "
+        "pp rank {}: estimated {} exceeds runtime.device_memory_gib = {:g} (fix: more pipeline stages, "
         "train.recompute full or blocks, a smaller pipeline.micro_batch_size, or runtime.precision bf16)",
-        r.rank, gib, limit));
+        r.rank, bytes_text(r.total()), limit));
   }
   return out;
 }

@@ -1007,6 +1007,18 @@ PY
     grep -qF "pass --steps 6 or more" "$WORK/out" || fail "no fix naming --steps"
     refused "$rule" RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" \
       "$PPCTL" train "$WORK/job.yaml" --steps 4
+    # --steps takes the spec's one integer spelling: CLI11 alone read 010 as octal 8 and took 0x3 and +3.
+    for value in 010 0x3 +3 " 3" 3.0 abc 0 -1 1000000001; do
+      "$PPCTL" train "$WORK/job.yaml" --steps "$value" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "--steps '$value': exit code $rc, expected 2"
+      grep -F -- "--steps: value $value: must be " "$WORK/out" \
+        | grep -qE "must be (an integer written in plain decimal digits|in \[1, 1000000000\])" \
+        || fail "--steps '$value': no message naming the value and the rule"
+      [ ! -e "$WORK/runs" ] || fail "--steps '$value': a run directory was made"
+    done
+    "$PPCTL" train "$WORK/job.yaml" --steps 010 > "$WORK/out" 2>&1
+    grep -qF "(fix: write 10)" "$WORK/out" || fail "--steps 010: the fix does not say write 10"
     sed -i 's/log_interval: 5}/log_interval: 5, max_restarts: +3}/' "$WORK/job.yaml"
     refused "job.yaml:5: train.max_restarts: value +3: must be an integer written in plain decimal digits" \
       "$PPCTL" train "$WORK/job.yaml"

@@ -3,6 +3,10 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "comm/hostlist.hpp"
 #include "comm/launch_env.hpp"
 #include "core/error.hpp"
@@ -92,6 +96,17 @@ TEST_CASE("torchrun identity: missing or contradictory variables name the variab
   auto no_addr = torchrun(0, 2);
   no_addr.erase("MASTER_ADDR");
   CHECK_THAT(failure(no_addr), ContainsSubstring("MASTER_ADDR is not set"));
+}
+
+TEST_CASE("launcher variables take the spec's one integer spelling: no '+', leading zeros or spaces") {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"WORLD_SIZE", "+2"}, {"WORLD_SIZE", "02"}, {"RANK", "00"}, {"RANK", " 1"}, {"RANK", "1 "},
+           {"MASTER_PORT", "029500"}, {"LOCAL_RANK", "-0"}, {"WORLD_SIZE", "0x2"}}) {
+    auto env = torchrun(1, 2);
+    env[name] = value;
+    CHECK_THAT(failure(env), ContainsSubstring(name + "='" + value + "' must be an integer in [") &&
+                                 ContainsSubstring("written in plain decimal digits"));
+  }
 }
 
 TEST_CASE("Slurm identity: SLURM_PROCID/NTASKS/LOCALID, first host of the node list, port from the job") {
