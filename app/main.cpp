@@ -3,6 +3,7 @@
 // a failed worker's code otherwise).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -98,7 +99,14 @@ ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
 
 int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
   auto planned = ppctl::train::prepare_job(spec_path);
-  if (options.balance) ppctl::train::use_balance_auto(planned);
+  if (options.balance) {
+    if (!planned.spec.pipeline.layers_per_stage.empty()) {
+      spdlog::warn("--balance: the spec's pipeline.layers_per_stage [{}] is set aside for this plan; the job "
+                   "itself would run with it",
+                   fmt::join(planned.spec.pipeline.layers_per_stage, ", "));
+    }
+    ppctl::train::use_balance_auto(planned);
+  }
   const auto costs = cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,

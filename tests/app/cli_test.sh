@@ -1050,6 +1050,8 @@ PY
     sed -i 's/balance: auto,/layers_per_stage: [2, 2, 2],/' "$WORK/job.yaml"
     "$PPCTL" plan "$WORK/job.yaml" --balance > "$WORK/plan" 2>&1 || fail "plan --balance exited $?"
     grep -q "^ *balance auto .*<- in use" "$WORK/plan" || fail "plan --balance does not use balance auto"
+    grep -qF "pipeline.layers_per_stage [2, 2, 2] is set aside" "$WORK/plan" \
+      || fail "plan --balance does not say that the spec's split is set aside"
     sed -i 's/layers_per_stage: \[2, 2, 2\],/balance: auto, layers_per_stage: [2, 2, 2],/' "$WORK/job.yaml"
     "$PPCTL" plan "$WORK/job.yaml" > "$WORK/plan" 2>&1
     rc=$?
