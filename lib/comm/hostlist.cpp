@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/rank_list.hpp"
@@ -105,10 +106,10 @@ std::vector<std::string> expand_hostlist(const std::string& text, const std::str
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
-  const std::vector<int64_t> wide(ranks.begin(), ranks.end());
-  const std::string text = core::format_rank_list(wide);
-  if (text.empty()) return "no rank";
-  return (text.find_first_of(",-") == std::string::npos ? "rank " : "ranks ") + text;
+  const std::set<int> distinct(ranks.begin(), ranks.end());
+  if (distinct.empty()) return "no rank";
+  const std::string text = core::format_rank_list({distinct.begin(), distinct.end()});
+  return (distinct.size() == 1 ? "rank " : "ranks ") + text;
 }
 
 }  // namespace ppctl::comm
