@@ -2,6 +2,7 @@
 #include "comm/communicator.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -10,9 +11,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "comm/error_text.hpp"
+#include "comm/hostlist.hpp"
+#include "comm/socket_interface.hpp"
 #include "comm/tcp_store.hpp"
 #include "core/error.hpp"
 
@@ -23,13 +27,18 @@ using Work = c10d::Work;
 
 class ProcessGroupCommunicator final : public Communicator {
  public:
+  /// `members`: the group's global ranks, by group rank; `hosts`: their host names (for messages).
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> backend, int rank, int world_size,
-                           std::chrono::milliseconds timeout, at::Device device)
+                           std::chrono::milliseconds timeout, at::Device device, std::string name,
+                           std::vector<int> members, std::vector<std::string> hosts)
       : backend_(std::move(backend)),
         rank_(rank),
         world_size_(world_size),
         timeout_(timeout),
-        device_(device) {}
+        device_(device),
+        name_(std::move(name)),
+        members_(std::move(members)),
+        hosts_(std::move(hosts)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -96,14 +105,26 @@ class ProcessGroupCommunicator final : public Communicator {
     try {
       op.work = std::make_shared<c10::intrusive_ptr<Work>>(post_op());
     } catch (const std::exception& e) {
-      throw CommError(fmt::format("rank {}: cannot post {}: {}", rank_, describe(op), error_text(e)));
+      throw CommError(fmt::format("rank {}: cannot post {}: {}", global_rank(), describe(op), error_text(e)));
     }
     return op;
   }
 
-  /// "WHAT (peer rank P)" for point-to-point operations, "WHAT" for collectives.
-  static std::string describe(const PendingOp& op) {
-    return op.peer >= 0 ? fmt::format("{} (peer rank {})", op.what, op.peer) : op.what;
+  /// This process's rank in the job (messages use global ranks, not group ranks).
+  int global_rank() const { return members_[static_cast<size_t>(rank_)]; }
+
+  /// "WHAT (peer: rank G on HOST)" for point-to-point operations (G: the peer's global rank),
+  /// "WHAT in group 'NAME' (ranks ... on HOSTS)" for collectives.
+  std::string describe(const PendingOp& op) const {
+    if (op.peer >= 0 && op.peer < static_cast<int>(members_.size())) {
+      const auto peer = static_cast<size_t>(op.peer);
+      return fmt::format("{} (peer: rank {} on {})", op.what, members_[peer], hosts_[peer]);
+    }
+    std::vector<std::string> hosts = hosts_;
+    std::sort(hosts.begin(), hosts.end());
+    hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+    return fmt::format("{} in group '{}' ({} on {})", op.what, name_, rank_list(members_),
+                       fmt::join(hosts, ", "));
   }
 
   [[noreturn]] void throw_failure(const PendingOp& op, const std::string& detail) const {
@@ -116,9 +137,9 @@ class ProcessGroupCommunicator final : public Communicator {
       throw CommTimeout(fmt::format(
           "rank {}: {} timed out after {:.0f} s: {} (fix: check that the peer rank is alive; raise "
           "runtime.comm_timeout_s for slow steps)",
-          rank_, describe(op), std::chrono::duration<double>(timeout_).count(), detail));
+          global_rank(), describe(op), std::chrono::duration<double>(timeout_).count(), detail));
     }
-    throw CommError(fmt::format("rank {}: {} failed: {}", rank_, describe(op), detail));
+    throw CommError(fmt::format("rank {}: {} failed: {}", global_rank(), describe(op), detail));
   }
 
   c10::intrusive_ptr<c10d::Backend> backend_;
@@ -126,19 +147,31 @@ class ProcessGroupCommunicator final : public Communicator {
   int world_size_;
   std::chrono::milliseconds timeout_;
   at::Device device_;
+  std::string name_;
+  std::vector<int> members_;
+  std::vector<std::string> hosts_;
 };
 
-/// One process group over `store`: this process is `rank` of `size`.
+/// One process group over `store`: this process is `rank` of `size`. `interfaces`: Gloo's network
+/// interfaces (gloo_socket_interfaces), empty for the default choice. `members`, `hosts`: the group's
+/// global ranks and their host names, for messages.
 std::unique_ptr<Communicator> make_group(const c10::intrusive_ptr<c10d::Store>& store,
                                          const RendezvousInfo& info, int rank, int size,
                                          const std::string& name, BackendKind backend,
-                                         std::chrono::milliseconds timeout, at::Device device) {
+                                         std::chrono::milliseconds timeout, at::Device device,
+                                         const std::vector<std::string>& interfaces,
+                                         const std::vector<int>& members, std::vector<std::string> hosts) {
   c10::intrusive_ptr<c10d::Backend> pg;
   try {
     if (backend == BackendKind::Gloo) {
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-      // Gloo picks the interface that reaches MASTER_ADDR's side; loopback for a local job.
-      if (info.master_addr == "127.0.0.1" || info.master_addr == "localhost") {
+      // The interfaces the user named (GLOO_SOCKET_IFNAME); else loopback for a local job, else the
+      // address this machine's hostname resolves to.
+      if (!interfaces.empty()) {
+        for (const auto& ifname : interfaces) {
+          options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+        }
+      } else if (info.master_addr == "127.0.0.1" || info.master_addr == "localhost") {
         options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       } else {
         options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
@@ -156,7 +189,8 @@ std::unique_ptr<Communicator> make_group(const c10::intrusive_ptr<c10d::Store>& 
                                 info.rank, backend == BackendKind::Gloo ? "gloo" : "nccl", name,
                                 size, error_text(e)));
   }
-  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), rank, size, timeout, device);
+  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), rank, size, timeout, device, name,
+                                                    members, std::move(hosts));
 }
 
 }  // namespace
@@ -172,8 +206,28 @@ std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, B
 std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
     const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
     at::Device device, const std::vector<GroupSpec>& groups) {
+  const auto interfaces = backend == BackendKind::Gloo ? gloo_socket_interfaces(environment_map())
+                                                       : std::vector<std::string>{};
   const c10::intrusive_ptr<c10d::Store> store = join_store(info, timeout);
   await_every_rank(*store, info, timeout);
+  // The host of every rank this one talks to, for messages about a lost peer.
+  std::vector<int> peers;
+  for (const auto& group : groups) peers.insert(peers.end(), group.ranks.begin(), group.ranks.end());
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  std::map<int, std::string> host_of;
+  try {
+    const auto hosts = rank_hosts(*store, peers);
+    for (size_t i = 0; i < peers.size(); ++i) host_of[peers[i]] = hosts[i];
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: the rendezvous store at {}:{} failed while the ranks joined: {}",
+                                info.rank, info.master_addr, info.master_port, error_text(e)));
+  }
+  const auto group_hosts = [&](const std::vector<int>& ranks) {
+    std::vector<std::string> hosts;
+    for (int rank : ranks) hosts.push_back(host_of[rank]);
+    return hosts;
+  };
   std::vector<std::unique_ptr<Communicator>> out;
   for (const auto& group : groups) {
     const auto it = std::find(group.ranks.begin(), group.ranks.end(), info.rank);
@@ -184,7 +238,7 @@ std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("ppctl/" + group.name, store);
     out.push_back(make_group(prefixed, info, static_cast<int>(it - group.ranks.begin()),
                              static_cast<int>(group.ranks.size()), group.name, backend, timeout,
-                             device));
+                             device, interfaces, group.ranks, group_hosts(group.ranks)));
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -287,8 +288,12 @@ StorePtr join_store(const RendezvousInfo& info, std::chrono::milliseconds timeou
       role.host_name));
 }
 
+namespace {
+std::string joined_key(int rank) { return fmt::format("ppctl/joined/{}", rank); }
+}  // namespace
+
 void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chrono::milliseconds timeout) {
-  const auto key = [](int rank) { return fmt::format("ppctl/joined/{}", rank); };
+  const auto key = joined_key;
   const auto deadline = Clock::now() + timeout;
   const char* count = info.mode == LaunchMode::Local  ? "the world size"
                       : info.mode == LaunchMode::Slurm ? "SLURM_NTASKS"
@@ -302,7 +307,9 @@ void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chron
     if (rank != info.rank) missing.push_back(rank);
   try {
     const QuietC10dLog quiet;  // a store that closes meanwhile is reported below, without c10d's backtrace
-    store.set(key(info.rank), bytes("1"));
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    store.set(key(info.rank), bytes(host[0] != '\0' ? host.data() : "unknown host"));
     while (!missing.empty()) {
       missing.erase(std::remove_if(missing.begin(), missing.end(),
                                    [&](int rank) { return store.check({key(rank)}); }),
@@ -323,6 +330,14 @@ void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chron
                                 info.rank, rank_list(missing), std::chrono::duration<double>(timeout).count(),
                                 info.world_size - static_cast<int>(missing.size()), info.world_size, count,
                                 info.world_size, fix));
+}
+
+std::vector<std::string> rank_hosts(c10d::Store& store, const std::vector<int>& ranks) {
+  std::vector<std::string> keys;
+  for (int rank : ranks) keys.push_back(joined_key(rank));
+  std::vector<std::string> hosts;
+  for (const auto& value : store.multiGet(keys)) hosts.emplace_back(value.begin(), value.end());
+  return hosts;
 }
 
 }  // namespace ppctl::comm

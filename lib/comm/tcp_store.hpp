@@ -48,12 +48,18 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& host, int port,
 c10::intrusive_ptr<c10d::TCPStore> join_store(const RendezvousInfo& info,
                                               std::chrono::milliseconds timeout);
 
-/// The first wait of a job: sets this rank's key "ppctl/joined/<rank>" in `store` and waits, polling,
+/// The first wait of a job: sets this rank's key "ppctl/joined/<rank>" in `store` (its value: this
+/// machine's host name, for rank_hosts) and waits, polling,
 /// until every rank of info.world_size has set its own, or `timeout` passes. Throws
 /// ppctl::CommTimeout naming the ranks that never joined, compressed ("rank 1", "ranks 1-7"), the
 /// timeout (runtime.comm_timeout_s) and the fix (start every rank; check WORLD_SIZE / SLURM_NTASKS).
 /// Ranks then build their process groups knowing every peer is there, so c10d's own waits (whose
 /// message names only store keys) do not time out for this reason.
 void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chrono::milliseconds timeout);
+
+/// The host names that `ranks` (global ranks, all joined: after await_every_rank) published in
+/// `store`, in the same order, read in one request (multiGet). Messages about a peer name its host
+/// with it, so that a lost node is recognisable. Throws what c10d throws when the store fails.
+std::vector<std::string> rank_hosts(c10d::Store& store, const std::vector<int>& ranks);
 
 }  // namespace ppctl::comm

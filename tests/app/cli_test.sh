@@ -1059,6 +1059,35 @@ PY
     grep -qF "excludes pipeline.balance auto" "$WORK/plan" || fail "the exclusion is not named"
     no_leftovers
     ;;
+  peer_lost)
+    # Issue 13: a rank of a dp 2 x pp 2 torchrun-style job SIGKILLed mid-run. Its pipeline peer (rank 1:
+    # stage 0 of replica 1, whose group rank differs from its global rank) ends at once, naming the
+    # lost rank by its global rank and host; every survivor exits non-zero, nothing is left.
+    tiny_job 2 100000 ""
+    sed -i 's/^pipeline: {stages: 2,/pipeline: {stages: 2, data_parallel: 2,/; s/log_interval: 5}/log_interval: 1}/' \
+      "$WORK/job.yaml"
+    port=$(free_port)
+    pids=()
+    for r in 0 1 2 3; do
+      RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+        timeout 120 "$PPCTL" train "$WORK/job.yaml" > "$WORK/rank$r.out" 2>&1 &
+      pids+=($!)
+    done
+    for _ in $(seq 1 1200); do grep -q "step 2/" "$WORK"/rank*.out && break; sleep 0.1; done
+    grep -q "step 2/" "$WORK"/rank*.out || fail "no step 2 within 120 s: $(tail -n 3 "$WORK"/rank*.out)"
+    victim=$(pgrep -P "${pids[3]}")  # ppctl itself, the child of rank 3's `timeout`
+    [ -n "$victim" ] || fail "no process of rank 3"
+    kill -KILL "$victim"
+    for r in 0 1 2; do
+      wait_bounded "${pids[$r]}" 40
+      [ "$rc" -ne 0 ] || fail "rank $r exited 0 after rank 3 was killed"
+    done
+    wait "${pids[3]}" 2>/dev/null
+    grep -qF "peer: rank 3 on $(hostname)" "$WORK/rank1.out" \
+      || fail "rank 1 does not name rank 3 and its host: $(grep error: "$WORK/rank1.out")"
+    grep -q "peer rank" "$WORK"/rank*.out && fail "a message names a peer by its group rank"
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"
