@@ -31,6 +31,8 @@ PPCTL="$2"
 MEASURE=0
 [ "${3:-}" = "--measure" ] && MEASURE=1
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=slurm_conf.sh
+source "$ROOT/tests/slurm/slurm_conf.sh"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_multinode_XXXXXX")"
 chmod 0755 "$WORK"   # munged checks the folders above its socket and key
 NODES=(node1 node2 node3)
@@ -113,39 +115,27 @@ for node in "${NODES[@]}"; do
     --seed-file="$WORK/$node/munged.seed" || fail "munged did not start on $node"
 done
 mkdir -p "$WORK/state"
-cat > "$WORK/slurm.conf" <<CONF
+{
+  cat <<CONF
 ClusterName=ppctlmulti
 SlurmctldHost=node3(10.77.0.3)
 SlurmctldPort=6817
 SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$WORK/munge/socket
-CredType=cred/munge
 StateSaveLocation=$WORK/state
 SlurmdSpoolDir=$WORK/%n/spool
 SlurmdPidFile=$WORK/%n/slurmd.pid
 SlurmdLogFile=$WORK/%n/slurmd.log
 SlurmctldPidFile=$WORK/node3/slurmctld.pid
 SlurmctldLogFile=$WORK/node3/slurmctld.log
-ProctrackType=proctrack/pgid
-TaskPlugin=task/none
-MpiDefault=none
-SwitchType=switch/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-SlurmdParameters=config_overrides
-EnforcePartLimits=ALL
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+CONF
+  slurm_test_conf "$WORK/munge/socket"
+  cat <<CONF
 NodeName=node1 NodeAddr=10.77.0.1 CPUs=4 State=UNKNOWN
 NodeName=node2 NodeAddr=10.77.0.2 CPUs=4 State=UNKNOWN
 NodeName=node3 NodeAddr=10.77.0.3 CPUs=4 State=UNKNOWN
 PartitionName=test Nodes=node[1-3] Default=YES MaxTime=10 State=UP
 CONF
+} > "$WORK/slurm.conf"
 export SLURM_CONF="$WORK/slurm.conf"
 on_node node3 slurmctld -c -f "$SLURM_CONF" || fail "slurmctld did not start on node3"
 for node in "${NODES[@]}"; do

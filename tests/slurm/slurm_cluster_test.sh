@@ -9,6 +9,8 @@
 set -uo pipefail
 PPCTL="$(realpath "$1")"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=slurm_conf.sh
+source "$ROOT/tests/slurm/slurm_conf.sh"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_slurm_XXXXXX")"
 chmod 0755 "$WORK"   # munged checks the folders above its socket and key
 
@@ -52,37 +54,25 @@ mkdir -p "$WORK/state" "$WORK/spool"
 # The job's one node is this machine, named localhost (so MASTER_ADDR, its first host, resolves), on
 # 127.0.0.1. It declares 8 CPUs whatever the machine has (config_overrides); EnforcePartLimits=ALL makes
 # an oversize job fail at once instead of pending forever.
-cat > "$WORK/slurm.conf" <<CONF
+{
+  cat <<CONF
 ClusterName=ppctltest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$WORK/munge/socket
-CredType=cred/munge
 StateSaveLocation=$WORK/state
 SlurmdSpoolDir=$WORK/spool
 SlurmctldPidFile=$WORK/slurmctld.pid
 SlurmdPidFile=$WORK/slurmd.pid
 SlurmctldLogFile=$WORK/slurmctld.log
 SlurmdLogFile=$WORK/slurmd.log
-ProctrackType=proctrack/pgid
-TaskPlugin=task/none
-MpiDefault=none
-SwitchType=switch/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-SlurmdParameters=config_overrides
-EnforcePartLimits=ALL
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+CONF
+  slurm_test_conf "$WORK/munge/socket"
+  cat <<CONF
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=test Nodes=localhost Default=YES MaxTime=10 State=UP
 CONF
+} > "$WORK/slurm.conf"
 export SLURM_CONF="$WORK/slurm.conf"
 
 slurmctld -c -f "$SLURM_CONF" || fail "slurmctld did not start"
