@@ -63,7 +63,7 @@ VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::
     }
   }
   const bool pass = worst <= tolerance;
-  report.text += fmt::format("\n{}: largest difference {:.3e} ({}) {} tolerance {:.1e} over {} tensors\n",
+  report.text += fmt::format("\n{}: largest difference {:.3e} in {} {} tolerance {:.1e} over {} tensors\n",
                              pass ? "PASS" : "FAIL", worst, worst_name, pass ? "<=" : ">", tolerance,
                              rows.size());
   report.exit_code = pass ? 0 : kExitVerifyMismatch;

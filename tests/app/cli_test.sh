@@ -83,6 +83,7 @@ verify_passes() {  # $1 = spec, then parameter names (or "(loss)") that must eac
   local spec="$1"; shift
   "$PPCTL" verify "$spec" > "$WORK/out" 2>&1 || fail "verify exited $?"
   grep -q "^PASS: largest difference" "$WORK/out" || fail "no PASS verdict"
+  grep -q "((" "$WORK/out" && fail "doubled parentheses in the report: $(grep -F "((" "$WORK/out")"
   for row in "$@"; do
     awk -v row="$row" '$1 == row { found = 1 } END { exit !found }' "$WORK/out" || fail "no row for $row"
   done
@@ -1060,11 +1061,11 @@ PY
     no_leftovers
     ;;
   peer_lost)
-    # Issue 13: a rank of a dp 2 x pp 2 torchrun-style job SIGKILLed mid-run. Its pipeline peer (rank 1:
+    # Issue 13: a rank of a dp 2 x pp 2 torchrun-style job (with train.max_restarts) SIGKILLed mid-run. Its pipeline peer (rank 1:
     # stage 0 of replica 1, whose group rank differs from its global rank) ends at once, naming the
     # lost rank by its global rank and host; every survivor exits non-zero, nothing is left.
     tiny_job 2 100000 ""
-    sed -i 's/^pipeline: {stages: 2,/pipeline: {stages: 2, data_parallel: 2,/; s/log_interval: 5}/log_interval: 1}/' \
+    sed -i 's/^pipeline: {stages: 2,/pipeline: {stages: 2, data_parallel: 2,/; s/log_interval: 5}/log_interval: 1, max_restarts: 2}/' \
       "$WORK/job.yaml"
     port=$(free_port)
     pids=()
@@ -1086,6 +1087,10 @@ PY
     grep -qF "peer: rank 3 on $(hostname)" "$WORK/rank1.out" \
       || fail "rank 1 does not name rank 3 and its host: $(grep error: "$WORK/rank1.out")"
     grep -q "peer rank" "$WORK"/rank*.out && fail "a message names a peer by its group rank"
+    # train.max_restarts does nothing under torchrun: rank 0 says so, once.
+    grep -q "train.max_restarts 2 has no effect under torchrun" "$WORK/rank0.out" \
+      || fail "rank 0 does not warn that train.max_restarts has no effect"
+    [ "$(cat "$WORK"/rank*.out | grep -c "train.max_restarts 2 has no effect")" -eq 1 ] || fail "the warning is not given once"
     no_leftovers
     ;;
   *) fail "unknown case" ;;
