@@ -159,6 +159,8 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   const auto planned = ppctl::train::prepare_job(spec_path, {steps});
   info.job_id += ", " + ppctl::train::job_fingerprint(planned);
   if (info.rank == 0) ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
+  if (const auto w = ppctl::train::external_restart_warning(planned.spec, ppctl::comm::to_string(mode));
+      w && info.rank == 0) spdlog::warn("{}", *w);
   const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
   spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
                ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
@@ -215,8 +217,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const ppctl::schedule::CostModel costs;
   const auto plan_text = ppctl::schedule::format_plan(
       planned.spec, planned.layout, planned.program,
-      ppctl::schedule::simulate(planned.program, costs), costs, false);
-  ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
+      ppctl::schedule::simulate(planned.program, costs), costs, false);  // with its memory WARNING lines
   std::string spec_text;
   for (const auto& [name, value] : planned.worker_env)
     if (name == ppctl::train::kSpecTextVariable) spec_text = value;

@@ -188,4 +188,14 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
   }
 }
 
+std::optional<std::string> external_restart_warning(const config::JobSpec& spec, const std::string& launcher) {
+  if (spec.train.max_restarts <= 0) return std::nullopt;
+  return fmt::format(
+      "train.max_restarts {} has no effect under {}: only `ppctl train` without a launcher restarts its "
+      "workers (fix: {})",
+      spec.train.max_restarts, launcher,
+      launcher == "slurm" ? "PPCTL_MAX_RESTARTS with scripts/slurm/cpu.sbatch or gpu.sbatch, and sbatch --requeue"
+                          : "torchrun --max-restarts, with --resume from checkpoint.dir");
+}
+
 }  // namespace ppctl::train

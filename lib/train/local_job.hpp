@@ -1,6 +1,7 @@
 // Running a job's workers on this machine: host the rendezvous store, spawn, supervise, restart.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,10 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
                                    const std::string& executable, const std::string& spec_path,
                                    const std::vector<std::string>& extra_args,
                                    const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+
+/// The warning for a job started by torchrun or srun (`launcher`: "torchrun" or "slurm") whose spec sets
+/// train.max_restarts > 0: only this local launcher restarts, so the field has no effect there; the text
+/// names the launcher's own way to restart. None when train.max_restarts is 0.
+std::optional<std::string> external_restart_warning(const config::JobSpec& spec, const std::string& launcher);
 
 }  // namespace ppctl::train
