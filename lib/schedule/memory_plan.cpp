@@ -9,6 +9,8 @@
 #include <set>
 #include <tuple>
 
+#include "core/rank_list.hpp"
+
 namespace ppctl::schedule {
 namespace {
 
@@ -104,18 +106,28 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
 }
 
 std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std::vector<RankMemory>& ranks) {
-  std::vector<std::string> out;
   const double limit = spec.runtime.device_memory_gib;
-  if (limit <= 0) return out;
+  if (limit <= 0) return {};
+  std::vector<int64_t> over;
+  const RankMemory* least = nullptr;
+  const RankMemory* most = nullptr;
   for (const auto& r : ranks) {
-    const double gib = static_cast<double>(r.total()) / kGiB;
-    if (gib <= limit) continue;
-    out.push_back(fmt::format(
-        "pp rank {}: estimated {} exceeds runtime.device_memory_gib = {:g} (fix: more pipeline stages, "
-        "train.recompute full or blocks, a smaller pipeline.micro_batch_size, or runtime.precision bf16)",
-        r.rank, bytes_text(r.total()), limit));
+    if (static_cast<double>(r.total()) / kGiB <= limit) continue;
+    over.push_back(r.rank);
+    if (least == nullptr || r.total() < least->total()) least = &r;
+    if (most == nullptr || r.total() > most->total()) most = &r;
   }
-  return out;
+  if (over.empty()) return {};
+  const std::string fix =
+      "(fix: more pipeline stages, train.recompute full or blocks, a smaller pipeline.micro_batch_size, or "
+      "runtime.precision bf16)";
+  if (over.size() == 1) {
+    return {fmt::format("pp rank {}: estimated {} exceeds runtime.device_memory_gib = {:g} {}", most->rank,
+                        bytes_text(most->total()), limit, fix)};
+  }
+  return {fmt::format("pp ranks {}: estimated {} to {} (pp rank {}) exceed runtime.device_memory_gib = {:g} {}",
+                      core::format_rank_list(over), bytes_text(least->total()), bytes_text(most->total()),
+                      most->rank, limit, fix)};
 }
 
 void log_memory_warnings(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {

@@ -38,8 +38,11 @@ struct RankMemory {
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program);
 
-/// One warning per rank whose total exceeds runtime.device_memory_gib (none when it is 0), e.g.
-/// "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (...)".
+/// One warning for all the ranks whose total exceeds runtime.device_memory_gib, or none (also when it is
+/// 0): "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (fix: ...)" for one rank,
+/// "pp ranks 0-63: estimated 70.1 GiB to 84.2 GiB (pp rank 0) exceed ..." for several (the ranks
+/// compressed by core::format_rank_list, the smallest and largest estimate, the rank of the largest), so
+/// that a plan of hundreds of ranks says it once.
 std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std::vector<RankMemory>& ranks);
 
 /// Logs memory_warnings (spdlog warn) for the job: what `ppctl train` says before workers start.

@@ -1,6 +1,7 @@
 // Tests of schedule/memory_plan: microbatches in flight and activation bytes per rank from the
 // action order, communication buffers, static bytes, the device-memory warning and the plan section.
 #include <catch2/catch_test_macros.hpp>
+#include <fmt/format.h>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "plan/layout.hpp"
@@ -79,15 +80,24 @@ TEST_CASE("memory per rank: zero-bubble ranks hold the rebuilt graph from I unti
   CHECK(split.ranks.at(0).activations > whole.ranks.at(0).activations);
 }
 
-TEST_CASE("runtime.device_memory_gib: a warning per rank whose estimate exceeds it, none when 0") {
+TEST_CASE("runtime.device_memory_gib: one warning for the ranks whose estimate exceeds it, none when 0") {
   auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
   const auto p = plan_of(spec);
   CHECK(schedule::memory_warnings(spec, p.ranks).empty());
   spec.runtime.device_memory_gib = 1e-4;  // 105 KB: less than either rank needs
-  const auto warnings = schedule::memory_warnings(spec, p.ranks);
-  REQUIRE(warnings.size() == 2);
-  CHECK_THAT(warnings[1], ContainsSubstring("pp rank 1: estimated") &&
-                              ContainsSubstring("exceeds runtime.device_memory_gib = 0.0001"));
+  auto warnings = schedule::memory_warnings(spec, p.ranks);
+  REQUIRE(warnings.size() == 1);
+  const int64_t largest = p.ranks[0].total() >= p.ranks[1].total() ? 0 : 1;
+  CHECK_THAT(warnings[0], ContainsSubstring("pp ranks 0, 1: estimated ") &&
+                              ContainsSubstring(fmt::format(" (pp rank {}) exceed runtime.device_memory_gib = 0.0001", largest)));
+  // Between the two ranks' totals: only the larger one is named, alone.
+  spec.runtime.device_memory_gib =
+      static_cast<double>(p.ranks[0].total() + p.ranks[1].total()) / 2 / (1024.0 * 1024.0 * 1024.0);
+  REQUIRE(p.ranks[0].total() != p.ranks[1].total());
+  warnings = schedule::memory_warnings(spec, p.ranks);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], ContainsSubstring(fmt::format("pp rank {}: estimated ", largest)) &&
+                              ContainsSubstring(" exceeds runtime.device_memory_gib"));
   spec.runtime.device_memory_gib = 1000;
   CHECK(schedule::memory_warnings(spec, p.ranks).empty());
 
@@ -95,5 +105,5 @@ TEST_CASE("runtime.device_memory_gib: a warning per rank whose estimate exceeds 
   const auto simulation = schedule::simulate(p.program, schedule::CostModel{});
   const auto text = schedule::format_plan(spec, p.layout, p.program, simulation, schedule::CostModel{}, false);
   CHECK_THAT(text, ContainsSubstring("memory per pp rank (estimate; precision fp32, recompute none") &&
-                       ContainsSubstring("WARNING: pp rank 0: estimated"));
+                       ContainsSubstring("WARNING: pp ranks 0, 1: estimated"));
 }
