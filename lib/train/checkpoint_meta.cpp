@@ -245,11 +245,38 @@ void check_schedule(const CheckpointMeta& meta, const config::JobSpec& spec, int
 
 }  // namespace
 
+namespace {
+
+/// Another checkpoint beside the folder that holds `file` (a `step-*` folder with a meta.json in the
+/// same checkpoint.dir): the newest one older than it, else the oldest newer one; empty when there is
+/// none. Never throws (a folder that cannot be listed counts as having none).
+std::string other_checkpoint(const fs::path& file) {
+  const fs::path folder = file.parent_path();
+  std::error_code error;
+  std::string older, newer;
+  for (fs::directory_iterator it(folder.parent_path(), error), end; !error && it != end; it.increment(error)) {
+    const fs::path candidate = it->path();
+    const std::string name = candidate.filename().string();
+    if (name.rfind("step-", 0) != 0 || candidate == folder || !fs::exists(candidate / "meta.json", error)) continue;
+    if (name < folder.filename().string()) {
+      if (older.empty() || candidate.string() > older) older = candidate.string();
+    } else if (newer.empty() || candidate.string() < newer) {
+      newer = candidate.string();
+    }
+  }
+  return older.empty() ? newer : older;
+}
+
+}  // namespace
+
 void throw_corrupt_checkpoint(const fs::path& file, const std::string& why) {
+  const std::string other = other_checkpoint(file);
   throw CheckpointError(fmt::format(
-      "checkpoint file {} {} (fix: resume from another complete checkpoint, e.g. an older "
-      "step-NNNNNNNN folder beside {})",
-      file.string(), why, file.parent_path().string()));
+      "checkpoint file {} {} (fix: {})", file.string(), why,
+      other.empty() ? fmt::format("no other checkpoint is beside {}: train from the start without --resume, "
+                                  "after moving that folder away",
+                                  file.parent_path().string())
+                    : fmt::format("resume from another complete checkpoint, e.g. --resume {}", other)));
 }
 
 std::string checkpoint_meta_text(const CheckpointMeta& meta) {

@@ -189,3 +189,41 @@ TEST_CASE("malformed meta.json values are refused with a CheckpointError naming 
 }
 
 }  // namespace ppctl
+
+namespace ppctl {
+namespace {
+
+/// The message throw_corrupt_checkpoint gives for `file`.
+std::string corrupt_message(const std::filesystem::path& file) {
+  try {
+    train::throw_corrupt_checkpoint(file, "is damaged");
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a corrupt checkpoint's fix names another checkpoint beside it, or says there is none", "[checkpoint]") {
+  const test::TempDir dir;
+  const auto make = [&](const std::string& name, bool complete) {
+    std::filesystem::create_directories(dir.path / name);
+    if (complete) std::ofstream(dir.path / name / "meta.json") << "{}";
+  };
+  make("step-00000004", true);
+  const auto file = dir.path / "step-00000004" / "meta.json";
+  CHECK(corrupt_message(file).find("no other checkpoint is beside " + (dir.path / "step-00000004").string()) !=
+        std::string::npos);
+  make("step-00000006", true);  // only a newer one
+  CHECK(corrupt_message(file).find("--resume " + (dir.path / "step-00000006").string()) != std::string::npos);
+  make("step-00000001", true);
+  make("step-00000002", true);
+  make("step-00000003", false);  // no meta.json: not a complete checkpoint
+  make("other", true);
+  const std::string message = corrupt_message(file);
+  CHECK(message.find("checkpoint file " + file.string() + " is damaged") != std::string::npos);
+  CHECK(message.find("--resume " + (dir.path / "step-00000002").string() + ")") != std::string::npos);
+}
+
+}  // namespace ppctl
