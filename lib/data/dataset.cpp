@@ -12,9 +12,18 @@
 namespace ppctl::data {
 namespace {
 
+/// Opens every source. A file found at validation can be gone or unreadable by now (a worker opens it
+/// later, on another node, as another user): its DataError then names the spec and the field too.
 std::vector<std::unique_ptr<TokenSource>> open_all(const config::JobSpec& spec) {
   std::vector<std::unique_ptr<TokenSource>> sources;
-  for (const auto& s : spec.data.sources) sources.push_back(open_token_source(s));
+  for (size_t i = 0; i < spec.data.sources.size(); ++i) {
+    try {
+      sources.push_back(open_token_source(spec.data.sources[i]));
+    } catch (const DataError& e) {
+      const std::string field = spec.data.paths.empty() ? fmt::format("data.blend[{}].path", i) : "data.path";
+      throw DataError(fmt::format("{}: {}: {}", spec.source, field, e.what()));
+    }
+  }
   return sources;
 }
 

@@ -19,7 +19,13 @@ namespace ppctl::data {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(fmt::format("{}: cannot be read: {}", path, std::strerror(errno)));
+  if (fd < 0) {
+    const int err = errno;
+    throw DataError(fmt::format("{}: cannot be read: {} (fix: {})", path, std::strerror(err),
+                                err == ENOENT ? "check the path, relative to the spec's folder"
+                                              : "make it readable by the user that runs ppctl on every node, "
+                                                "e.g. chmod a+r"));
+  }
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     const int err = errno;

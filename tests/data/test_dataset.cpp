@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "core/bad_input.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "data/text_source.hpp"
@@ -119,6 +120,43 @@ TEST_CASE("too little text or an unreadable file is a clear error") {
     FAIL("expected an error");
   } catch (const ppctl::Error& e) {
     CHECK(std::string(e.what()).find("/nonexistent/ppctl/data.txt") != std::string::npos);
+  }
+}
+
+TEST_CASE("a data file gone or unreadable after validation names the spec, the field, the file and a fix") {
+  // What a worker finds when a file the spec named was moved, deleted or made unreadable after the launcher
+  // validated it (issue 12): the spec's data.path, or the blend entry, leads the message.
+  const auto a = write_file("moved_a.txt", counting_bytes(64));
+  const auto b = write_file("moved_b.txt", counting_bytes(64));
+  for (const bool blend : {false, true}) {
+    ppctl::config::JobSpec spec;
+    spec.source = "/jobs/job.yaml";
+    spec.model.seq_len = 4;
+    ppctl::config::DataSource first, second;
+    first.path = "moved_a.txt";
+    first.files = {a};
+    second.path = "moved_b.txt";
+    second.files = {b};
+    if (blend) {
+      first.weight = second.weight = 0.5;
+      spec.data.sources = {first, second};
+    } else {
+      spec.data.paths = {"moved_b.txt"};
+      spec.data.sources = {second};
+    }
+    REQUIRE_NOTHROW(Dataset(spec));
+    fs::rename(b, b + ".away");
+    INFO("blend: " << blend);
+    try {
+      const Dataset ds(spec);
+      FAIL("expected an error");
+    } catch (const ppctl::DataError& e) {
+      CHECK_THAT(std::string(e.what()),
+                 Catch::Matchers::ContainsSubstring(std::string("/jobs/job.yaml: ") +
+                                                    (blend ? "data.blend[1].path: " : "data.path: ") + b +
+                                                    ": cannot be read: No such file or directory (fix: "));
+    }
+    fs::rename(b + ".away", b);
   }
 }
 
