@@ -1,14 +1,12 @@
-// ppctl command line: `plan`, `train`, `verify`, `data prepare` and the internal `worker`. Parses
+// ppctl-torch, the full ppctl command line: `plan`, `train`, `verify`, `data prepare`, `export` and the internal
+// `worker` (the light `ppctl` runs `plan` itself and execs this for everything else, app/light_main.cpp). Parses
 // arguments, calls lib/, maps exceptions to exit codes (0 ok, 1 runtime failure, 2 bad input, 3 verify mismatch,
 // a failed worker's code otherwise).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <climits>
-#include <cstring>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,13 +14,14 @@
 #include <optional>
 
 #include "cli_checks.hpp"
+#include "command_line.hpp"
 #include "comm/error_text.hpp"
 #include "comm/launch_env.hpp"
-#include "core/bad_input.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_error.hpp"
+#include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
 #include "plan/parallel.hpp"
 #include "plan_command.hpp"
@@ -41,21 +40,10 @@
 
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitBadInput = 2;
-
-/// Bad input found before anything started: the message, and exit code 2.
-int not_started(const ppctl::Error& e) {
-  std::cerr << "error: " << e.what() << "\nnothing was started\n";
-  return kExitBadInput;
-}
-
-std::string self_executable() {
-  char buffer[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  if (n <= 0) throw ppctl::LaunchError("cannot find the ppctl executable (/proc/self/exe)");
-  return std::string(buffer, static_cast<size_t>(n));
-}
+using ppctl::app::kExitBadInput;
+using ppctl::app::kExitFailure;
+using ppctl::app::not_started;
+using ppctl::launch::self_executable;
 
 /// A SIGINT/SIGTERM caught (launch::StopSignalScope) before any worker started: logs the
 /// "interrupted" line (into the run directory's launcher.log too, when it exists) and returns
@@ -256,9 +244,8 @@ void add_parsed_option(CLI::App* app, const std::string& name, Out& out, Parse p
 
 int main(int argc, char** argv) {
   ppctl::core::setup_logging(std::nullopt);
-  CLI::App app{"ppctl: pipeline-parallel training launcher"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "ppctl 0.1.0");
+  CLI::App app;
+  ppctl::app::describe_ppctl(app);
 
   std::string spec_path;
   ppctl::app::PlanOptions plan_options;
@@ -363,14 +350,9 @@ int main(int argc, char** argv) {
       "Append an end-of-document id to every non-empty document: ID, or without one the model's eos id");
   append_eod->expected(0, 1)->type_name("[ID]")->check(ppctl::app::integer_check(0, INT32_MAX));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : kExitBadInput;
-  }
+  if (const auto code = ppctl::app::parse_arguments(app, argc, argv)) return *code;
 
-  try {
+  return ppctl::app::run_command([&]() -> int {
     if (*plan) return ppctl::app::run_plan(spec_path, plan_options);
     if (*train) {
       return cmd_train(spec_path, steps,
@@ -390,19 +372,6 @@ int main(int argc, char** argv) {
                                result.shards);
       return 0;
     }
-  } catch (const ppctl::ConfigError& e) {
-    for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';
-    std::cerr << fmt::format("{} problem(s) in the job spec; nothing was started\n", e.problems().size());
-    return kExitBadInput;
-  } catch (const ppctl::PlanError& e) {
-    return not_started(e);
-  } catch (const ppctl::ScheduleError& e) {
-    return not_started(e);
-  } catch (const ppctl::CheckpointError& e) {
-    return not_started(e);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", ppctl::comm::error_text(e));
-    return ppctl::is_bad_input(e) ? kExitBadInput : kExitFailure;  // e.g. MASTER_ADDR unresolvable
-  }
-  return kExitFailure;
+    return kExitFailure;
+  }, ppctl::comm::error_text);
 }
