@@ -1,35 +1,30 @@
-// ppctl command line: `plan`, `train`, `verify`, `data prepare` and the internal `worker`. Parses
+// ppctl-torch, the full ppctl command line: `plan`, `train`, `verify`, `data prepare`, `export` and the internal
+// `worker` (the light `ppctl` runs `plan` itself and execs this for everything else, app/light_main.cpp). Parses
 // arguments, calls lib/, maps exceptions to exit codes (0 ok, 1 runtime failure, 2 bad input, 3 verify mismatch,
 // a failed worker's code otherwise).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <climits>
-#include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <cstdlib>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 
+#include "cli_checks.hpp"
+#include "command_line.hpp"
 #include "comm/error_text.hpp"
 #include "comm/launch_env.hpp"
-#include "core/atomic_file.hpp"
-#include "core/bad_input.hpp"
-#include "core/echo.hpp"
 #include "core/error.hpp"
-#include "core/integer_text.hpp"
 #include "core/log.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_error.hpp"
+#include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
 #include "plan/parallel.hpp"
+#include "plan_command.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
@@ -45,21 +40,10 @@
 
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitBadInput = 2;
-
-/// Bad input found before anything started: the message, and exit code 2.
-int not_started(const ppctl::Error& e) {
-  std::cerr << "error: " << e.what() << "\nnothing was started\n";
-  return kExitBadInput;
-}
-
-std::string self_executable() {
-  char buffer[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  if (n <= 0) throw ppctl::LaunchError("cannot find the ppctl executable (/proc/self/exe)");
-  return std::string(buffer, static_cast<size_t>(n));
-}
+using ppctl::app::kExitBadInput;
+using ppctl::app::kExitFailure;
+using ppctl::app::not_started;
+using ppctl::launch::self_executable;
 
 /// A SIGINT/SIGTERM caught (launch::StopSignalScope) before any worker started: logs the
 /// "interrupted" line (into the run directory's launcher.log too, when it exists) and returns
@@ -71,53 +55,6 @@ int interrupted_before_start(const std::optional<std::string>& run_dir) {
                run_dir ? "; run directory: " + *run_dir : std::string());
   spdlog::default_logger()->flush();
   return 128 + sig;
-}
-
-struct PlanOptions {
-  bool with_communication = false;
-  bool timeline = false;
-  std::string trace_path;
-  std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
-  double p2p_latency = 0.0;
-  bool balance = false;  // show the layout of pipeline.balance auto
-};
-
-ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
-  ppctl::schedule::CostModel costs;
-  if (options.costs.size() % 4 != 0) {
-    throw ppctl::PlanError(fmt::format("--costs: {} values; give F,B,I,W for every stage (4 values) or for "
-                                       "each stage in order (4 per stage)",
-                                       options.costs.size()));
-  }
-  if (!options.costs.empty()) costs.stages.clear();
-  for (size_t i = 0; i < options.costs.size(); i += 4) {
-    costs.stages.push_back({options.costs[i], options.costs[i + 1], options.costs[i + 2], options.costs[i + 3]});
-  }
-  costs.p2p_latency = options.p2p_latency;
-  return costs;
-}
-
-int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
-  auto planned = ppctl::train::prepare_job(spec_path);
-  if (options.balance) {
-    if (!planned.spec.pipeline.layers_per_stage.empty()) {
-      spdlog::warn("--balance: the spec's pipeline.layers_per_stage [{}] is set aside for this plan; the job "
-                   "itself would run with it",
-                   fmt::join(planned.spec.pipeline.layers_per_stage, ", "));
-    }
-    ppctl::train::use_balance_auto(planned);
-  }
-  const auto costs = cost_model(options);
-  const auto simulation = ppctl::schedule::simulate(planned.program, costs);
-  std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
-                                            costs, options.with_communication);
-  if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
-  if (!options.trace_path.empty()) {
-    ppctl::core::write_file_atomically(options.trace_path,
-                                       ppctl::schedule::to_chrome_trace(simulation));
-    std::cout << "trace written to " << options.trace_path << " (open it in https://ui.perfetto.dev)\n";
-  }
-  return 0;
 }
 
 /// `--resume [PATH]`: the checkpoint folder to continue from (PATH, else checkpoint.dir), checked
@@ -286,63 +223,6 @@ int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& inp
   return 0;
 }
 
-/// CLI11 check: a number of at least `min` (above it when `strict`), with a readable message.
-CLI::Validator number_check(double min, bool strict) {
-  return CLI::Validator(
-      [min, strict](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || !std::isfinite(value)) return "'" + text + "' is not a number";
-        if (strict ? value <= min : value < min) {
-          return fmt::format("{} must be {} {:g}", text, strict ? "greater than" : "at least", min);
-        }
-        return "";
-      },
-      strict ? "NUMBER > " + fmt::format("{:g}", min) : "NUMBER >= " + fmt::format("{:g}", min));
-}
-
-/// CLI11 check: an integer in [lo, hi] spelled as the spec's integers are (core/integer_text.hpp).
-/// CLI11 alone reads `010` as octal 8 and takes `0x3` or `+3`.
-CLI::Validator integer_check(int64_t lo, int64_t hi) {
-  return CLI::Validator(
-      [lo, hi](std::string& text) -> std::string {
-        const std::string shown = ppctl::core::echo_value(text);
-        if (!ppctl::core::is_plain_integer_text(text)) {
-          // `010` and `+3` are meant as 10 and 3 (not octal 8): say so in the fix.
-          const std::string digits = !text.empty() && text[0] == '+' ? text.substr(1) : text;
-          int64_t meant = 0;
-          const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), meant);
-          const bool decimal = !digits.empty() && error == std::errc() && end == digits.data() + digits.size();
-          return fmt::format("value {}: must be an integer written in plain decimal digits, without a '+' sign "
-                             "or leading zeros (fix: {})",
-                             shown, decimal ? fmt::format("write {}", meant)
-                                            : fmt::format("write a whole number such as {}", lo));
-        }
-        const auto value = ppctl::core::parse_plain_integer(text);
-        if (!value || *value < lo || *value > hi) {
-          return fmt::format("value {}: must be in [{}, {}] (fix: use a value in that range)", shown, lo, hi);
-        }
-        return "";
-      },
-      fmt::format("INT in [{}, {}]", lo, hi));
-}
-
-/// CLI11 check: a path where a file can be written (not a folder; its folder exists).
-const CLI::Validator kWritableFile(
-    [](std::string& path) -> std::string {
-      std::error_code ignored;
-      if (path.empty()) return "the file name is empty";
-      if (std::filesystem::is_directory(path, ignored) || path.back() == '/') {
-        return path + " is a folder (fix: name a file, e.g. " + path + "/plan.json)";
-      }
-      const auto folder = std::filesystem::path(path).parent_path();
-      if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
-        return "folder " + folder.string() + " does not exist";
-      }
-      return "";
-    },
-    "FILE");
-
 /// An option whose text `parse` turns into `out`; parse errors (ppctl::Error) become CLI11
 /// validation errors, so they are reported like any other bad argument (exit code 2).
 template <typename Out, typename Parse>
@@ -365,35 +245,18 @@ void add_parsed_option(CLI::App* app, const std::string& name, Out& out, Parse p
 
 int main(int argc, char** argv) {
   ppctl::core::setup_logging(std::nullopt);
-  CLI::App app{"ppctl: pipeline-parallel training launcher"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "ppctl 0.1.0");
+  CLI::App app;
+  ppctl::app::describe_ppctl(app);
 
   std::string spec_path;
-  PlanOptions plan_options;
-  auto* plan = app.add_subcommand("plan", "Print the stage layout, simulated step and schedule; start nothing");
-  plan->add_option("spec", spec_path, "Job spec (YAML)")->required();
-  plan->add_flag("--comm", plan_options.with_communication, "Show communication actions too");
-  plan->add_flag("--timeline", plan_options.timeline, "Print the simulated timeline per rank");
-  plan->add_option("--trace", plan_options.trace_path,
-                   "Write the simulated timeline as Chrome-trace/Perfetto JSON to this file")
-      ->check(kWritableFile);
-  plan->add_option("--costs", plan_options.costs,
-                   "Costs of F,B,I,W in ms: 4 values for every stage, or 4 per stage in stage order "
-                   "(default 1,2,1,1)")
-      ->delimiter(',')
-      ->expected(4, CLI::detail::expected_max_vector_size)
-      ->check(number_check(0.0, true));
-  plan->add_flag("--balance", plan_options.balance,
-                 "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
-  plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
-      ->check(number_check(0.0, false));
+  ppctl::app::PlanOptions plan_options;
+  auto* plan = ppctl::app::add_plan_command(app, spec_path, plan_options);
 
   std::optional<int64_t> steps;
   auto* train = app.add_subcommand("train", "Train: spawn one worker per rank and supervise them");
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
   train->add_option("--steps", steps, "Override train.steps")
-      ->check(integer_check(1, 1000000000));
+      ->check(ppctl::app::integer_check(1, 1000000000));
   std::string resume_path;
   auto* resume = train->add_option(
       "--resume", resume_path,
@@ -418,7 +281,7 @@ int main(int argc, char** argv) {
       "verify", "Run one pipelined step and one unpipelined; compare every gradient and the loss");
   verify->add_option("spec", spec_path, "Job spec (YAML)")->required();
   verify->add_option("--tolerance", tolerance, "Largest accepted relative difference (default 1e-5)")
-      ->check(number_check(0.0, true));
+      ->check(ppctl::app::number_check(0.0, true));
 
   std::string export_checkpoint, export_hf_dir;
   uint64_t max_shard_bytes = ppctl::train::kDefaultMaxShardBytes;
@@ -438,7 +301,7 @@ int main(int argc, char** argv) {
   worker->group("");  // hidden from --help
   worker->add_option("spec", worker_options.spec_path, "Job spec (YAML)")->required();
   worker->add_option("--steps", worker_options.steps, "Override train.steps")
-      ->check(integer_check(1, 1000000000));
+      ->check(ppctl::app::integer_check(1, 1000000000));
   worker->add_option("--dump-gradients", worker_options.dump_gradients_dir,
                      "Testing: write step 1's gradients (after clipping), loss and global "
                      "gradient norm to DIR/rank<R>.pt and stop");
@@ -486,17 +349,12 @@ int main(int argc, char** argv) {
   auto* append_eod = prepare->add_option(
       "--append-eod", append_eod_id,
       "Append an end-of-document id to every non-empty document: ID, or without one the model's eos id");
-  append_eod->expected(0, 1)->type_name("[ID]")->check(integer_check(0, INT32_MAX));
+  append_eod->expected(0, 1)->type_name("[ID]")->check(ppctl::app::integer_check(0, INT32_MAX));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : kExitBadInput;
-  }
+  if (const auto code = ppctl::app::parse_arguments(app, argc, argv)) return *code;
 
-  try {
-    if (*plan) return cmd_plan(spec_path, plan_options);
+  return ppctl::app::run_command([&]() -> int {
+    if (*plan) return ppctl::app::run_plan(spec_path, plan_options);
     if (*train) {
       return cmd_train(spec_path, steps,
                        resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt,
@@ -515,19 +373,6 @@ int main(int argc, char** argv) {
                                result.shards);
       return 0;
     }
-  } catch (const ppctl::ConfigError& e) {
-    for (const auto& line : e.problems()) std::cerr << "error: " << line << '\n';
-    std::cerr << fmt::format("{} problem(s) in the job spec; nothing was started\n", e.problems().size());
-    return kExitBadInput;
-  } catch (const ppctl::PlanError& e) {
-    return not_started(e);
-  } catch (const ppctl::ScheduleError& e) {
-    return not_started(e);
-  } catch (const ppctl::CheckpointError& e) {
-    return not_started(e);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", ppctl::comm::error_text(e));
-    return ppctl::is_bad_input(e) ? kExitBadInput : kExitFailure;  // e.g. MASTER_ADDR unresolvable
-  }
-  return kExitFailure;
+    return kExitFailure;
+  }, ppctl::comm::error_text);
 }

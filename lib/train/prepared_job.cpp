@@ -1,4 +1,4 @@
-// prepare_job: read, validate and plan a job once, for the launcher.
+// prepare_job: read, validate and plan a job once, for the launcher and `ppctl plan` (torch-free).
 #include "train/prepared_job.hpp"
 
 #include <fmt/format.h>

@@ -2,11 +2,15 @@
 # Benchmark: time from starting `ppctl train` to the first step's log line, for a tiny job with
 # 1, 2 and 4 stages on CPU. Prints a table (median of N runs each). Usage:
 #   scripts/bench/launch_to_first_step.sh [RUNS]      (default 5; builds ppctl first if needed)
+# PPCTL=BINARY times that binary instead (not built), e.g. another build's, for a before/after.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${PPCTL_BUILD_DIR:-$ROOT/build}"
 RUNS="${1:-5}"
-"$ROOT/scripts/build.sh" --target ppctl
+if [ -z "${PPCTL:-}" ]; then
+  "$ROOT/scripts/build.sh" --target ppctl
+  PPCTL="$BUILD/app/ppctl"
+fi
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 for i in $(seq 1 300); do echo "line $i: sphinx of black quartz, judge my vow"; done > "$WORK/corpus.txt"
@@ -25,7 +29,7 @@ YAML
     first=""
     while IFS= read -r line; do
       if [ -z "$first" ] && [[ "$line" == *"step 1/"* ]]; then first=$(date +%s.%N); fi
-    done < <("$BUILD/app/ppctl" train "$WORK/job.yaml" 2>&1)
+    done < <("$PPCTL" train "$WORK/job.yaml" 2>&1)
     [ -n "$first" ] || { echo "no first step logged" >&2; exit 1; }
     times+=("$(awk -v a="$first" -v b="$start" 'BEGIN { print a - b }')")
   done

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark: `ppctl plan` at cluster scale (issue 13): dp 16 x pp 64 = 1,024 ranks, interleaved-1f1b with
 v = 2 (128 stages of one block) and 256 microbatches. Runs the binary REPEATS times (process start,
-LibTorch loading and printing included; output to /dev/null), and prints the min and median wall
+library loading and printing included; output to /dev/null), and prints the min and median wall
 time and the largest max resident set, next to a trivial `ppctl --version`-like baseline (`ppctl plan
---help`: the binary's start and exit without planning). Target: < 1 s.
+--help`: the binary's start and exit without planning). Target: < 1 s. `ppctl` plans without LibTorch; the
+same plan from ppctl-torch (which loads LibTorch, as `ppctl` did before issue 13 part 5) is the last row, for a
+before/after under the same machine load.
 Usage: scripts/bench/plan_scale.py [--repeats 5] [--no-build]   (PPCTL_BUILD_DIR overrides build/)"""
 import argparse
 import os
@@ -45,6 +47,7 @@ def main():
     if not options.no_build:
         subprocess.run([str(ROOT / "scripts/build.sh"), "--target", "ppctl"], check=True, stdout=sys.stderr)
     binary = str(BUILD / "app/ppctl")
+    torch_binary = str(BUILD / "app/ppctl-torch")
     with tempfile.TemporaryDirectory(prefix="ppctl_plan_scale_") as folder:
         folder = Path(folder)
         (folder / "corpus.txt").write_text("pack my box with five dozen liquor jugs\n" * 200_000)
@@ -53,7 +56,8 @@ def main():
         print("| command | runs | min s | median s | max RSS MiB (all runs) |")
         print("|---|---:|---:|---:|---:|")
         for name, args in (("ppctl plan --help (start + exit)", [binary, "plan", "--help"]),
-                           ("ppctl plan (dp 16 x pp 64, v 2, m 256)", [binary, "plan", str(spec)])):
+                           ("ppctl plan (dp 16 x pp 64, v 2, m 256)", [binary, "plan", str(spec)]),
+                           ("ppctl-torch plan (the same, LibTorch loaded)", [torch_binary, "plan", str(spec)])):
             runs = [timed(args) for _ in range(options.repeats)]
             seconds = [s for s, _ in runs]
             print(f"| {name} | {len(runs)} | {min(seconds):.3f} | {statistics.median(seconds):.3f} | "

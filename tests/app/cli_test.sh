@@ -4,6 +4,7 @@
 set -uo pipefail
 CASE="$1"
 PPCTL="$2"
+PPCTL_TORCH="$(dirname "$PPCTL")/ppctl-torch"  # every command but plan runs there (ppctl execs it)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_cli_${CASE}_XXXXXX")"
 trap 'pkill -KILL -f "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -130,11 +131,16 @@ wait_bounded() {
 }
 
 # Waits (at most 10 s) until the background process $1 has become ppctl itself. Before its exec,
-# a signal can reach the shell's child, or `env` with SIGINT still ignored, and be lost.
+# a signal can reach the shell's child, or `env` with SIGINT still ignored, and be lost. ppctl execs
+# ppctl-torch (same pid) for every command but plan: either is ppctl.
 wait_for_exec() {
-  local target _
+  local target torch _
   target=$(readlink -f "$PPCTL")
-  for _ in $(seq 1 100); do [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$target" ] && return 0; sleep 0.1; done
+  torch=$(readlink -f "$PPCTL_TORCH")
+  for _ in $(seq 1 100); do
+    case "$(readlink "/proc/$1/exe" 2>/dev/null)" in "$target"|"$torch") return 0 ;; esac
+    sleep 0.1
+  done
   fail "process $1 did not start $PPCTL within 10 s"
 }
 
@@ -709,8 +715,9 @@ PY
     no_leftovers
     ;;
   no_driver_dependency)
-    # The binary must start where no GPU driver is installed: libcuda must not be a load-time need.
-    ldd "$PPCTL" > "$WORK/out" 2>&1 || fail "ldd failed"
+    # The binary must start where no GPU driver is installed: libcuda must not be a load-time need
+    # (of ppctl-torch, which links LibTorch; ppctl itself links none: case light_front).
+    ldd "$PPCTL_TORCH" > "$WORK/out" 2>&1 || fail "ldd failed"
     grep -q "libtorch_cuda.so" "$WORK/out" || fail "the CUDA/NCCL path is not linked"
     grep -q "libcuda.so" "$WORK/out" && fail "libcuda.so is a load-time dependency"
     grep -q "not found" "$WORK/out" && fail "a shared library is not found"
@@ -1092,6 +1099,64 @@ PY
       || fail "rank 0 does not warn that train.max_restarts has no effect"
     [ "$(cat "$WORK"/rank*.out | grep -c "train.max_restarts 2 has no effect")" -eq 1 ] || fail "the warning is not given once"
     no_leftovers
+    ;;
+  light_front)
+    # Issue 13: ppctl links no LibTorch (nor anything that loads it) and plans by itself; every other
+    # command, --help and --version run in ppctl-torch beside it, exec'ed in the same process.
+    ldd "$PPCTL" > "$WORK/out" 2>&1 || fail "ldd failed"
+    grep -Eq "libtorch|libc10|libcuda|libnccl" "$WORK/out" && fail "ppctl loads LibTorch or CUDA"
+    grep -q "not found" "$WORK/out" && fail "a shared library is not found"
+    LD_DEBUG=files "$PPCTL" plan "$ROOT/configs/example.yaml" > /dev/null 2> "$WORK/out" || fail "plan exited $?"
+    grep -Eq "file=[^ ]*(libtorch|libc10)" "$WORK/out" && fail "ppctl plan loaded LibTorch"
+    grep -q "file=[^ ]*libstdc++" "$WORK/out" || fail "LD_DEBUG=files shows no library loads: the check cannot see"
+    # The same plan, bytes for bytes, from both executables: good specs, options and bad input alike.
+    tiny_job 2 5 ""
+    cp "$WORK/job.yaml" "$WORK/bad.yaml"
+    sed -i 's/hidden: 32/hiden: 32/' "$WORK/bad.yaml"
+    for args in "$ROOT/configs/example.yaml --comm --timeline --costs 1,2,1,1,2,3,1,2,1,2,1,1,1,2,1,1" \
+                "$WORK/job.yaml --balance --p2p-latency 0.5" "$WORK/bad.yaml" "$WORK/none.yaml" \
+                "$WORK/job.yaml --costs 1,2,3" "--help"; do
+      # shellcheck disable=SC2086  # $args: several words
+      "$PPCTL" plan $args > "$WORK/light" 2>&1; light_rc=$?
+      # shellcheck disable=SC2086
+      (exec -a "$PPCTL" "$PPCTL_TORCH" plan $args) > "$WORK/torch" 2>&1; torch_rc=$?
+      [ "$light_rc" -eq "$torch_rc" ] || fail "plan $args: exit code $light_rc, ppctl-torch's $torch_rc"
+      cmp -s "$WORK/light" "$WORK/torch" || { diff "$WORK/light" "$WORK/torch" >&2; fail "plan $args: output differs from ppctl-torch's"; }
+    done
+    "$PPCTL" plan "$WORK/bad.yaml" > "$WORK/out" 2>&1
+    [ $? -eq 2 ] && grep -q "model.hiden: unknown key" "$WORK/out" || fail "bad spec: not exit 2 naming the key"
+    # --help and --version come from ppctl-torch: every command listed, as before.
+    "$PPCTL" --help > "$WORK/out" 2>&1 || fail "--help exited $?"
+    for cmd in plan train verify export data; do grep -q "^  $cmd  " "$WORK/out" || fail "--help does not list $cmd"; done
+    grep -q "^Usage: $PPCTL \[OPTIONS\] SUBCOMMAND" "$WORK/out" || fail "--help does not name ppctl as typed"
+    [ "$("$PPCTL" --version)" = "ppctl 0.1.0" ] || fail "--version"
+    "$PPCTL" train > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 2 ] && grep -q "spec is required" "$WORK/out" || fail "train without a spec: exit code $rc"
+    # train runs in ppctl-torch in the same process (signals reach it; SIGTERM ends it as before).
+    tiny_job 2 100000 ""
+    "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+    launcher=$!
+    for _ in $(seq 1 100); do [ "$(readlink "/proc/$launcher/exe")" = "$(readlink -f "$PPCTL_TORCH")" ] && break; sleep 0.1; done
+    [ "$(readlink "/proc/$launcher/exe")" = "$(readlink -f "$PPCTL_TORCH")" ] || fail "pid $launcher did not become ppctl-torch"
+    wait_for_line "step 1/" 120
+    for pid in $(pgrep -f "worker $WORK/job.yaml"); do
+      [ "$(readlink "/proc/$pid/exe")" = "$(readlink -f "$PPCTL_TORCH")" ] || fail "worker $pid does not run ppctl-torch"
+    done
+    kill -TERM "$launcher"
+    wait_bounded "$launcher" 60
+    [ "$rc" -eq 143 ] || fail "SIGTERM: exit code $rc, expected 143"
+    no_leftovers
+    # Without ppctl-torch beside it (or not executable), ppctl names the path and the fix; plan still works.
+    mkdir "$WORK/alone"
+    cp "$PPCTL" "$WORK/alone/ppctl"
+    "$WORK/alone/ppctl" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan without ppctl-torch exited $?"
+    "$WORK/alone/ppctl" train "$WORK/job.yaml" > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] || fail "train without ppctl-torch: exit code $rc, expected 1"
+    grep -qF "cannot run \`ppctl train\`: $WORK/alone/ppctl-torch is missing" "$WORK/out" || fail "the missing path is not named"
+    grep -qF "fix: rebuild with scripts/build.sh" "$WORK/out" || fail "no fix for a missing ppctl-torch"
+    touch "$WORK/alone/ppctl-torch"
+    "$WORK/alone/ppctl" --version > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -qF "$WORK/alone/ppctl-torch is not executable" "$WORK/out" || fail "not executable: exit code $rc"
     ;;
   *) fail "unknown case" ;;
 esac

@@ -1,0 +1,73 @@
+// CLI11 validators shared by ppctl's commands (see cli_checks.hpp).
+#include "cli_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "core/echo.hpp"
+#include "core/integer_text.hpp"
+
+namespace ppctl::app {
+
+CLI::Validator number_check(double min, bool strict) {
+  return CLI::Validator(
+      [min, strict](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(value)) return "'" + text + "' is not a number";
+        if (strict ? value <= min : value < min) {
+          return fmt::format("{} must be {} {:g}", text, strict ? "greater than" : "at least", min);
+        }
+        return "";
+      },
+      strict ? "NUMBER > " + fmt::format("{:g}", min) : "NUMBER >= " + fmt::format("{:g}", min));
+}
+
+CLI::Validator integer_check(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const std::string shown = ppctl::core::echo_value(text);
+        if (!ppctl::core::is_plain_integer_text(text)) {
+          // `010` and `+3` are meant as 10 and 3 (not octal 8): say so in the fix.
+          const std::string digits = !text.empty() && text[0] == '+' ? text.substr(1) : text;
+          int64_t meant = 0;
+          const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), meant);
+          const bool decimal = !digits.empty() && error == std::errc() && end == digits.data() + digits.size();
+          return fmt::format("value {}: must be an integer written in plain decimal digits, without a '+' sign "
+                             "or leading zeros (fix: {})",
+                             shown, decimal ? fmt::format("write {}", meant)
+                                            : fmt::format("write a whole number such as {}", lo));
+        }
+        const auto value = ppctl::core::parse_plain_integer(text);
+        if (!value || *value < lo || *value > hi) {
+          return fmt::format("value {}: must be in [{}, {}] (fix: use a value in that range)", shown, lo, hi);
+        }
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+CLI::Validator writable_file_check() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        std::error_code ignored;
+        if (path.empty()) return "the file name is empty";
+        if (std::filesystem::is_directory(path, ignored) || path.back() == '/') {
+          return path + " is a folder (fix: name a file, e.g. " + path + "/plan.json)";
+        }
+        const auto folder = std::filesystem::path(path).parent_path();
+        if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
+          return "folder " + folder.string() + " does not exist";
+        }
+        return "";
+      },
+      "FILE");
+}
+
+}  // namespace ppctl::app

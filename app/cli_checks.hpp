@@ -1,0 +1,20 @@
+// CLI11 validators shared by ppctl's commands: numbers, integers spelled as the spec's, writable files.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+
+namespace ppctl::app {
+
+/// CLI11 check: a number of at least `min` (above it when `strict`), with a readable message.
+CLI::Validator number_check(double min, bool strict);
+
+/// CLI11 check: an integer in [lo, hi] spelled as the spec's integers are (core/integer_text.hpp).
+/// CLI11 alone reads `010` as octal 8 and takes `0x3` or `+3`.
+CLI::Validator integer_check(int64_t lo, int64_t hi);
+
+/// CLI11 check: a path where a file can be written (not a folder; its folder exists).
+CLI::Validator writable_file_check();
+
+}  // namespace ppctl::app

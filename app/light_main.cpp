@@ -1,0 +1,37 @@
+// ppctl, the light front of the command line: runs `ppctl plan` itself, without LibTorch (loading its ~480 MB
+// of libraries took longer than planning a 1,024-rank job), and replaces itself (exec: same pid, arguments,
+// environment and signals) with ppctl-torch, beside it, for every other command, --help and --version.
+#include <CLI/CLI.hpp>
+
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "command_line.hpp"
+#include "core/log.hpp"
+#include "launch/sibling.hpp"
+#include "plan_command.hpp"
+
+namespace {
+
+std::string what_text(const std::exception& e) { return e.what(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "plan") != 0) {
+    const std::string failure = ppctl::launch::exec_sibling(PPCTL_TORCH_EXECUTABLE, argv);  // returns on failure
+    std::cerr << "error: " << failure << '\n';
+    return ppctl::app::kExitFailure;
+  }
+  ppctl::core::setup_logging(std::nullopt);
+  CLI::App app;
+  ppctl::app::describe_ppctl(app);
+  std::string spec_path;
+  ppctl::app::PlanOptions plan_options;
+  ppctl::app::add_plan_command(app, spec_path, plan_options);
+  if (const auto code = ppctl::app::parse_arguments(app, argc, argv)) return *code;
+  return ppctl::app::run_command([&] { return ppctl::app::run_plan(spec_path, plan_options); }, what_text);
+}

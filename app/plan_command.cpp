@@ -1,0 +1,82 @@
+// `ppctl plan`: its CLI11 registration and its run (see plan_command.hpp). Torch-free.
+#include "plan_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli_checks.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "schedule/report.hpp"
+#include "schedule/simulate.hpp"
+#include "train/prepared_job.hpp"
+
+namespace ppctl::app {
+namespace {
+
+ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
+  ppctl::schedule::CostModel costs;
+  if (options.costs.size() % 4 != 0) {
+    throw ppctl::PlanError(fmt::format("--costs: {} values; give F,B,I,W for every stage (4 values) or for "
+                                       "each stage in order (4 per stage)",
+                                       options.costs.size()));
+  }
+  if (!options.costs.empty()) costs.stages.clear();
+  for (size_t i = 0; i < options.costs.size(); i += 4) {
+    costs.stages.push_back({options.costs[i], options.costs[i + 1], options.costs[i + 2], options.costs[i + 3]});
+  }
+  costs.p2p_latency = options.p2p_latency;
+  return costs;
+}
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& plan_options) {
+  auto* plan = app.add_subcommand("plan", "Print the stage layout, simulated step and schedule; start nothing");
+  plan->add_option("spec", spec_path, "Job spec (YAML)")->required();
+  plan->add_flag("--comm", plan_options.with_communication, "Show communication actions too");
+  plan->add_flag("--timeline", plan_options.timeline, "Print the simulated timeline per rank");
+  plan->add_option("--trace", plan_options.trace_path,
+                   "Write the simulated timeline as Chrome-trace/Perfetto JSON to this file")
+      ->check(writable_file_check());
+  plan->add_option("--costs", plan_options.costs,
+                   "Costs of F,B,I,W in ms: 4 values for every stage, or 4 per stage in stage order "
+                   "(default 1,2,1,1)")
+      ->delimiter(',')
+      ->expected(4, CLI::detail::expected_max_vector_size)
+      ->check(number_check(0.0, true));
+  plan->add_flag("--balance", plan_options.balance,
+                 "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
+  plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
+      ->check(number_check(0.0, false));
+  return plan;
+}
+
+int run_plan(const std::string& spec_path, const PlanOptions& options) {
+  auto planned = ppctl::train::prepare_job(spec_path);
+  if (options.balance) {
+    if (!planned.spec.pipeline.layers_per_stage.empty()) {
+      spdlog::warn("--balance: the spec's pipeline.layers_per_stage [{}] is set aside for this plan; the job "
+                   "itself would run with it",
+                   fmt::join(planned.spec.pipeline.layers_per_stage, ", "));
+    }
+    ppctl::train::use_balance_auto(planned);
+  }
+  const auto costs = cost_model(options);
+  const auto simulation = ppctl::schedule::simulate(planned.program, costs);
+  std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
+                                            costs, options.with_communication);
+  if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
+  if (!options.trace_path.empty()) {
+    ppctl::core::write_file_atomically(options.trace_path,
+                                       ppctl::schedule::to_chrome_trace(simulation));
+    std::cout << "trace written to " << options.trace_path << " (open it in https://ui.perfetto.dev)\n";
+  }
+  return 0;
+}
+
+}  // namespace ppctl::app

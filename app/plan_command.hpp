@@ -1,0 +1,34 @@
+// `ppctl plan`: its command-line options (CLI11) and what it runs. Torch-free, so that both executables
+// share it: the light `ppctl`, which plans without loading LibTorch, and `ppctl-torch` (every command).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace ppctl::app {
+
+/// The options of `ppctl plan` (beside the spec path).
+struct PlanOptions {
+  bool with_communication = false;
+  bool timeline = false;
+  std::string trace_path;
+  std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
+  double p2p_latency = 0.0;
+  bool balance = false;  // show the layout of pipeline.balance auto
+};
+
+/// Adds the `plan` subcommand to `app`; parsing writes the spec path into `spec_path` and the options into
+/// `options` (both must outlive `app.parse`). Returns the subcommand (true after parsing when it was given).
+CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& options);
+
+/// Runs `ppctl plan`: prepares the job (train::prepare_job: the whole spec validated, the program built and
+/// checked), simulates one step and prints the plan to stdout (plus the timeline, the trace file, as asked).
+/// Returns 0; throws ppctl::ConfigError, ppctl::PlanError or ppctl::ScheduleError for bad input (the caller
+/// maps them to exit code 2).
+int run_plan(const std::string& spec_path, const PlanOptions& options);
+
+}  // namespace ppctl::app
