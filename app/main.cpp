@@ -33,6 +33,7 @@
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
+#include "schedule/split_time.hpp"
 #include "train/checkpoint.hpp"
 #include "train/hf_export.hpp"
 #include "train/local_job.hpp"
@@ -80,6 +81,7 @@ struct PlanOptions {
   std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
   double p2p_latency = 0.0;
   bool balance = false;  // show the layout of pipeline.balance auto
+  std::string layer_costs;  // --layer-costs: a per-layer costs file or a previous run's run directory
 };
 
 ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
@@ -107,10 +109,13 @@ int cmd_plan(const std::string& spec_path, const PlanOptions& options) {
     }
     ppctl::train::use_balance_auto(planned);
   }
-  const auto costs = cost_model(options);
+  std::optional<ppctl::schedule::GivenLayerCosts> layer_costs;
+  if (!options.layer_costs.empty()) layer_costs = ppctl::train::use_layer_costs(planned, options.layer_costs, options.balance);
+  const auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times, options.p2p_latency)
+                                 : cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
-                                            costs, options.with_communication);
+                                            costs, options.with_communication, layer_costs ? &*layer_costs : nullptr);
   if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
   if (!options.trace_path.empty()) {
     ppctl::core::write_file_atomically(options.trace_path,
@@ -385,6 +390,10 @@ int main(int argc, char** argv) {
       ->check(number_check(0.0, true));
   plan->add_flag("--balance", plan_options.balance,
                  "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
+  plan->add_option("--layer-costs", plan_options.layer_costs,
+                   "Per-layer times: a JSON costs file (ms per microbatch) or a previous run's run directory (fitted "
+                   "to its trace); the split section compares the splits under them, --balance lays out with them")
+      ->excludes("--costs")->type_name("FILE|RUN_DIR");
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
       ->check(number_check(0.0, false));
 
