@@ -10,8 +10,11 @@
 
 #include "core/error.hpp"
 #include "plan/layer_times.hpp"
+#include "plan/split_helpers.hpp"
 
 using namespace ppctl;
+using ppctl::test::counts_of;
+using ppctl::test::every_split;
 using Catch::Approx;
 using Catch::Matchers::ContainsSubstring;
 
@@ -21,28 +24,6 @@ double slowest(const std::vector<plan::LayerRange>& split, const plan::LayerTime
   double out = 0.0;
   for (const auto& t : plan::stage_times(split, times)) out = std::max(out, t.total());
   return out;
-}
-
-/// Every split of `layers` blocks into `stages` stages of >= 1 block, as block counts.
-void every_split(int64_t layers, int64_t stages, std::vector<int64_t>& counts,
-                 const std::function<void(const std::vector<int64_t>&)>& visit) {
-  if (static_cast<int64_t>(counts.size()) == stages - 1) {
-    counts.push_back(layers);
-    visit(counts);
-    counts.pop_back();
-    return;
-  }
-  for (int64_t n = 1; n <= layers - (stages - static_cast<int64_t>(counts.size()) - 1); ++n) {
-    counts.push_back(n);
-    every_split(layers - n, stages, counts, visit);
-    counts.pop_back();
-  }
-}
-
-std::vector<int64_t> counts_of(const std::vector<plan::LayerRange>& split) {
-  std::vector<int64_t> counts;
-  for (const auto& r : split) counts.push_back(r.size());
-  return counts;
 }
 
 }  // namespace
@@ -66,13 +47,7 @@ TEST_CASE("partition_min_max(times): the least slowest stage over every contiguo
       });
       for (const auto tie : {plan::TieBreak::FirstStage, plan::TieBreak::LastStage}) {
         const auto split = plan::partition_min_max(times, stages, tie);
-        REQUIRE(static_cast<int64_t>(split.size()) == stages);
-        REQUIRE(split.front().begin == 0);
-        REQUIRE(split.back().end == layers);
-        for (size_t s = 0; s < split.size(); ++s) {
-          REQUIRE(split[s].size() >= 1);
-          if (s > 0) REQUIRE(split[s].begin == split[s - 1].end);
-        }
+        test::require_contiguous(split, layers, stages);
         REQUIRE(slowest(split, times) <= best * (1 + 1e-9));
       }
     }
