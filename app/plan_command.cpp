@@ -7,12 +7,14 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
 
 #include "cli_checks.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
+#include "schedule/split_time.hpp"
 #include "train/prepared_job.hpp"
 
 namespace ppctl::app {
@@ -51,6 +53,10 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
       ->check(number_check(0.0, true));
   plan->add_flag("--balance", plan_options.balance,
                  "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
+  plan->add_option("--layer-costs", plan_options.layer_costs,
+                   "Per-layer times: a JSON costs file (ms per microbatch) or a previous run's run directory (fitted "
+                   "to its trace); the split section compares the splits under them, --balance lays out with them")
+      ->excludes("--costs")->type_name("FILE|RUN_DIR");
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
       ->check(number_check(0.0, false));
   return plan;
@@ -66,10 +72,13 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
     }
     ppctl::train::use_balance_auto(planned);
   }
-  const auto costs = cost_model(options);
+  std::optional<ppctl::schedule::GivenLayerCosts> layer_costs;
+  if (!options.layer_costs.empty()) layer_costs = ppctl::train::use_layer_costs(planned, options.layer_costs, options.balance);
+  const auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times, options.p2p_latency)
+                                 : cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
-                                            costs, options.with_communication);
+                                            costs, options.with_communication, layer_costs ? &*layer_costs : nullptr);
   if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
   if (!options.trace_path.empty()) {
     ppctl::core::write_file_atomically(options.trace_path,

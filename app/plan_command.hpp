@@ -19,6 +19,7 @@ struct PlanOptions {
   std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
   double p2p_latency = 0.0;
   bool balance = false;  // show the layout of pipeline.balance auto
+  std::string layer_costs;  // --layer-costs: a per-layer costs file or a previous run's run directory
 };
 
 /// Adds the `plan` subcommand to `app`; parsing writes the spec path into `spec_path` and the options into

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/check.hpp"
+#include "plan/layer_times.hpp"
 
 namespace ppctl::plan {
 
@@ -75,18 +76,9 @@ std::vector<LayerRange> balance_layers(int64_t layers, int64_t stages, const Lay
                                        const StepTimeOf* step_time) {
   auto first = partition_min_max(layers, stages, costs, TieBreak::FirstStage);
   if (step_time == nullptr) return first;
-  std::vector<std::vector<LayerRange>> candidates{partition_uniform(layers, stages), std::move(first),
-                                                  partition_min_max(layers, stages, costs, TieBreak::LastStage)};
-  size_t best = 0;
-  double best_time = (*step_time)(candidates[0]);
-  for (size_t i = 1; i < candidates.size(); ++i) {
-    const double t = (*step_time)(candidates[i]);
-    if (t < best_time) {
-      best = i;
-      best_time = t;
-    }
-  }
-  return candidates[best];
+  return fastest_split({partition_uniform(layers, stages), std::move(first),
+                        partition_min_max(layers, stages, costs, TieBreak::LastStage)},
+                       *step_time);
 }
 
 }  // namespace ppctl::plan

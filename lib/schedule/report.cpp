@@ -42,36 +42,103 @@ std::string costs_text(const CostModel& costs) {
                      c.input_grad, c.weight_grad, costs.p2p_latency);
 }
 
-/// The "split" lines: the uniform split, balance auto's and an explicit pipeline.layers_per_stage, each
-/// with its blocks per stage, its simulated step and its slowest stage under the FLOP per-layer costs
-/// (plan::flop_layer_costs, in units of one block's forward), the one the job runs marked.
-std::string split_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
-  const auto costs = plan::flop_layer_costs(spec.model);
-  const auto step_time = split_step_time(program, costs);
+/// "memory per rank 4.0, 1.5, 5.0 MiB" (one unit for all, GiB from 1 GiB), or the largest beyond 8 ranks.
+std::string memory_per_rank(const std::vector<RankMemory>& ranks) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::vector<double> totals;
+  for (const auto& r : ranks) totals.push_back(static_cast<double>(r.total()) / kMiB);
+  const auto top = std::max_element(totals.begin(), totals.end());
+  const bool gib = *top >= 1024.0;
+  const auto shown = [&](double mib) { return gib ? fmt::format("{:.2f}", mib / 1024.0) : fmt::format("{:.1f}", mib); };
+  if (totals.size() > 8) {
+    return fmt::format("memory per rank up to {} {} (rank {})", shown(*top), gib ? "GiB" : "MiB", top - totals.begin());
+  }
+  std::vector<std::string> parts;
+  for (const double t : totals) parts.push_back(shown(t));
+  return fmt::format("memory per rank {} {}", fmt::join(parts, ", "), gib ? "GiB" : "MiB");
+}
+
+std::string piece_text(const plan::PieceTime& t) { return fmt::format("F {:.3g} B {:.3g}", t.forward_ms, t.backward_ms); }
+
+/// The lines after the split rows saying where the per-layer costs came from.
+std::string costs_source(const plan::LayerCosts& flop, const GivenLayerCosts* given,
+                         const std::vector<int64_t>& balanced_counts) {
+  constexpr const char* kIndent = "           ";
+  if (given == nullptr) {
+    return fmt::format("{}(costs from FLOPs per token, in block forwards: block 1, embedding {:.3g}, final norm + "
+                       "LM head + loss {:.3g}; B = 2F; `ppctl plan --balance` shows balance auto in use; "
+                       "`--layer-costs FILE|RUN_DIR` takes measured ones)\n",
+                       kIndent, flop.embedding / flop.block, flop.head / flop.block);
+  }
+  const auto& t = given->times;
+  plan::PieceTime mean;
+  for (const auto& b : t.blocks) {
+    mean.forward_ms += b.forward_ms / static_cast<double>(t.blocks.size());
+    mean.backward_ms += b.backward_ms / static_cast<double>(t.blocks.size());
+  }
+  const bool equal = std::all_of(t.blocks.begin(), t.blocks.end(), [&](const plan::PieceTime& b) {
+    return b.forward_ms == t.blocks.front().forward_ms && b.backward_ms == t.blocks.front().backward_ms;
+  });
+  std::string out = fmt::format("{}(costs from {}; ms per microbatch: block {}{}, embedding {}, final norm + LM head "
+                                "+ loss {}; a split backward's I = W = B/2)\n",
+                                kIndent, given->source, piece_text(mean), equal ? "" : " (mean over blocks)",
+                                piece_text(t.embedding), piece_text(t.head));
+  if (!given->measured.empty()) {
+    std::vector<std::string> measured, fitted;
+    std::vector<plan::LayerRange> split;
+    for (const auto& m : given->measured) {
+      measured.push_back(piece_text(m.time));
+      split.push_back({split.empty() ? 0 : split.back().end, (split.empty() ? 0 : split.back().end) + m.blocks});
+    }
+    for (const auto& f : plan::stage_times(split, t)) fitted.push_back(piece_text(f));
+    out += fmt::format("{}(measured per stage of that run: {}; fitted: {})\n", kIndent, fmt::join(measured, " | "),
+                       fmt::join(fitted, " | "));
+  }
+  for (const auto& note : given->notes) out += fmt::format("{}(note: {})\n", kIndent, note);
+  out += fmt::format("{}(`ppctl plan --balance --layer-costs ...` lays out with balance costs; to train with it, set "
+                     "pipeline.layers_per_stage: [{}])\n",
+                     kIndent, fmt::join(balanced_counts, ", "));
+  return out;
+}
+
+/// The "split" lines: the uniform split, balance auto's, an explicit pipeline.layers_per_stage and, with
+/// given per-layer times, the split balancing them (balance_by_times), each with its blocks per stage, its
+/// simulated step, its slowest stage and its memory per rank; simulated under the given times (ms) or
+/// else the FLOP per-layer costs (plan::flop_layer_costs, in units of one block's forward); the one the
+/// job runs marked; then where the costs came from.
+std::string split_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program,
+                          const GivenLayerCosts* given) {
+  const auto flop = plan::flop_layer_costs(spec.model);
+  const auto flop_time = split_step_time(program, flop);
+  const int64_t layers = spec.model.layers;
+  const auto times = given ? given->times : plan::layer_times(flop, layers);
+  const auto step_time = split_step_time(program, times);
   std::vector<plan::LayerRange> in_use;
   for (const auto& stage : layout.stages) in_use.push_back(stage.layers);
-  const int64_t layers = spec.model.layers;
   std::vector<std::pair<std::string, std::vector<plan::LayerRange>>> rows{
       {"uniform", plan::partition_uniform(layers, layout.num_stages)},
-      {"balance auto", plan::balance_layers(layers, layout.num_stages, costs, &step_time)}};
+      {"balance auto", plan::balance_layers(layers, layout.num_stages, flop, &flop_time)}};
   if (!spec.pipeline.layers_per_stage.empty()) rows.emplace_back("layers_per_stage", in_use);
-  const std::string used = !spec.pipeline.layers_per_stage.empty() ? "layers_per_stage"
+  if (given) rows.emplace_back("balance costs", balance_by_times(spec, program, times));
+  const std::string used = given && given->balanced                  ? "balance costs"
+                           : !spec.pipeline.layers_per_stage.empty() ? "layers_per_stage"
                            : spec.pipeline.balance == "auto"        ? "balance auto"
                                                                     : "uniform";
+  const char* unit = given ? " ms" : "";
   std::string out;
+  std::vector<int64_t> balanced_counts;
   for (const auto& [name, split] : rows) {
     std::vector<int64_t> counts;
     for (const auto& r : split) counts.push_back(r.size());
-    const auto stage = plan::stage_costs(split, costs);
-    out += fmt::format("{:11}{:17}[{}]  simulated step {:.2f}, slowest stage F {:.2f}{}\n",
-                       out.empty() ? "split" : "", name, fmt::join(counts, ", "), step_time(split),
-                       *std::max_element(stage.begin(), stage.end()) / costs.block,
-                       name == used ? "  <- in use" : "");
+    if (name == "balance costs") balanced_counts = counts;
+    double slowest = 0.0;
+    for (const auto& t : plan::stage_times(split, times)) slowest = std::max(slowest, given ? t.total() : t.forward_ms);
+    const auto memory = estimate_memory(spec, layout_of_split(spec, program, split), program);
+    out += fmt::format("{:11}{:17}[{}]  simulated step {:.2f}{}, slowest stage {} {:.2f}{}, {}{}\n",
+                       out.empty() ? "split" : "", name, fmt::join(counts, ", "), step_time(split), unit,
+                       given ? "F+B" : "F", slowest, unit, memory_per_rank(memory), name == used ? "  <- in use" : "");
   }
-  out += fmt::format("{:11}(costs from FLOPs per token, in block forwards: block 1, embedding {:.3g}, final norm + "
-                     "LM head + loss {:.3g}; B = 2F; `ppctl plan --balance` shows balance auto in use)\n",
-                     "", costs.embedding / costs.block, costs.head / costs.block);
-  return out;
+  return out + costs_source(flop, given, balanced_counts);
 }
 
 /// The memory section: the estimate per pipeline rank (schedule/memory_plan.hpp) and its warnings.
@@ -83,7 +150,7 @@ std::string memory_section(const config::JobSpec& spec, const plan::Layout& layo
 
 std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                         const Program& program, const Simulation& simulation, const CostModel& costs,
-                        bool with_communication) {
+                        bool with_communication, const GivenLayerCosts* layer_costs) {
   const auto& m = spec.model;
   const auto& p = spec.pipeline;
   const int64_t global_batch = p.microbatches * p.micro_batch_size * layout.data_parallel;
@@ -134,7 +201,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      layout.bubble_fraction);
   out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
                      simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs));
-  out += split_section(spec, layout, program);
+  out += split_section(spec, layout, program, layer_costs);
   out += fmt::format("\n{:>7}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage",
                      "parameters", "F before", "bubble", "peak act", "holds");
   int64_t column_sum = 0;

@@ -1,16 +1,33 @@
-// Simulated step time of a split, from per-layer costs.
+// Simulated step time of a split, from per-layer costs or times, and the splits chosen with them.
 #include "schedule/split_time.hpp"
 
 namespace ppctl::schedule {
 
-CostModel split_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerCosts& costs) {
+CostModel stage_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerTimes& times,
+                           double p2p_latency) {
   CostModel model;
   model.stages.clear();
-  for (const double c : plan::stage_costs(split, costs)) {
-    const double f = c / costs.block;
-    model.stages.push_back({f, 2.0 * f, f, f});
+  for (const auto& t : plan::stage_times(split, times)) {
+    model.stages.push_back({t.forward_ms, t.backward_ms, t.backward_ms / 2, t.backward_ms / 2});
   }
+  model.p2p_latency = p2p_latency;
   return model;
+}
+
+CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& times, double p2p_latency) {
+  std::vector<plan::LayerRange> split;
+  for (const auto& stage : layout.stages) split.push_back(stage.layers);
+  return stage_cost_model(split, times, p2p_latency);
+}
+
+CostModel split_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerCosts& costs) {
+  return stage_cost_model(split, plan::layer_times(costs, split.empty() ? 0 : split.back().end));
+}
+
+plan::StepTimeOf split_step_time(const Program& program, const plan::LayerTimes& times) {
+  return [&program, times](const std::vector<plan::LayerRange>& split) {
+    return simulate(program, stage_cost_model(split, times)).step_time;
+  };
 }
 
 plan::StepTimeOf split_step_time(const Program& program, const plan::LayerCosts& costs) {
@@ -22,6 +39,27 @@ plan::StepTimeOf split_step_time(const Program& program, const plan::LayerCosts&
 plan::Layout job_layout(const config::JobSpec& spec, const Program& program) {
   const auto step_time = split_step_time(program, plan::flop_layer_costs(spec.model));
   return plan::make_layout(spec, &program.stage_to_rank, &step_time);
+}
+
+std::vector<plan::LayerRange> balance_by_times(const config::JobSpec& spec, const Program& program,
+                                               const plan::LayerTimes& times) {
+  const int64_t layers = spec.model.layers;
+  const int64_t stages = program.num_stages;
+  const auto flop_time = split_step_time(program, plan::flop_layer_costs(spec.model));
+  return plan::fastest_split(
+      {plan::partition_uniform(layers, stages), plan::balance_layers(layers, stages, plan::flop_layer_costs(spec.model), &flop_time),
+       plan::partition_min_max(times, stages, plan::TieBreak::FirstStage),
+       plan::partition_min_max(times, stages, plan::TieBreak::LastStage)},
+      split_step_time(program, times));
+}
+
+plan::Layout layout_of_split(const config::JobSpec& spec, const Program& program,
+                             const std::vector<plan::LayerRange>& split) {
+  config::JobSpec with_split = spec;
+  with_split.pipeline.balance = "uniform";
+  with_split.pipeline.layers_per_stage.clear();
+  for (const auto& range : split) with_split.pipeline.layers_per_stage.push_back(range.size());
+  return plan::make_layout(with_split, &program.stage_to_rank);
 }
 
 }  // namespace ppctl::schedule

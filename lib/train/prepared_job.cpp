@@ -68,6 +68,16 @@ void use_balance_auto(PreparedJob& job) {
   job.layout = schedule::job_layout(job.spec, job.program);
 }
 
+schedule::GivenLayerCosts use_layer_costs(PreparedJob& job, const std::string& source, bool balance) {
+  auto given = schedule::given_layer_costs(source, job.spec);
+  if (balance) {
+    job.layout = schedule::layout_of_split(job.spec, job.program,
+                                           schedule::balance_by_times(job.spec, job.program, given.times));
+    given.balanced = true;
+  }
+  return given;
+}
+
 std::string job_fingerprint(const PreparedJob& job) {
   std::string all;
   for (const auto& [name, value] : job.worker_env) all += name + "=" + value + '\n';

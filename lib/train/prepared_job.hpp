@@ -9,6 +9,7 @@
 #include "config/load.hpp"
 #include "plan/layout.hpp"
 #include "schedule/action.hpp"
+#include "schedule/layer_costs.hpp"
 
 namespace ppctl::train {
 
@@ -35,6 +36,12 @@ std::string spec_field_location(const PreparedJob& job, const std::string& field
 /// `ppctl plan --balance`: the job as if its spec said pipeline.balance: auto without
 /// pipeline.layers_per_stage, its layout chosen again. For showing only: workers read the spec as written.
 void use_balance_auto(PreparedJob& job);
+
+/// `ppctl plan --layer-costs SOURCE`: the per-layer times SOURCE gives (a costs file or a previous run's
+/// run directory: schedule::given_layer_costs); with `balance` (`--balance`) the job is laid out again with
+/// the split that balances them (schedule::balance_by_times). For showing only: workers read the spec as
+/// written. Throws ppctl::PlanError as given_layer_costs.
+schedule::GivenLayerCosts use_layer_costs(PreparedJob& job, const std::string& source, bool balance);
 
 /// "spec H": H is the FNV-1a 64 hash (core::fnv1a64) of what the workers get (worker_env: spec text,
 /// program hash, custom schedule text), in hex. Ranks that read the same spec compute the same

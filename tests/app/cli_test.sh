@@ -1158,6 +1158,71 @@ PY
     "$WORK/alone/ppctl" --version > "$WORK/out" 2>&1; rc=$?
     [ "$rc" -eq 1 ] && grep -qF "$WORK/alone/ppctl-torch is not executable" "$WORK/out" || fail "not executable: exit code $rc"
     ;;
+  layer_costs)
+    # Issue 13: per-layer costs from a previous run's trace (plan --layer-costs RUN_DIR) and from a costs file.
+    # The costs plan reports are the trace's medians; with a 4096-token head the split they balance leaves
+    # the last stage fewer blocks than uniform; bad sources are refused (exit 2) naming what to fix.
+    tiny_job 3 4 "observe: {trace_steps: 4, tensorboard: false}"
+    sed -i 's/^model: {layers: 4,/model: {vocab_size: 4096, layers: 6,/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 || fail "train exited $?"
+    "$PPCTL" plan "$WORK/job.yaml" --layer-costs "$WORK/run" > "$WORK/plan" 2>&1 || { cp "$WORK/plan" "$WORK/out"; fail "plan exited $?"; }
+    cp "$WORK/plan" "$WORK/out"
+    grep -q "^split *uniform *\[2, 2, 2\] *simulated step [0-9.]* ms, .*memory per rank .*<- in use" "$WORK/plan" || fail "no uniform row in ms with memory"
+    grep -q "costs from run directory $WORK/run (trace.json steps 2-4" "$WORK/plan" || fail "the source of the costs is not named"
+    python3 - "$WORK/run/trace.json" "$WORK/plan" <<'PY' || fail "the reported costs do not match the trace"
+import json, re, statistics, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("F", "B")]
+first = min(e["args"]["step"] for e in events) + 1
+median = {(s, k): statistics.median(e["dur"] / 1000 for e in events
+                                    if e["args"]["stage"] == s and e["cat"] == k and e["args"]["step"] >= first)
+          for s in range(3) for k in "FB"}
+plan = open(sys.argv[2]).read()
+line = re.search(r"measured per stage of that run: (.*); fitted: (.*)\)", plan)
+measured = [tuple(map(float, re.findall(r"[FB] ([0-9.e+-]+)", part))) for part in line.group(1).split("|")]
+fitted = [tuple(map(float, re.findall(r"[FB] ([0-9.e+-]+)", part))) for part in line.group(2).split("|")]
+close = lambda a, b: abs(a - b) <= 0.006 * abs(b) + 1e-3
+for s in range(3):
+    assert close(measured[s][0], median[(s, "F")]) and close(measured[s][1], median[(s, "B")]), (s, measured, median)
+# Three stages: the middle one gives the block, the end stages' excess the embedding and the head, so the
+# fitted stage sums give back the measured ones (but where an excess came out negative and was floored).
+block = re.search(r"ms per microbatch: block F ([0-9.e+-]+) B ([0-9.e+-]+)", plan)
+assert close(float(block.group(1)), median[(1, "F")] / 2) and close(float(block.group(2)), median[(1, "B")] / 2), block.group(0)
+head = re.search(r"final norm \+ LM head \+ loss F ([0-9.e+-]+) B ([0-9.e+-]+)", plan)
+assert close(float(head.group(1)), median[(2, "F")] - median[(1, "F")]), (head.group(0), median)
+for s in (1, 2):
+    assert close(fitted[s][0], measured[s][0]), (fitted, measured)
+print("measured", measured, "fitted", fitted)
+PY
+    split=$(sed -n 's/^ *balance costs *\(\[[0-9, ]*\]\).*/\1/p' "$WORK/plan")
+    case "$split" in "[2, 3, 1]"|"[3, 2, 1]") ;; *) fail "balance costs split '$split': the head's stage should keep 1 block" ;; esac
+    grep -qF "to train with it, set pipeline.layers_per_stage: $split" "$WORK/plan" || fail "no layers_per_stage line to train with"
+    "$PPCTL" plan "$WORK/job.yaml" --balance --layer-costs "$WORK/run" > "$WORK/plan" 2>&1 || fail "plan --balance --layer-costs exited $?"
+    grep -q "^ *balance costs .*<- in use" "$WORK/plan" || fail "plan --balance --layer-costs does not lay out with the costs"
+    grep -q "blocks 5-5 + final norm, LM head, loss$" "$WORK/plan" || fail "the last stage does not hold one block"
+    # A costs file: the same rows; a bad one names file, field, value, rule and fix.
+    echo '{"block": {"forward_ms": 1, "backward_ms": 2}, "embedding": {"forward_ms": 0, "backward_ms": 0}, "head": {"forward_ms": 0, "backward_ms": 0}}' > "$WORK/costs.json"
+    "$PPCTL" plan "$WORK/job.yaml" --balance --layer-costs "$WORK/costs.json" > "$WORK/plan" 2>&1 || fail "plan with a costs file exited $?"
+    grep -q "^ *balance costs *\[2, 2, 2\] .*<- in use" "$WORK/plan" || fail "equal blocks without embedding and head do not keep the uniform split"
+    grep -qF "costs from costs file $WORK/costs.json" "$WORK/plan" || fail "the costs file is not named"
+    expect_refusal() {  # $1 = text of the error; then the plan arguments
+      local text="$1"
+      shift
+      "$PPCTL" plan "$@" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "plan $*: exit code $rc, expected 2"
+      grep -qF -- "$text" "$WORK/out" || fail "plan $*: the error does not say '$text'"
+    }
+    echo '{"block": {"forward_ms": -1, "backward_ms": 2}, "embedding": {"forward_ms": 0, "backward_ms": 0}}' > "$WORK/bad.json"
+    expect_refusal "$WORK/bad.json: block.forward_ms: value -1: must be finite and >= 0" "$WORK/job.yaml" --layer-costs "$WORK/bad.json"
+    grep -qF "$WORK/bad.json: head: missing" "$WORK/out" || fail "not every problem of the costs file is listed"
+    expect_refusal "excludes" "$WORK/job.yaml" --layer-costs "$WORK/costs.json" --costs 1,2,1,1
+    sed 's/vocab_size: 4096/vocab_size: 512/' "$WORK/job.yaml" > "$WORK/other.yaml"
+    expect_refusal "ran another model: model.vocab_size 4096 there, 512 here" "$WORK/other.yaml" --layer-costs "$WORK/run"
+    sed -i 's/trace_steps: 4/trace_steps: 0/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --steps 1 --run-dir "$WORK/untraced" > "$WORK/out" 2>&1 || fail "untraced train exited $?"
+    expect_refusal "run directory $WORK/untraced has no trace.json: its observe.trace_steps is 0" "$WORK/job.yaml" --layer-costs "$WORK/untraced"
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

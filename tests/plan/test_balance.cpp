@@ -9,8 +9,11 @@
 #include "core/error.hpp"
 #include "plan/balance.hpp"
 #include "plan/layout.hpp"
+#include "plan/split_helpers.hpp"
 
 using namespace ppctl;
+using ppctl::test::counts_of;
+using ppctl::test::every_split;
 using Catch::Matchers::ContainsSubstring;
 
 namespace {
@@ -18,29 +21,6 @@ namespace {
 double slowest(const std::vector<plan::LayerRange>& split, const plan::LayerCosts& costs) {
   const auto c = plan::stage_costs(split, costs);
   return *std::max_element(c.begin(), c.end());
-}
-
-std::vector<int64_t> counts_of(const std::vector<plan::LayerRange>& split) {
-  std::vector<int64_t> counts;
-  for (const auto& r : split) counts.push_back(r.size());
-  return counts;
-}
-
-/// Calls `visit` with every split of `layers` into `stages` counts >= 1.
-void every_split(int64_t layers, int64_t stages, std::vector<int64_t>& counts,
-                 const std::function<void(const std::vector<int64_t>&)>& visit) {
-  if (static_cast<int64_t>(counts.size()) == stages - 1) {
-    counts.push_back(layers);
-    visit(counts);
-    counts.pop_back();
-    return;
-  }
-  const int64_t rest = stages - static_cast<int64_t>(counts.size()) - 1;
-  for (int64_t n = 1; n <= layers - rest; ++n) {
-    counts.push_back(n);
-    every_split(layers - n, stages, counts, visit);
-    counts.pop_back();
-  }
 }
 
 }  // namespace
@@ -59,13 +39,7 @@ TEST_CASE("partition_min_max: its slowest stage is the least over every contiguo
         });
         for (const auto tie : {plan::TieBreak::FirstStage, plan::TieBreak::LastStage}) {
           const auto split = plan::partition_min_max(layers, stages, costs, tie);
-          REQUIRE(static_cast<int64_t>(split.size()) == stages);
-          REQUIRE(split.front().begin == 0);
-          REQUIRE(split.back().end == layers);
-          for (size_t s = 0; s < split.size(); ++s) {
-            REQUIRE(split[s].size() >= 1);
-            if (s > 0) REQUIRE(split[s].begin == split[s - 1].end);
-          }
+          test::require_contiguous(split, layers, stages);
           REQUIRE(slowest(split, costs) == best);
         }
       }

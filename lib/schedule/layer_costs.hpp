@@ -1,0 +1,44 @@
+// Per-layer times for `ppctl plan --layer-costs SOURCE`: from a costs file (plan/cost_file.hpp), or fitted
+// to what a previous run measured (its run directory's trace.json and config.yaml). No torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "plan/layer_times.hpp"
+
+namespace ppctl::schedule {
+
+/// Per-layer times given to `ppctl plan`, and where they came from.
+struct GivenLayerCosts {
+  plan::LayerTimes times;
+  std::string source;                            ///< e.g. "costs file c.json", "run directory runs/x (...)"
+  std::vector<std::string> notes;                ///< assumptions made and differences found, one line each
+  std::vector<plan::StageMeasurement> measured;  ///< a run's blocks and median times per stage (none for a file)
+  bool balanced = false;  ///< the job is laid out with these times (`ppctl plan --balance`): balance_by_times
+};
+
+/// Median time per action of each stage in a merged trace.json (runtime/trace.hpp's layout: complete
+/// "X" events with cat F, B, I or W and args.stage, args.step), over the traced steps after the first
+/// (which carries start-up costs; all of them when one step was traced): F, and B (or I + W when the
+/// backward was split). `first_step`/`last_step` receive the steps used. Throws ppctl::PlanError naming
+/// `source` when the text is not such a trace or a stage of [0, num_stages) has no F or backward.
+std::vector<plan::PieceTime> trace_stage_times(const std::string& trace_text, const std::string& source,
+                                               int64_t num_stages, int64_t& first_step, int64_t& last_step);
+
+/// The per-layer times a previous run measured: its config.yaml (validated as a job spec, relative paths
+/// against the folder of `spec.source`) gives its layout, its trace.json the median F and B per stage,
+/// and plan::fit_layer_times the times per block, embedding and head. Throws ppctl::PlanError naming the
+/// folder and the fix when it is not a run directory, its model differs from `spec`'s (arch, layers,
+/// hidden, heads, kv_heads, ffn_hidden, vocab_size, seq_len) or its pipeline.micro_batch_size does, it
+/// has no trace (observe.trace_steps 0), or it ran one stage. Runtime differences (device, precision,
+/// recompute, threads per worker) become notes.
+GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec);
+
+/// `--layer-costs SOURCE`: run_layer_costs for a folder, else plan::read_cost_file. Throws
+/// ppctl::PlanError as they do.
+GivenLayerCosts given_layer_costs(const std::string& source, const config::JobSpec& spec);
+
+}  // namespace ppctl::schedule

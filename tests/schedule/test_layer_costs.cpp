@@ -1,0 +1,131 @@
+// Tests of schedule/layer_costs: per-stage medians from a trace, and per-layer times from a run directory
+// (its config.yaml and trace.json), with the refusals: not a run directory, another model, no trace.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config/load.hpp"
+#include "core/error.hpp"
+#include "schedule/layer_costs.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace ppctl;
+using Catch::Approx;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+/// A trace in runtime/trace.hpp's layout: for each (step, stage, microbatch) an F and a backward of the
+/// given durations (ms; stage s's F takes forward[s] + step-dependent noise), step 1 ten times slower.
+std::string trace_of(const std::vector<double>& forward, const std::vector<double>& backward, int64_t steps,
+                     bool split_backward = false) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "rank 0"}}}});
+  for (int64_t step = 1; step <= steps; ++step) {
+    const double slow = step == 1 ? 10.0 : 1.0;
+    for (size_t s = 0; s < forward.size(); ++s) {
+      for (int64_t m = 0; m < 3; ++m) {
+        const nlohmann::json args{{"stage", s}, {"microbatch", m}, {"step", step}};
+        const double jitter = m == 1 ? 0.5 : 0.0;  // one outlier microbatch: the median ignores it
+        events.push_back({{"ph", "X"}, {"cat", "F"}, {"name", "F"}, {"pid", 0}, {"tid", s}, {"ts", 0},
+                          {"dur", 1000.0 * slow * (forward[s] + jitter)}, {"args", args}});
+        if (split_backward) {
+          for (const char* kind : {"I", "W"}) {
+            events.push_back({{"ph", "X"}, {"cat", kind}, {"name", kind}, {"pid", 0}, {"tid", s}, {"ts", 0},
+                              {"dur", 1000.0 * slow * backward[s] / 2}, {"args", args}});
+          }
+        } else {
+          events.push_back({{"ph", "X"}, {"cat", "B"}, {"name", "B"}, {"pid", 0}, {"tid", s}, {"ts", 0},
+                            {"dur", 1000.0 * slow * backward[s]}, {"args", args}});
+        }
+        events.push_back({{"ph", "X"}, {"cat", "send"}, {"name", "SEND_F"}, {"pid", 0}, {"tid", s}, {"ts", 0},
+                          {"dur", 99000.0}, {"args", args}});
+      }
+    }
+  }
+  return nlohmann::json{{"traceEvents", events}}.dump();
+}
+
+const std::string kSpec = R"(model: {vocab_size: 512, layers: 6, hidden: 32, heads: 4, seq_len: 16}
+pipeline: {stages: 3, microbatches: 3, micro_batch_size: 2, layers_per_stage: [1, 3, 2]}
+data: {path: corpus.txt}
+)";
+
+/// A job spec read from `text` as if from dir/job.yaml (data: dir/corpus.txt).
+config::JobSpec spec_in(const test::TempDir& dir, const std::string& text) {
+  test::write_checked(dir.path / "corpus.txt", std::string(4000, 'a'));
+  return config::parse_job_spec(text, (dir.path / "job.yaml").string(), dir.path.string());
+}
+
+std::string refusal(const std::string& run_dir, const config::JobSpec& spec) {
+  try {
+    schedule::run_layer_costs(run_dir, spec);
+  } catch (const PlanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("trace_stage_times: the median per action of each stage over the steps after the first") {
+  int64_t first = 0, last = 0;
+  auto t = schedule::trace_stage_times(trace_of({1.0, 2.0}, {3.0, 4.0}, 4), "t.json", 2, first, last);
+  CHECK(first == 2);
+  CHECK(last == 4);
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].forward_ms == Approx(1.0));
+  CHECK(t[1].forward_ms == Approx(2.0));
+  CHECK(t[1].backward_ms == Approx(4.0));
+  // A split backward: B = I + W. One traced step: that step is used, start-up and all.
+  t = schedule::trace_stage_times(trace_of({1.0}, {3.0}, 1, true), "t.json", 1, first, last);
+  CHECK(first == 1);
+  CHECK(t[0].backward_ms == Approx(30.0));
+  CHECK_THROWS_WITH(schedule::trace_stage_times(trace_of({1.0}, {3.0}, 2), "t.json", 2, first, last),
+                    ContainsSubstring("t.json: stage 1 has no traced forward"));
+  CHECK_THROWS_WITH(schedule::trace_stage_times("{\"traceEvents\": []}", "t.json", 1, first, last),
+                    ContainsSubstring("no F, B, I or W actions traced"));
+  CHECK_THROWS_WITH(schedule::trace_stage_times("not json", "t.json", 1, first, last), ContainsSubstring("not JSON"));
+}
+
+TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses another model or no trace") {
+  test::TempDir dir;
+  const auto spec = spec_in(dir, kSpec);
+  const auto run = dir.path / "run";
+  CHECK_THAT(refusal((dir.path / "nothing").string(), spec), ContainsSubstring("no config.yaml"));
+  test::write_checked(run / "config.yaml", kSpec);
+  CHECK_THAT(refusal(run.string(), spec),
+             ContainsSubstring("has no trace.json") && ContainsSubstring("observe.trace_steps >= 2"));
+  // Stage sums of block (0.5, 1.5), embedding (0.2, 0.3), head (6, 4) over the split [1, 3, 2].
+  test::write_checked(run / "trace.json", trace_of({0.7, 1.5, 7.0}, {1.8, 4.5, 7.0}, 3));
+  const auto given = schedule::run_layer_costs(run.string(), spec);
+  REQUIRE(given.times.blocks.size() == 6);
+  CHECK(given.times.blocks[0].forward_ms == Approx(0.5));
+  CHECK(given.times.blocks[0].backward_ms == Approx(1.5));
+  CHECK(given.times.embedding.forward_ms == Approx(0.2));
+  CHECK(given.times.embedding.backward_ms == Approx(0.3));
+  CHECK(given.times.head.forward_ms == Approx(6.0));
+  CHECK(given.times.head.backward_ms == Approx(4.0));
+  REQUIRE(given.measured.size() == 3);
+  CHECK(given.measured[1].blocks == 3);
+  CHECK_THAT(given.source, ContainsSubstring("steps 2-3") && ContainsSubstring("its split [1, 3, 2]"));
+  CHECK(given.notes.empty());
+  // The same run planned with 2 stages and another runtime: fine, with a note.
+  auto other = spec_in(dir, kSpec + "runtime: {precision: bf16}\n");
+  CHECK_THAT(schedule::run_layer_costs(run.string(), other).notes.at(0), ContainsSubstring("runtime.precision"));
+  // Another model, another micro batch size: refused, every difference named.
+  other = spec_in(dir, R"(model: {vocab_size: 1024, layers: 6, hidden: 32, heads: 4, seq_len: 16}
+pipeline: {stages: 2, microbatches: 3, micro_batch_size: 4}
+data: {path: corpus.txt}
+)");
+  CHECK_THAT(refusal(run.string(), other),
+             ContainsSubstring("ran another model: model.vocab_size 512 there, 1024 here; pipeline.micro_batch_size 2 "
+                               "there, 4 here") &&
+                 ContainsSubstring("fix: "));
+  // given_layer_costs: a folder is a run directory, anything else a costs file.
+  CHECK(schedule::given_layer_costs(run.string(), spec).source.rfind("run directory", 0) == 0);
+  CHECK_THROWS_WITH(schedule::given_layer_costs((dir.path / "c.json").string(), spec), ContainsSubstring("cannot be read"));
+}
