@@ -171,8 +171,8 @@ std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, B
 
 std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
     const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
-    at::Device device, const std::vector<GroupSpec>& groups) {
-  const c10::intrusive_ptr<c10d::Store> store = join_store(info, timeout);
+    at::Device device, const std::vector<GroupSpec>& groups, const JobStore* joined) {
+  const c10::intrusive_ptr<c10d::Store> store = joined != nullptr ? joined->impl().store : join_store(info, timeout);
   await_every_rank(*store, info, timeout);
   std::vector<std::unique_ptr<Communicator>> out;
   for (const auto& group : groups) {
