@@ -40,16 +40,27 @@ bool poll_until(std::chrono::milliseconds limit, Ready ready) {
   return true;
 }
 
-/// Rank 0: makes the folder, publishes its path (or why it could not), prints where it is.
+/// The key a rank sets once it has read kRunDirKey.
+std::string read_key(int rank) { return fmt::format("{}/read/{}", kRunDirKey, rank); }
+
+/// Rank 0: makes the folder, publishes its path (or why it could not), prints where it is. When it
+/// could not, it waits (within `timeout`) until every other rank has read why before it ends the store.
 SharedRunDirectory make_and_publish(comm::JobStore* store, const PreparedJob& job, const std::string& spec_path,
-                                    const std::string& explicit_dir) {
+                                    const std::string& explicit_dir, std::chrono::milliseconds timeout) {
   const std::string spec_text = validated_spec_text(job);
   const std::string plan_text = run_plan_text(job);
   SharedRunDirectory shared;
   try {
     shared.made = create_run_directory(job.spec, spec_text, plan_text, explicit_dir, "rank0.log");
   } catch (const Error& e) {
-    if (store != nullptr) store->set(kRunDirKey, nlohmann::json{{"error", e.what()}}.dump());
+    if (store != nullptr) {
+      store->set(kRunDirKey, nlohmann::json{{"error", e.what()}}.dump());
+      const auto deadline = Clock::now() + timeout;
+      for (int r = 1; r < store->info().world_size; ++r) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0 || !store->wait_get(read_key(r), left)) break;
+      }
+    }
     throw RunDirectoryError(e.what());
   }
   shared.path = shared.made->path;
@@ -69,6 +80,7 @@ SharedRunDirectory find_published(comm::JobStore& store, int rank, std::chrono::
         "directory; raise runtime.comm_timeout_s if it is slow to start)",
         rank, kRunDirKey, std::chrono::duration<double>(timeout).count()));
   }
+  store.set(read_key(rank), "1");
   const auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_object() && json.contains("error") && json["error"].is_string()) {
     throw RunDirectoryError(fmt::format("rank 0 could not make the run directory: {}", json["error"].get<std::string>()));
@@ -121,7 +133,7 @@ std::string run_start_text(const std::string& spec_path, const std::string& spec
 SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const PreparedJob& job,
                                        const std::string& spec_path, const std::string& explicit_dir,
                                        std::chrono::milliseconds timeout) {
-  if (rank == 0) return make_and_publish(store, job, spec_path, explicit_dir);
+  if (rank == 0) return make_and_publish(store, job, spec_path, explicit_dir, timeout);
   if (store == nullptr) throw InternalError("a rank other than 0 without the job's store");
   return find_published(*store, rank, timeout);
 }

@@ -54,7 +54,7 @@ struct SharedRunDirectory {
 /// A rank that cannot see the folder (a working directory that is not on a shared file system) logs
 /// one warning naming the folder, its host and the fix, and goes on without writing files (`path`
 /// none). Throws RunDirectoryError when rank 0 cannot make the folder (rank 0 publishes the message
-/// first, so every rank exits with it); ppctl::CommTimeout when rank 0 published nothing within
+/// first and waits, within `timeout`, until every rank has read it, so every rank exits with it); ppctl::CommTimeout when rank 0 published nothing within
 /// `timeout`; ppctl::CommError when the store fails meanwhile.
 SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const PreparedJob& job,
                                        const std::string& spec_path, const std::string& explicit_dir,
