@@ -34,6 +34,7 @@
 #include "train/prepared_job.hpp"
 #include "train/progress.hpp"
 #include "train/run_dir.hpp"
+#include "train/shared_run_dir.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
 #include "train/worker_failure.hpp"
@@ -83,8 +84,8 @@ std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::
 /// the rendezvous store). The spec is validated completely here, in every worker, before any
 /// connection; a bad environment is bad input (exit 2).
 int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> steps,
-                        const std::optional<std::string>& resume, const ppctl::comm::EnvMap& env,
-                        ppctl::comm::LaunchMode mode) {
+                        const std::optional<std::string>& resume, const std::string& run_dir,
+                        const ppctl::comm::EnvMap& env, ppctl::comm::LaunchMode mode) {
   ppctl::comm::RendezvousInfo info;
   try {
     info = ppctl::comm::external_identity(env, mode);
@@ -110,11 +111,26 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   if (resume) {
     options.resume_from = resolve_resume(planned, *resume, dp);
   }
+  // The run directory: rank 0 makes it and publishes its path through the store (shared_run_dir.hpp).
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(planned.spec.runtime.comm_timeout_s * 1000.0));
+  std::optional<ppctl::train::SharedRunDirectory> shared;
+  int code = 0;
   try {
-    return ppctl::train::run_worker(options);
+    if (info.world_size > 1) options.store = std::make_shared<ppctl::comm::JobStore>(info, timeout);
+    shared = ppctl::train::share_run_directory(options.store.get(), info.rank, planned, spec_path, run_dir, timeout);
+    options.run_dir = shared->path;
+    code = ppctl::train::run_worker(options);
+  } catch (const ppctl::train::RunDirectoryError& e) {  // --run-dir or observe.runs_dir unusable
+    return not_started(e);
   } catch (const std::exception& e) {  // bad input found by this worker (a checkpoint, data): exit 2
-    return ppctl::train::report_worker_failure(e, false);
+    code = ppctl::train::report_worker_failure(e, false);
   }
+  if (shared && shared->made) {  // rank 0: merge the trace parts (after a failure, give the others 3 s)
+    ppctl::train::finish_shared_run_directory(
+        *shared->made, static_cast<int>(planned.program.num_ranks()), planned.spec.observe.trace_steps > 0,
+        code == 0 ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)) : std::chrono::seconds(3));
+  }
+  return code;
 }
 
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
@@ -123,12 +139,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const auto env = ppctl::comm::environment_map();
   const auto mode = ppctl::comm::detect_launch_mode(env);
   if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
-    if (!run_dir.empty()) {
-      spdlog::warn("--run-dir {} is ignored: under {} each process is one worker and no run "
-                   "directory is made (fix: use `ppctl train` without a launcher, or --local)",
-                   run_dir, ppctl::comm::to_string(mode));
-    }
-    return train_as_one_worker(spec_path, steps, resume, env, mode);
+    return train_as_one_worker(spec_path, steps, resume, run_dir, env, mode);
   }
   // Before anything is written: a Ctrl-C now lets the current write finish, then ends the run.
   const ppctl::launch::StopSignalScope stop_signals;
@@ -151,13 +162,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     extra.push_back("--dump-gradients");
     extra.push_back(std::filesystem::absolute(dump_gradients).string());
   }
-  const ppctl::schedule::CostModel costs;
-  const auto plan_text = ppctl::schedule::format_plan(
-      planned.spec, planned.layout, planned.program,
-      ppctl::schedule::simulate(planned.program, costs), costs, false);  // with its memory WARNING lines
-  std::string spec_text;
-  for (const auto& [name, value] : planned.worker_env)
-    if (name == ppctl::train::kSpecTextVariable) spec_text = value;
+  const auto plan_text = ppctl::train::run_plan_text(planned);  // with its memory WARNING lines
+  const std::string spec_text = ppctl::train::validated_spec_text(planned);
   if (const int code = interrupted_before_start(std::nullopt)) return code;
   ppctl::train::RunDirectory run;
   try {
@@ -165,9 +171,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   } catch (const ppctl::Error& e) {  // --run-dir or observe.runs_dir unusable: bad input
     return not_started(e);
   }
-  std::cerr << "config (" << spec_path << ", as validated):\n" << spec_text
-            << (spec_text.empty() || spec_text.back() == '\n' ? "" : "\n") << '\n'
-            << plan_text << '\n';
+  std::cerr << ppctl::train::run_start_text(spec_path, spec_text, plan_text);
   spdlog::info("run directory: {}", run.path);
   if (const int code = interrupted_before_start(run.path)) return code;
   auto worker_env = planned.worker_env;

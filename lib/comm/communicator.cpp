@@ -205,10 +205,10 @@ std::unique_ptr<Communicator> Communicator::create(const RendezvousInfo& info, B
 
 std::vector<std::unique_ptr<Communicator>> Communicator::create_groups(
     const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
-    at::Device device, const std::vector<GroupSpec>& groups) {
+    at::Device device, const std::vector<GroupSpec>& groups, const JobStore* joined) {
   const auto interfaces = backend == BackendKind::Gloo ? gloo_socket_interfaces(environment_map())
                                                        : std::vector<std::string>{};
-  const c10::intrusive_ptr<c10d::Store> store = join_store(info, timeout);
+  const c10::intrusive_ptr<c10d::Store> store = joined != nullptr ? joined->impl().store : join_store(info, timeout);
   await_every_rank(*store, info, timeout);
   // The host of every rank this one talks to, for messages about a lost peer.
   std::vector<int> peers;

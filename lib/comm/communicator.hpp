@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/job_store.hpp"
 #include "comm/rendezvous.hpp"
 
 namespace ppctl::comm {
@@ -49,13 +50,13 @@ class Communicator {
   static std::unique_ptr<Communicator> create(const RendezvousInfo& info, BackendKind backend,
                                               std::chrono::milliseconds timeout, at::Device device);
 
-  /// Connects to the store once (hosting it when info.host_store) and builds one process group per
-  /// entry of `groups`, in order, each over c10d::PrefixStore("ppctl/" + name). This rank must be a
+  /// Connects to the store once (hosting it when info.host_store; or uses `joined`, this rank's
+  /// JobStore, when given) and builds one process group per entry of `groups`, in order, each over c10d::PrefixStore("ppctl/" + name). This rank must be a
   /// member of every group; every member must build its groups in the same global order (building
   /// a group waits for all its members). Same errors as create().
   static std::vector<std::unique_ptr<Communicator>> create_groups(
       const RendezvousInfo& info, BackendKind backend, std::chrono::milliseconds timeout,
-      at::Device device, const std::vector<GroupSpec>& groups);
+      at::Device device, const std::vector<GroupSpec>& groups, const JobStore* joined = nullptr);
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;

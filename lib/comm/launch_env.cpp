@@ -149,6 +149,11 @@ RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode) {
     throw InternalError("external_identity called for a local launch");
   }
   info.host_store = info.rank == 0;
+  if (mode == LaunchMode::Torchrun && lookup(env, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
+    info.host_store = false;  // torchrun's agent holds MASTER_PORT
+    info.agent_store = true;
+    info.store_prefix = fmt::format("/worker/attempt_{}", lookup(env, "TORCHELASTIC_RESTART_COUNT").value_or("0"));
+  }
   info.mode = mode;
   info.job_id = external_job_id(env, mode, info.world_size);
   return info;

@@ -31,6 +31,14 @@ struct RendezvousInfo {
   /// host publishes it under kJobIdKey and every other rank refuses a store whose value differs.
   /// Empty: no check (a worker started by hand without PPCTL_JOB_ID).
   std::string job_id;
+  /// Torchrun's agent hosts the store at MASTER_ADDR:MASTER_PORT (it sets
+  /// TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client (host_store false), rank 0
+  /// publishes the job identity instead of checking it, and every key lives under store_prefix.
+  bool agent_store = false;
+  /// Prefix of every key of this job in the store ("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"
+  /// with an agent store, as torch.distributed uses it, so a restarted attempt never sees the keys
+  /// of an earlier one); empty otherwise.
+  std::string store_prefix;
 };
 
 /// Environment variable through which the local launcher hands its workers the job identity (a
@@ -61,7 +69,8 @@ int slurm_port(long long job_id);
 /// - Slurm: SLURM_PROCID, SLURM_NTASKS (required), SLURM_LOCALID (default 0); MASTER_ADDR, else the
 ///   first host of SLURM_JOB_NODELIST (or SLURM_NODELIST), expanded (hostlist.hpp); MASTER_PORT,
 ///   else slurm_port(SLURM_JOB_ID).
-/// Rank 0 hosts the store (host_store). job_id: PPCTL_JOB_ID when set; else, under Slurm,
+/// Rank 0 hosts the store (host_store), unless torchrun's agent does (TORCHELASTIC_USE_AGENT_STORE=True:
+/// agent_store, store_prefix). job_id: PPCTL_JOB_ID when set; else, under Slurm,
 /// "slurm job J step S world N" (SLURM_JOB_ID, SLURM_STEP_ID); under torchrun, "torchrun run R
 /// restart K world N" (TORCHELASTIC_RUN_ID, default "none"; TORCHELASTIC_RESTART_COUNT, default 0).
 /// The caller appends the spec's fingerprint (train::job_fingerprint), so two jobs differ when

@@ -1,6 +1,8 @@
 // The job's c10d TCPStore: hosted on one interface, joined within the timeout, identity-checked.
 #include "comm/tcp_store.hpp"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
 #include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -50,8 +52,9 @@ class QuietC10dLog {
 /// rethrown, or nullopt when it has not finished by then. c10d's client can block in a TCP read
 /// without a timeout (a program holding the port accepts and never answers); such a thread is left
 /// behind, blocked, and the caller ends the process with an error.
-std::optional<StorePtr> finish_by(Clock::time_point deadline, std::function<StorePtr()> make) {
-  auto task = std::make_shared<std::packaged_task<StorePtr()>>(std::move(make));
+template <typename Ptr>
+std::optional<Ptr> finish_by(Clock::time_point deadline, std::function<Ptr()> make) {
+  auto task = std::make_shared<std::packaged_task<Ptr()>>(std::move(make));
   auto result = task->get_future();
   std::thread([task] { (*task)(); }).detach();
   if (result.wait_until(deadline) != std::future_status::ready) return std::nullopt;
@@ -184,7 +187,7 @@ std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text
 
 /// Waits (until `deadline`) for the store's job identity and compares it with `job_id`. Throws
 /// CommError when the store has none (not a ppctl job's store) or another job's.
-void check_job_id(c10d::TCPStore& store, const RendezvousInfo& info, const StoreRole& role,
+void check_job_id(c10d::Store& store, const RendezvousInfo& info, const StoreRole& role,
                   Clock::time_point deadline) {
   const auto left = std::max(std::chrono::milliseconds(1),
                              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -192,6 +195,13 @@ void check_job_id(c10d::TCPStore& store, const RendezvousInfo& info, const Store
   try {
     store.wait({kJobIdKey}, left);
   } catch (const std::exception&) {
+    if (info.agent_store) {
+      throw CommTimeout(fmt::format(
+          "rank {}: rank 0 published no ppctl job identity ({}) in torchrun's store at {} within the timeout: it "
+          "has not started, failed before joining, or is late (fix: read rank 0's output; raise "
+          "runtime.comm_timeout_s if it starts later)",
+          info.rank, kJobIdKey, where));
+    }
     throw CommError(fmt::format(
         "rank {}: the c10d store at {} published no ppctl job identity ({}) within the timeout: it "
         "is not this job's rendezvous store, another program holds port {} (fix: {})",
@@ -245,29 +255,34 @@ StorePtr host_store(const std::string& host, int port, int world_size,
   return store;
 }
 
-StorePtr join_store(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Store> join_store(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
   if (info.host_store) {
     return host_store(info.master_addr, info.master_port, info.world_size, timeout, info.job_id,
                       info.mode);
   }
   const auto role = store_role(info.mode);
   const auto deadline = Clock::now() + timeout;
-  std::optional<StorePtr> store;
+  std::optional<c10::intrusive_ptr<c10d::Store>> store;
   std::string detail = "no answer";
   {
     QuietC10dLog quiet;
     try {
       // c10d's connect retries with a random delay past its timeout: our deadline is the bound, plus
       // a second for the identity check to report what it found.
-      store = finish_by(deadline + std::chrono::seconds(1), [info, timeout, deadline, role] {
+      store = finish_by<c10::intrusive_ptr<c10d::Store>>(deadline + std::chrono::seconds(1), [info, timeout, deadline, role] {
         c10d::TCPStoreOptions options;
         options.port = static_cast<std::uint16_t>(info.master_port);
         options.isServer = false;
         options.numWorkers = static_cast<size_t>(info.world_size);
         options.waitWorkers = false;
         options.timeout = timeout;
-        auto joined = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
-        if (!info.job_id.empty()) check_job_id(*joined, info, role, deadline);
+        c10::intrusive_ptr<c10d::Store> joined = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+        if (!info.store_prefix.empty()) joined = c10::make_intrusive<c10d::PrefixStore>(info.store_prefix, joined);
+        if (info.agent_store && info.rank == 0 && !info.job_id.empty()) {
+          joined->set(kJobIdKey, bytes(info.job_id));  // torchrun's agent hosts the store: rank 0 names the job
+        } else if (!info.job_id.empty()) {
+          check_job_id(*joined, info, role, deadline);
+        }
         return joined;
       });
     } catch (const CommError&) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "comm/job_store.hpp"
 #include "comm/launch_env.hpp"
 
 namespace ppctl::comm {
@@ -40,13 +41,14 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& host, int port,
                                               const std::string& job_id, LaunchMode mode);
 
 /// Joins (or, when info.host_store, hosts) the store at info.master_addr:info.master_port as rank
-/// info.rank and checks its job identity against info.job_id (no check when empty). Everything —
+/// info.rank and checks its job identity against info.job_id (no check when empty). With
+/// info.agent_store (torchrun's agent hosts it) the result is the store under info.store_prefix, and
+/// rank 0 publishes the identity instead of checking it. Everything —
 /// connecting, c10d's own retries, waiting for the identity — ends within `timeout` (c10d's log lines
 /// and backtraces are kept off the terminal meanwhile). Throws ppctl::CommTimeout when no store
 /// answered in time (naming host:port, which process hosts the store, and the fixes), ppctl::CommError
 /// when the store belongs to another job or is not a ppctl store, or when hosting fails (host_store).
-c10::intrusive_ptr<c10d::TCPStore> join_store(const RendezvousInfo& info,
-                                              std::chrono::milliseconds timeout);
+c10::intrusive_ptr<c10d::Store> join_store(const RendezvousInfo& info, std::chrono::milliseconds timeout);
 
 /// The first wait of a job: sets this rank's key "ppctl/joined/<rank>" in `store` (its value: this
 /// machine's host name, for rank_hosts) and waits, polling,
@@ -61,5 +63,11 @@ void await_every_rank(c10d::Store& store, const RendezvousInfo& info, std::chron
 /// `store`, in the same order, read in one request (multiGet). Messages about a peer name its host
 /// with it, so that a lost node is recognisable. Throws what c10d throws when the store fails.
 std::vector<std::string> rank_hosts(c10d::Store& store, const std::vector<int>& ranks);
+
+/// What a JobStore holds: the c10d store join_store returned and who joined it.
+struct JobStore::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  RendezvousInfo info;
+};
 
 }  // namespace ppctl::comm

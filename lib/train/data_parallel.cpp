@@ -12,7 +12,8 @@ std::vector<int> as_int(const std::vector<int64_t>& ranks) { return {ranks.begin
 
 WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::Layout& layout,
                                 bool tie_embeddings, comm::BackendKind backend,
-                                std::chrono::milliseconds timeout, at::Device device) {
+                                std::chrono::milliseconds timeout, at::Device device,
+                                const comm::JobStore* store) {
   const int64_t dp = layout.data_parallel, pp = layout.pipeline_size;
   const auto me = plan::rank_coords(info.rank, dp);
   std::vector<comm::GroupSpec> specs;
@@ -27,7 +28,7 @@ WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::La
   }
   WorkerGroups groups;
   if (specs.empty()) return groups;
-  auto built = comm::Communicator::create_groups(info, backend, timeout, device, specs);
+  auto built = comm::Communicator::create_groups(info, backend, timeout, device, specs, store);
   size_t next = 0;
   if (pp > 1) groups.pipeline = std::move(built[next++]);
   if (dp > 1) groups.data_parallel = std::move(built[next++]);

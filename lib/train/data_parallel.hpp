@@ -26,10 +26,12 @@ struct WorkerGroups {
 /// first its pipeline group ("pp/dD"), then its data-parallel group ("dp/pP"), then, with tied
 /// embeddings, its embedding group ("emb/dD"); every rank builds them in this order, so building
 /// (which waits for a group's members) cannot deadlock.
-/// Nothing is built for a one-rank job.
+/// Nothing is built for a one-rank job. `store`: this rank's connection to the job's store when it
+/// has one already (torchrun / Slurm: made for the run directory), else the groups join it.
 WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::Layout& layout,
                                 bool tie_embeddings, comm::BackendKind backend,
-                                std::chrono::milliseconds timeout, at::Device device);
+                                std::chrono::milliseconds timeout, at::Device device,
+                                const comm::JobStore* store = nullptr);
 
 /// Sums every gradient of `stages` over `group` and divides by its size: afterwards each replica
 /// holds the gradient of the mean loss over the global batch, bitwise identical on every replica.

@@ -75,7 +75,8 @@ std::string run_directory_name(const std::string& spec_path, std::time_t when) {
 }
 
 RunDirectory create_run_directory(const config::JobSpec& spec, const std::string& spec_text,
-                                  const std::string& plan_text, const std::string& explicit_dir) {
+                                  const std::string& plan_text, const std::string& explicit_dir,
+                                  const std::string& log_name) {
   RunDirectory run;
   run.origin_us = runtime::wall_clock_us();
   fs::path dir;
@@ -89,7 +90,7 @@ RunDirectory create_run_directory(const config::JobSpec& spec, const std::string
   run.path = fs::absolute(dir).lexically_normal().string();
   core::write_file_atomically(fs::path(run.path) / "config.yaml", spec_text);
   core::write_file_atomically(fs::path(run.path) / "plan.txt", plan_text);
-  core::add_log_file((fs::path(run.path) / "launcher.log").string());
+  core::add_log_file((fs::path(run.path) / log_name).string());
   return run;
 }
 

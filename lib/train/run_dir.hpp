@@ -28,13 +28,14 @@ struct RunDirectory {
 std::string run_directory_name(const std::string& spec_path, std::time_t when);
 
 /// Makes the run directory and writes into it `config.yaml` (`spec_text`: the exact text the
-/// launcher validated and hands the workers) and `plan.txt` (`plan_text`), then adds `launcher.log`
-/// as a log file of this process. The directory is `explicit_dir` when not empty (created with its
+/// launcher validated and hands the workers) and `plan.txt` (`plan_text`), then adds `log_name`
+/// (`launcher.log`; rank 0 under torchrun or Slurm: `rank0.log`) as a log file of this process. The directory is `explicit_dir` when not empty (created with its
 /// parents; if it exists it must be empty), else a new `spec.observe.runs_dir/run_directory_name(...)`
 /// (a `-2`, `-3`, ... suffix when two runs start in the same second).
 /// Throws ppctl::Error naming the folder, the reason and the fix when it cannot be made or written.
 RunDirectory create_run_directory(const config::JobSpec& spec, const std::string& spec_text,
-                                  const std::string& plan_text, const std::string& explicit_dir);
+                                  const std::string& plan_text, const std::string& explicit_dir,
+                                  const std::string& log_name = "launcher.log");
 
 /// The variables workers need to write into `run` (kRunDirVariable).
 std::vector<std::pair<std::string, std::string>> run_directory_env(const RunDirectory& run);

@@ -100,8 +100,8 @@ void check_device_available(const config::JobSpec& spec) {
 }
 
 int run_worker(const WorkerOptions& options) {
-  const auto run_dir = run_directory_from_env();
-  if (const char* rank = std::getenv("RANK"); run_dir && rank != nullptr) {
+  const auto run_dir = options.identity ? options.run_dir : run_directory_from_env();
+  if (const char* rank = std::getenv("RANK"); run_dir && rank != nullptr && !options.identity) {
     core::add_log_file(fmt::format("{}/rank{}.log", *run_dir, rank));
   }
   auto spec = load_spec(options.spec_path, {options.steps});
@@ -123,7 +123,7 @@ int run_worker(const WorkerOptions& options) {
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
   auto groups = make_worker_groups(info, layout, spec.model.tie_embeddings,
-                                   backend_kind(spec.runtime), timeout, device);
+                                   backend_kind(spec.runtime), timeout, device, options.store.get());
   for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);
   }

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "comm/job_store.hpp"
 #include "comm/launch_env.hpp"
 #include "config/job_spec.hpp"
 #include "train/fault_injection.hpp"
@@ -27,6 +29,12 @@ struct WorkerOptions {
   /// Set by `ppctl train` under torchrun or Slurm (comm::external_identity; rank 0 hosts the
   /// store); unset for workers of the local launcher, which read RANK etc. it set.
   std::optional<comm::RendezvousInfo> identity;
+  /// With `identity`: this rank's connection to the job's store, made for the run directory
+  /// (train/shared_run_dir.hpp); the process groups are built on it. Null for a one-rank job.
+  std::shared_ptr<comm::JobStore> store;
+  /// With `identity`: the run directory this rank writes into (none when it cannot see it); its
+  /// rank log is added already. Local workers read kRunDirVariable instead.
+  std::optional<std::string> run_dir;
 };
 
 /// Environment variable through which the launcher hands workers the exact spec text it validated

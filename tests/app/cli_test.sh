@@ -1223,6 +1223,93 @@ PY
     expect_refusal "run directory $WORK/untraced has no trace.json: its observe.trace_steps is 0" "$WORK/job.yaml" --layer-costs "$WORK/untraced"
     no_leftovers
     ;;
+  torchrun_run_dir)
+    # Issue 13: under torchrun itself (its agent hosts the store on MASTER_PORT) every rank is one worker;
+    # rank 0 makes the run directory under runs/ and prints it, every rank writes into it (rank logs,
+    # metrics.jsonl from the last stage, its trace part) and rank 0 merges the trace of all 4 ranks.
+    [ -n "${PPCTL_PYTHON:-}" ] || fail "PPCTL_PYTHON (the venv's python, with torch) is not set"
+    tiny_job 4 3 ""
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL_PYTHON" -m torch.distributed.run --standalone --nproc-per-node 4 --no-python \
+      "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "torchrun exited $?"
+    grep -q "\[rank 0\] info: launched by torchrun: rank 0 of 4" "$WORK/out" || fail "rank 0 did not run under torchrun"
+    grep -q "\[rank 0\] info: run directory: $WORK/runs/job-" "$WORK/out" || fail "rank 0 does not print the run directory"
+    grep -q "\[rank 0\] info: trace of 4 ranks written to $WORK/runs/job-.*/trace.json" "$WORK/out" || fail "the trace was not merged"
+    python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps 3 --world 4 --pipeline 4 \
+      || fail "the run directory is incomplete"
+    no_leftovers
+    ;;
+  run_dir_shared)
+    # Issue 13: ranks started by hand with torchrun's variables agree on one run directory even when one
+    # starts seconds later (the folder's name holds rank 0's start time); a rank that cannot see it (here:
+    # its own mount namespace hides runs/, as a node-local working directory would) warns naming the
+    # folder, its host and the fix, and the job still trains; rank 0 names it as missing from the trace.
+    tiny_job 3 3 ""
+    sed -i 's/comm_timeout_s: 30/comm_timeout_s: 20/' "$WORK/job.yaml"
+    start_ranks() {  # $1 = delay (s) of rank 1, $2 = how rank 1 is started (a command prefix, may be empty),
+                     # then extra arguments of `ppctl train`; sets rcs (each rank's exit code)
+      local port r delay="$1" prefix="$2"
+      shift 2
+      port=$(free_port)
+      pids=()
+      for r in 0 1 2; do
+        if [ "$r" -eq 1 ]; then
+          (sleep "$delay"; RANK=1 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port exec $prefix timeout 120 "$PPCTL" \
+            train "$WORK/job.yaml" "$@") > "$WORK/rank1.out" 2>&1 &
+        else
+          RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$PPCTL" train "$WORK/job.yaml" "$@" \
+            > "$WORK/rank$r.out" 2>&1 &
+        fi
+        pids+=($!)
+      done
+      rcs=()
+      for r in 0 1 2; do wait "${pids[$r]}"; rcs+=($?); done
+    }
+    all_succeed() {
+      for r in 0 1 2; do [ "${rcs[$r]}" -eq 0 ] || { cp "$WORK/rank$r.out" "$WORK/out"; fail "rank $r exited ${rcs[$r]}"; }; done
+    }
+    start_ranks 1.5 ""
+    all_succeed
+    python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps 3 --world 3 --pipeline 3 \
+      || { cat "$WORK"/rank*.out > "$WORK/out"; fail "the late rank did not write into rank 0's run directory"; }
+    if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
+      mv "$WORK/runs" "$WORK/runs.first"
+      mkdir "$WORK/runs"
+      cat > "$WORK/hide_runs.sh" <<SH
+#!/bin/bash
+mount -t tmpfs tmpfs "$WORK/runs" && exec "\$@"
+SH
+      chmod +x "$WORK/hide_runs.sh"
+      start_ranks 0 "unshare -m $WORK/hide_runs.sh"
+      all_succeed
+      cp "$WORK/rank1.out" "$WORK/out"
+      grep -q "warning: rank 1 on $(hostname) cannot see the run directory $WORK/runs/job-.* that rank 0 made" "$WORK/out" \
+        || fail "rank 1 does not warn that it cannot see the folder, naming it and its host"
+      grep -q "fix: start the job from a folder on a file system every node shares, or set observe.runs_dir or --run-dir" \
+        "$WORK/out" || fail "rank 1's warning gives no fix"
+      cp "$WORK/rank0.out" "$WORK/out"
+      grep -q "without rank(s) 1: they left no trace part" "$WORK/out" || fail "rank 0 does not name rank 1 as missing"
+      python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps 3 --world 3 \
+        --pipeline 3 --without-rank 1 || fail "the run directory without rank 1 is not as expected"
+    else
+      echo "SKIP [$CASE] the hidden-folder part: needs root and unshare -m"
+    fi
+    # --run-dir is honoured (rank 0's; the folder and its parents are made) ...
+    start_ranks 0 "" --run-dir "$WORK/named/run"
+    all_succeed
+    python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/named" --spec "$WORK/job.yaml" --steps 3 --world 3 --pipeline 3 \
+      || fail "the run directory named by --run-dir is incomplete"
+    # ... and when rank 0 cannot make it, every rank exits 2 with rank 0's reason, nothing started.
+    start_ranks 0 "" --run-dir "$WORK/corpus.txt"
+    for r in 0 1 2; do
+      cp "$WORK/rank$r.out" "$WORK/out"
+      [ "${rcs[$r]}" -eq 2 ] || fail "rank $r: exit code ${rcs[$r]} for an unusable --run-dir, expected 2"
+      grep -q "error: .*--run-dir $WORK/corpus.txt: exists and is not a folder" "$WORK/out" || fail "rank $r does not give rank 0's reason"
+      grep -q "nothing was started" "$WORK/out" || fail "rank $r does not say nothing was started"
+    done
+    grep -q "error: rank 0 could not make the run directory: --run-dir" "$WORK/rank2.out" || fail "rank 2 does not say rank 0 failed"
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

@@ -79,6 +79,24 @@ TEST_CASE("torchrun identity: rank, world size, local rank, address; rank 0 host
   CHECK_FALSE(comm::local_worker_identity(torchrun(0, 2)).host_store);
 }
 
+TEST_CASE("torchrun identity: with torchrun's agent store every rank joins it, keys per restart attempt") {
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = torchrun(rank, 2);
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    env["TORCHELASTIC_RESTART_COUNT"] = "2";
+    const auto info = comm::external_identity(env, LaunchMode::Torchrun);
+    CHECK_FALSE(info.host_store);  // the agent holds MASTER_PORT
+    CHECK(info.agent_store);
+    CHECK(info.store_prefix == "/worker/attempt_2");
+  }
+  auto by_hand = torchrun(0, 2);
+  by_hand["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  const auto info = comm::external_identity(by_hand, LaunchMode::Torchrun);
+  CHECK(info.host_store);
+  CHECK_FALSE(info.agent_store);
+  CHECK(info.store_prefix.empty());
+}
+
 TEST_CASE("torchrun identity: missing or contradictory variables name the variable and value") {
   auto no_world = torchrun(1, 4);
   no_world.erase("WORLD_SIZE");

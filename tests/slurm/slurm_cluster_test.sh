@@ -127,4 +127,11 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 4.0 && b < a - 0.5) }' || fai
 PPCTL="$PPCTL" timeout 30 sbatch --wait --nodes=1 --ntasks=16 --cpus-per-task=1 \
   --output="$WORK/big.out" "$ROOT/scripts/slurm/cpu.sbatch" "$WORK/job.yaml" > "$WORK/sbatch.out" 2>&1 \
   && fail "a 16-task job on an 8-CPU node was accepted"
+
+# Issue 13: the srun job left one run directory under the submit folder's runs/ (rank 0 made it and
+# printed it; every task wrote its rank log, the last stage metrics.jsonl, replica 0 the trace parts
+# that rank 0 merged).
+grep -q "\[rank 0\] info: run directory: $WORK/runs/job-" "$WORK/job.out" || fail "rank 0 did not print the run directory"
+python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps 10 --world 4 --pipeline 2 \
+  || fail "the Slurm job's run directory is incomplete"
 echo "PASS [slurm]: loss $first -> $last over 10 steps with 4 Slurm tasks (dp 2 x pp 2)"

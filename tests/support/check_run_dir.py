@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Checks a run directory of a job started by torchrun or Slurm (rank 0 made it, every rank wrote into it).
+
+Usage: check_run_dir.py RUNS_DIR --spec FILE --steps N --world W --pipeline P [--without-rank R]...
+RUNS_DIR must hold exactly one run directory. Checked: config.yaml is the spec's exact text, plan.txt, one
+rank<R>.log per rank (none for --without-rank) holding that rank's lines, no launcher.log, metrics.jsonl with one
+step line per step 1..N and an end line, and trace.json with events of every pipeline rank 0..P-1 (but those
+without a part), no trace parts left. Prints the folder; exits 1 naming the first thing wrong.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs_dir")
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--pipeline", type=int, required=True)
+    parser.add_argument("--without-rank", type=int, action="append", default=[])
+    args = parser.parse_args()
+
+    def fail(why):
+        print(f"check_run_dir: {why}", file=sys.stderr)
+        sys.exit(1)
+
+    runs = sorted(os.listdir(args.runs_dir)) if os.path.isdir(args.runs_dir) else []
+    if len(runs) != 1:
+        fail(f"{args.runs_dir} holds {len(runs)} run directories, expected 1: {runs}")
+    run = os.path.join(args.runs_dir, runs[0])
+    files = set(os.listdir(run))
+    if open(os.path.join(run, "config.yaml")).read() != open(args.spec).read():
+        fail("config.yaml is not the exact spec text")
+    if "plan.txt" not in files or "bubble" not in open(os.path.join(run, "plan.txt")).read():
+        fail("no plan.txt with the plan")
+    if "launcher.log" in files:
+        fail("launcher.log written: there is no launcher under torchrun or Slurm")
+    for rank in range(args.world):
+        name = f"rank{rank}.log"
+        if rank in args.without_rank:
+            if name in files:
+                fail(f"{name} written by a rank that cannot see the folder")
+            continue
+        if name not in files:
+            fail(f"no {name} in {sorted(files)}")
+        if f"[rank {rank}] info: " not in open(os.path.join(run, name)).read():
+            fail(f"{name} lacks the rank's log lines")
+    lines = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
+    steps = [line["step"] for line in lines if line["event"] == "step"]
+    if steps != list(range(1, args.steps + 1)):
+        fail(f"metrics.jsonl has steps {steps}, expected 1..{args.steps}")
+    if lines[-1]["event"] != "end" or len(lines[-1]["peak_memory_bytes"]) != args.pipeline:
+        fail(f"metrics.jsonl does not end with an end line for {args.pipeline} ranks: {lines[-1]}")
+    leftovers = sorted(f for f in files if f.startswith("trace.rank"))
+    if leftovers:
+        fail(f"trace parts left after the merge: {leftovers}")
+    events = json.load(open(os.path.join(run, "trace.json")))["traceEvents"]
+    traced = {e["tid"] for e in events if e["ph"] == "X"}
+    expected = set(range(args.pipeline)) - set(args.without_rank)
+    if traced != expected:
+        fail(f"trace.json has events of ranks {sorted(traced)}, expected {sorted(expected)}")
+    print(run)
+
+
+if __name__ == "__main__":
+    main()
