@@ -35,6 +35,14 @@ std::string to_string(Backend backend) {
   throw InternalError("to_string: unknown Backend");
 }
 
+std::string to_string(CpuBinding binding) {
+  switch (binding) {
+    case CpuBinding::Cores: return "cores";
+    case CpuBinding::None: return "none";
+  }
+  throw InternalError("to_string: unknown CpuBinding");
+}
+
 std::string to_string(LrSchedule schedule) {
   switch (schedule) {
     case LrSchedule::Constant: return "constant";

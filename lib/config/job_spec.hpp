@@ -52,6 +52,13 @@ enum class Precision {
 /// Communication backend; Auto = gloo on cpu, nccl on cuda.
 enum class Backend { Auto, Gloo, Nccl };
 
+/// How the local launcher places its workers on the CPUs this process may use (its affinity mask).
+enum class CpuBinding {
+  Cores,  ///< `cores`: worker r runs on its own runtime.threads_per_worker CPUs, r * T to r * T + T - 1 of
+          ///< the mask (when they fit), as torchrun's --numa-binding does per NUMA node
+  None,   ///< `none`: workers inherit the whole mask; the kernel places them
+};
+
 /// How a training corpus is stored (data.format; data/token_source.hpp reads each).
 enum class DataFormat {
   Text,      ///< `text`: raw bytes of text files, one token per byte (vocabulary 256)
@@ -219,6 +226,8 @@ struct RuntimeSpec {
   double device_memory_gib = 0.0;     ///< memory of one worker's device, GiB (2^30 bytes); `ppctl plan` and
                                       ///< `ppctl train` warn when a rank's estimate exceeds it. 0 = not given
                                       ///< (no check). Range [0, 1e6].
+  CpuBinding cpu_binding = CpuBinding::Cores;  ///< `cores` (default) or `none`: the local launcher's CPU
+                                               ///< placement of workers (torchrun and srun place their own).
 };
 
 /// What a run leaves behind and how it is measured (run directory, trace, MFU).
@@ -255,6 +264,7 @@ int64_t held_out_sequences(int64_t num_sequences, double fraction);
 std::string to_string(ScheduleKind kind);
 std::string to_string(Device device);
 std::string to_string(Backend backend);
+std::string to_string(CpuBinding binding);
 std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
 std::string to_string(Recompute recompute);

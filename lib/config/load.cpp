@@ -682,7 +682,9 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         int_field("threads_per_worker", r.threads_per_worker, {1, 1024}),
         enum_field("precision", r.precision, std::vector{Precision::Fp32, Precision::Bf16},
                    {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}}),
-        real_field("device_memory_gib", r.device_memory_gib, {0, false, 1e6, false})}},
+        real_field("device_memory_gib", r.device_memory_gib, {0, false, 1e6, false}),
+        enum_field("cpu_binding", r.cpu_binding, std::vector{CpuBinding::Cores, CpuBinding::None},
+                   {{"core", "cores"}, {"off", "none"}, {"numa", "cores"}})}},
       {"observe",
        {{"runs_dir",
          [&spec](Context& c, const Entry& e) {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -129,8 +130,11 @@ std::vector<std::string> worker_environment(const LaunchOptions& options, int ra
 
 /// Runs in the forked child: async-signal-safe calls only (no allocation, no locks, no logging).
 /// On any failure writes errno to `error_fd` (close-on-exec, so the parent reads EOF on success).
-[[noreturn]] void exec_in_child(char* const* argv, char* const* envp, int error_fd, pid_t launcher) {
+[[noreturn]] void exec_in_child(char* const* argv, char* const* envp, int error_fd, pid_t launcher,
+                                const cpu_set_t* cpus) {
   setpgid(0, 0);  // own process group: a terminal Ctrl-C reaches only the launcher
+  // Best effort: a subset of the launcher's own mask; a worker left unbound still runs correctly.
+  if (cpus != nullptr) (void)sched_setaffinity(0, sizeof *cpus, cpus);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
     const int err = errno;
     (void)!write(error_fd, &err, sizeof err);
@@ -164,8 +168,14 @@ std::string start_error(int rank, const std::string& what, int err) {
 }
 
 /// Forks and execs one worker; returns its pid once execve has succeeded (so its process group
-/// exists). Throws LaunchError, with nothing left running, when fork or execve fails.
-pid_t start_worker(int rank, const CStringArray& argv, const CStringArray& envp, pid_t launcher) {
+/// exists), bound to `cpus` when not empty. Throws LaunchError, with nothing left running, when fork
+/// or execve fails.
+pid_t start_worker(int rank, const CStringArray& argv, const CStringArray& envp, pid_t launcher,
+                   const std::vector<int>& cpus) {
+  cpu_set_t mask;  // prepared before fork: the child only makes the call
+  CPU_ZERO(&mask);
+  for (int cpu : cpus)
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &mask);
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) throw LaunchError(start_error(rank, "pipe", errno));
 
@@ -175,7 +185,7 @@ pid_t start_worker(int rank, const CStringArray& argv, const CStringArray& envp,
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = fork();
-  if (pid == 0) exec_in_child(argv.get(), envp.get(), error_pipe[1], launcher);
+  if (pid == 0) exec_in_child(argv.get(), envp.get(), error_pipe[1], launcher, cpus.empty() ? nullptr : &mask);
   const int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   close(error_pipe[1]);
@@ -380,7 +390,9 @@ LaunchResult run_workers(const LaunchOptions& options) {
   for (int rank = 0; rank < options.world_size; ++rank) {
     pid_t pid;
     try {
-      pid = start_worker(rank, argv, envs[rank], launcher);
+      pid = start_worker(rank, argv, envs[rank], launcher,
+                         static_cast<size_t>(rank) < options.cpus.size() ? options.cpus[static_cast<size_t>(rank)]
+                                                                         : std::vector<int>{});
     } catch (const LaunchError&) {
       workers.stop(options.grace);
       throw;

@@ -26,6 +26,9 @@ struct LaunchOptions {
   int master_port = 0;               ///< put in MASTER_PORT
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< added to (or overriding) the inherited environment
   std::chrono::milliseconds grace{5000};  ///< after SIGTERM, how long workers get before SIGKILL
+  /// Optional: by rank, the CPUs each worker is bound to (sched_setaffinity before execve; see
+  /// cpu_placement.hpp); empty, or an empty entry, leaves a worker the launcher's own mask.
+  std::vector<std::vector<int>> cpus;
   /// Optional: called once when a worker fails, before the others are stopped, with the ranks still
   /// running. Returns the running rank that stopped making progress and what it was last seen
   /// doing (e.g. from comm/progress_board.hpp), or nullopt; the result then blames that rank.

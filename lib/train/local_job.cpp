@@ -3,6 +3,7 @@
 #include "train/local_job.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
 #include "core/error.hpp"
+#include "core/rank_list.hpp"
+#include "launch/cpu_placement.hpp"
 #include "launch/stop_signals.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_dir.hpp"
@@ -142,6 +145,20 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
   options.world_size = world_size;
   options.extra_env = extra_env;
   options.master_addr = spec.runtime.master_addr;
+  const auto placement = launch::place_workers(launch::usable_cpus(), world_size,
+                                               static_cast<int>(spec.runtime.threads_per_worker),
+                                               spec.runtime.cpu_binding == config::CpuBinding::Cores);
+  if (placement.oversubscribed) spdlog::warn("{}", *placement.oversubscribed);
+  if (!placement.per_worker.empty()) {
+    std::vector<std::string> where;
+    for (size_t r = 0; r < placement.per_worker.size(); ++r) {
+      const auto& cpus = placement.per_worker[r];
+      where.push_back(fmt::format("rank {}: {}", r,
+                                  core::format_rank_list(std::vector<int64_t>(cpus.begin(), cpus.end()))));
+    }
+    spdlog::info("workers bound to CPUs (runtime.cpu_binding cores): {}", fmt::join(where, "; "));
+  }
+  options.cpus = placement.per_worker;
   const auto argv_with = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {executable, "worker", fs::absolute(spec_path).string()};
     argv.insert(argv.end(), args.begin(), args.end());

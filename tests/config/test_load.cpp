@@ -1500,3 +1500,12 @@ TEST_CASE("runtime.device_memory_gib: GiB of one worker's device, 0 (not given) 
   check(only_problem(with_data("runtime: {device_memory_gib: -1}\n")), 1, "runtime.device_memory_gib", "-1",
         "must be in [0, 1000000]");
 }
+
+TEST_CASE("runtime.cpu_binding: cores by default, or none", "[config]") {
+  CHECK(parse_job_spec(with_data(""), "job.yaml", corpus_dir().str()).runtime.cpu_binding == CpuBinding::Cores);
+  CHECK(parse_job_spec(with_data("runtime: {cpu_binding: none}\n"), "job.yaml", corpus_dir().str())
+            .runtime.cpu_binding == CpuBinding::None);
+  const Message typo = only_problem(with_data("runtime: {cpu_binding: off}\n"));
+  check(typo, 1, "runtime.cpu_binding", "\"off\"", "must be one of cores, none");
+  CHECK(typo.hint == "did you mean 'none'?");
+}

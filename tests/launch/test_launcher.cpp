@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "launch/cpu_placement.hpp"
 #include "launch/launcher.hpp"
 #include "launch/stop_signals.hpp"
 
@@ -80,6 +81,8 @@ void write_report(const fs::path& dir, int rank) {
     }
     closedir(fds);
   }
+  out << "\n@cpus=";
+  for (int cpu : ppctl::launch::usable_cpus()) out << cpu << ' ';
   out << '\n';
   const fs::path path = report_path(dir, rank);
   std::ofstream(path.string() + ".tmp") << out.str();
@@ -281,6 +284,24 @@ TEST_CASE("workers get the rank variables, extra_env and a clean process state")
     std::istringstream fds(value_of(report, "@fds"));
     for (int fd; fds >> fd;) CHECK(fd < 3);  // stdio only
   }
+}
+
+TEST_CASE("options.cpus binds each worker to its CPUs; without it a worker keeps the launcher's mask") {
+  const auto mine = ppctl::launch::usable_cpus();
+  REQUIRE(!mine.empty());
+  const auto listed = [](const std::vector<int>& cpus) {
+    std::string text;
+    for (int cpu : cpus) text += std::to_string(cpu) + ' ';
+    return text;
+  };
+  TempDir dir;
+  LaunchOptions options = worker_job(dir.path, {"exit:0", "exit:0", "exit:0"});
+  // Rank 0 on the first CPU, rank 1 on the last, rank 2 not bound.
+  options.cpus = {{mine.front()}, {mine.back()}};
+  REQUIRE(run_workers(options).exit_code == 0);
+  CHECK(value_of(read_report(dir.path, 0), "@cpus") == listed({mine.front()}));
+  CHECK(value_of(read_report(dir.path, 1), "@cpus") == listed({mine.back()}));
+  CHECK(value_of(read_report(dir.path, 2), "@cpus") == listed(mine));
 }
 
 TEST_CASE("a worker exiting non-zero stops the others and sets the exit code") {
