@@ -186,7 +186,9 @@ wait_job_end "$job" 60 || fail "the job with a wrong GLOO_SOCKET_IFNAME did not 
 grep -q "GLOO_SOCKET_IFNAME='nosuch0': this machine has no network interface 'nosuch0' (this machine has: lo, eth0" \
   "$WORK/badif.out" || fail "no clear error for GLOO_SOCKET_IFNAME=nosuch0"
 
-# 2. Across the nodes, Gloo bound to eth0 (GLOO_SOCKET_IFNAME) and the rendezvous host from the node list.
+# 2. Across the nodes, Gloo bound to eth0 (GLOO_SOCKET_IFNAME) and the rendezvous host from the node list;
+#    one run directory on the folder the nodes share, with every rank's part.
+rm -rf "$WORK/runs"
 before=$(tx_bytes node2)
 job=$(GLOO_SOCKET_IFNAME=eth0 submit "$WORK/multi.out" "$WORK/job.yaml") || fail "sbatch refused the job"
 wait_job_end "$job" 240 || fail "the two-node job did not end in 240 s"
@@ -198,6 +200,8 @@ done
 sent=$(( $(tx_bytes node2) - before ))
 [ "$sent" -gt 100000 ] || fail "node2 sent only $sent bytes over eth0"
 [ "$(losses "$WORK/multi.out" | wc -l)" -eq 10 ] || fail "expected 10 loss lines"
+python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps 10 --world 4 --pipeline 2 \
+  || fail "the two-node job's run directory is incomplete"
 
 # The same job on one machine (the local launcher, over loopback): the same losses up to float rounding.
 (cd "$WORK" && timeout 240 "$PPCTL" train "$WORK/job.yaml" > "$WORK/local.out" 2>&1) \
