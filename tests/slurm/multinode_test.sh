@@ -226,7 +226,7 @@ killed_at=$(date +%s.%N)
 ip link set vnode2 down
 kill_node node2
 since_kill() { awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-# The processes left on `node` whose executable is $2 (a path, or a pattern such as */srun).
+# The processes left on `node` whose executable matches $2 (a pattern: ppctl and ppctl-torch, or */srun).
 left_on() {
   local pid
   for pid in $(node_pids "$1"); do
@@ -236,7 +236,7 @@ left_on() {
 }
 workers_took="" srun_took="" job_took=""
 for _ in $(seq 1 $(( (COMM_TIMEOUT_S + 60) * 10 ))); do
-  [ -z "$workers_took" ] && [ -z "$(left_on node1 "$PPCTL")" ] && workers_took=$(since_kill)
+  [ -z "$workers_took" ] && [ -z "$(left_on node1 "$(dirname "$PPCTL")/ppctl*")" ] && workers_took=$(since_kill)
   [ -z "$srun_took" ] && [ -z "$(left_on node1 '*/srun')" ] && srun_took=$(since_kill)
   case "$(job_state "$job")" in PENDING|RUNNING|CONFIGURING) ;; *) [ -z "$job_took" ] && job_took=$(since_kill) ;; esac
   [ -n "$workers_took" ] && [ -n "$srun_took" ] && [ -n "$job_took" ] && break
