@@ -222,10 +222,6 @@ job=$(PPCTL_STEP_GRACE_S=$GRACE_S submit "$WORK/kill.out" "$WORK/long.yaml" --no
   || fail "sbatch refused the long job"
 for _ in $(seq 1 1200); do grep -q "step 3/" "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
 grep -q "step 3/" "$WORK/kill.out" || fail "the long job did not reach step 3"
-killed_at=$(date +%s.%N)
-ip link set vnode2 down
-kill_node node2
-since_kill() { awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 # The processes left on `node` whose executable matches $2 (a pattern: ppctl and ppctl-torch, or */srun).
 left_on() {
   local pid
@@ -234,9 +230,16 @@ left_on() {
     case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in $2) echo "$pid" ;; esac
   done
 }
+workers="$(dirname "$PPCTL")/ppctl*"  # ppctl execs ppctl-torch beside it
+[ -n "$(left_on node1 "$workers")" ] && [ -n "$(left_on node2 "$workers")" ] && [ -n "$(left_on node1 "*/srun")" ] \
+  || fail "no ppctl workers on node1 and node2, or no srun on node1, before the loss: the checks below would see nothing"
+killed_at=$(date +%s.%N)
+ip link set vnode2 down
+kill_node node2
+since_kill() { awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 workers_took="" srun_took="" job_took=""
 for _ in $(seq 1 $(( (COMM_TIMEOUT_S + 60) * 10 ))); do
-  [ -z "$workers_took" ] && [ -z "$(left_on node1 "$(dirname "$PPCTL")/ppctl*")" ] && workers_took=$(since_kill)
+  [ -z "$workers_took" ] && [ -z "$(left_on node1 "$workers")" ] && workers_took=$(since_kill)
   [ -z "$srun_took" ] && [ -z "$(left_on node1 '*/srun')" ] && srun_took=$(since_kill)
   case "$(job_state "$job")" in PENDING|RUNNING|CONFIGURING) ;; *) [ -z "$job_took" ] && job_took=$(since_kill) ;; esac
   [ -n "$workers_took" ] && [ -n "$srun_took" ] && [ -n "$job_took" ] && break
