@@ -5,7 +5,8 @@ Trains the small model (8 blocks, hidden 128, seq_len 128, micro batch 4, 8 micr
 scripts/bench/vs_torch.py's "small") with `ppctl train` for each schedule at 2 stages, one thread per
 worker, alternating the two bindings round by round, and prints the median step time and tokens/s over
 the steps after the first few (from each run's metrics.jsonl). Usage: scripts/bench/cpu_binding.py
-[--rounds N] [--steps N] [--stages P] (builds ppctl first via scripts/build.sh).
+[--rounds N] [--steps N] [--stages P] [--schedules 1f1b,gpipe,zb-h1] (builds ppctl first via
+scripts/build.sh).
 """
 import argparse
 import json
@@ -50,6 +51,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--stages", type=int, default=2)
+    parser.add_argument("--schedules", default="1f1b,gpipe,zb-h1", help="comma-separated")
     args = parser.parse_args()
     subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
                    stdout=subprocess.DEVNULL)
@@ -57,7 +59,7 @@ def main():
     print("| schedule | binding | median step (s) | median tokens/s | runs |")
     print("|---|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
-        for schedule in ("1f1b", "gpipe", "zb-h1"):
+        for schedule in args.schedules.split(","):
             results = {"cores": ([], []), "none": ([], [])}
             for round_no in range(args.rounds):
                 order = ("cores", "none") if round_no % 2 == 0 else ("none", "cores")
