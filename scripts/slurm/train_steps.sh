@@ -17,32 +17,35 @@
 #   node's tasks until Slurm declares the node down (SlurmdTimeout, 300 s by default), then requeues the
 #   job if it was submitted with --requeue. PPCTL_STEP_GRACE_S=N ends the step instead N seconds after
 #   the first task failed: the job fails at once, and Slurm does not requeue it for the lost node.
+#   A step's exit code is its first failed task's (srun's own is the largest of all tasks').
 
-# One srun, with PPCTL_STEP_GRACE_S applied: "$@" are srun's arguments; returns srun's exit code, or the
-# failed task's when the step was ended after the grace period.
+# One srun: "$@" are srun's arguments. Returns the exit code of the first task that failed, as srun
+# reports it ("srun: error: NODE: tasks 0-1: Exited with exit code 2"): srun's own exit code is the
+# largest of all tasks', and the tasks it ended because of that failure exit 143, so a bad-input exit 2
+# (final, never restarted) would read as a retryable 143. Else srun's exit code. With PPCTL_STEP_GRACE_S=N
+# the step is ended N seconds after that report if srun still waits (a lost node's tasks).
 ppctl_run_step() {
-  if [ -z "${PPCTL_STEP_GRACE_S:-}" ]; then srun "$@"; return; fi
-  local failed waited=0 pid code
+  local failed waited=0 pid rc
   failed="$(mktemp)"
-  # srun's own report of the first failed task ("srun: error: NODE: tasks 0-1: Exited with exit code 1").
   srun "$@" 2> >(while IFS= read -r line; do
     printf '%s\n' "$line" >&2
     case "$line" in "srun: error: "*"Exited with exit code "*) [ -s "$failed" ] || echo "${line##* }" > "$failed" ;; esac
   done) &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    if [ -s "$failed" ] && [ $((waited += 1)) -gt "$PPCTL_STEP_GRACE_S" ]; then
-      code="$(head -n 1 "$failed")"
-      echo "ppctl: a task failed (exit code $code) $PPCTL_STEP_GRACE_S s ago and srun still waits for tasks that do not answer (a lost node?): ending the step (PPCTL_STEP_GRACE_S)" >&2
+    if [ -n "${PPCTL_STEP_GRACE_S:-}" ] && [ -s "$failed" ] && [ $((waited += 1)) -gt "$PPCTL_STEP_GRACE_S" ]; then
+      echo "ppctl: a task failed (exit code $(head -n 1 "$failed")) $PPCTL_STEP_GRACE_S s ago and srun still waits for tasks that do not answer (a lost node?): ending the step (PPCTL_STEP_GRACE_S)" >&2
       kill -KILL "$pid" 2>/dev/null
-      wait "$pid" 2>/dev/null
-      rm -f "$failed"
-      return "$code"
+      break
     fi
     sleep 1
   done
+  rc=0
+  wait "$pid" 2>/dev/null || rc=$?
+  sleep 0.1  # the last lines through the reader
+  [ "$rc" -ne 0 ] && [ -s "$failed" ] && rc="$(head -n 1 "$failed")"
   rm -f "$failed"
-  wait "$pid"
+  return "$rc"
 }
 
 ppctl_train_steps() {
