@@ -27,9 +27,10 @@ CpuPlacement place_workers(const std::vector<int>& cpus, int workers, int thread
   const auto available = static_cast<int64_t>(cpus.size());
   if (threads > available) {
     out.oversubscribed = fmt::format(
-        "{} workers x runtime.threads_per_worker {} = {} threads, more than the {} CPUs this process may use "
-        "(CPUs {}): they will contend for the cores and every stage slows (fix: {})",
-        workers, threads_per_worker, threads, available,
+        "{} workers x runtime.threads_per_worker {} = {} threads, more than the {} this process may use "
+        "(CPUs {}): the workers are left unbound, they will contend for the cores and every stage slows (fix: {}, "
+        "or widen the CPU mask ppctl runs under)",
+        workers, threads_per_worker, threads, available == 1 ? std::string("1 CPU") : fmt::format("{} CPUs", available),
         core::format_rank_list(std::vector<int64_t>(cpus.begin(), cpus.end())),
         available / workers >= 1
             ? fmt::format("runtime.threads_per_worker {}, or fewer workers on this machine", available / workers)

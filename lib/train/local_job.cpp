@@ -14,6 +14,7 @@
 #include "comm/failure_report.hpp"
 #include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
+#include "comm/socket_interface.hpp"
 #include "core/error.hpp"
 #include "core/rank_list.hpp"
 #include "launch/cpu_placement.hpp"
@@ -145,6 +146,18 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
   options.world_size = world_size;
   options.extra_env = extra_env;
   options.master_addr = spec.runtime.master_addr;
+  // GLOO_SOCKET_IFNAME: checked once here, before any worker starts (bad input, exit 2), and a job on one
+  // machine that names an interface other than loopback is told that its Gloo sockets leave loopback.
+  const bool gloo = spec.runtime.backend == config::Backend::Gloo ||
+                    (spec.runtime.backend == config::Backend::Auto && spec.runtime.device == config::Device::Cpu);
+  if (gloo) {
+    for (const auto& name : comm::gloo_socket_interfaces(comm::environment_map())) {
+      if (name == "lo") continue;
+      spdlog::warn("{}={}: the workers' Gloo sockets listen on {}'s address, reachable from its network, not on "
+                   "runtime.master_addr {} only (fix: unset {} for a job on one machine)",
+                   comm::kGlooInterfaceVariable, name, name, spec.runtime.master_addr, comm::kGlooInterfaceVariable);
+    }
+  }
   const auto placement = launch::place_workers(launch::usable_cpus(), world_size,
                                                static_cast<int>(spec.runtime.threads_per_worker),
                                                spec.runtime.cpu_binding == config::CpuBinding::Cores);
@@ -212,7 +225,8 @@ std::optional<std::string> external_restart_warning(const config::JobSpec& spec,
       "workers (fix: {})",
       spec.train.max_restarts, launcher,
       launcher == "slurm" ? "PPCTL_MAX_RESTARTS with scripts/slurm/cpu.sbatch or gpu.sbatch, and sbatch --requeue"
-                          : "torchrun --max-restarts, with --resume from checkpoint.dir");
+                          : "torchrun --max-restarts; it reruns the same command, so an attempt starts from step 0 "
+                            "unless the command has --resume, which the first attempt also needs a checkpoint for");
 }
 
 }  // namespace ppctl::train

@@ -41,10 +41,13 @@ TEST_CASE("more threads than CPUs: nothing bound, a warning naming both numbers,
   CHECK(p.per_worker.empty());
   REQUIRE(p.oversubscribed);
   CHECK_THAT(*p.oversubscribed, ContainsSubstring("4 workers x runtime.threads_per_worker 4 = 16 threads") &&
-                                    ContainsSubstring("more than the 2 CPUs this process may use (CPUs 0, 1)") &&
+                                    ContainsSubstring("more than the 2 CPUs this process may use (CPUs 0, 1): the workers are left unbound") &&
                                     ContainsSubstring("fix: fewer stages or data-parallel replicas"));
   const auto q = place_workers({0, 1, 2, 3, 4, 5, 6, 7}, 2, 8, false);  // also without binding
   REQUIRE(q.oversubscribed);
   CHECK_THAT(*q.oversubscribed, ContainsSubstring("fix: runtime.threads_per_worker 4, or fewer workers"));
   CHECK_THAT(*q.oversubscribed, ContainsSubstring("(CPUs 0-7)"));
+  const auto one = place_workers({3}, 2, 1, true);
+  REQUIRE(one.oversubscribed);
+  CHECK_THAT(*one.oversubscribed, ContainsSubstring("more than the 1 CPU this process may use (CPUs 3)"));
 }

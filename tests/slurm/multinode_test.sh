@@ -185,6 +185,16 @@ wait_job_end "$job" 60 || fail "the job with a wrong GLOO_SOCKET_IFNAME did not 
 [ "$(job_exit "$job")" = "2:0" ] || fail "a wrong GLOO_SOCKET_IFNAME ended with $(job_exit "$job"), not 2"
 grep -q "GLOO_SOCKET_IFNAME='nosuch0': this machine has no network interface 'nosuch0' (this machine has: lo, eth0" \
   "$WORK/badif.out" || fail "no clear error for GLOO_SOCKET_IFNAME=nosuch0"
+# ... and so is an interface the nodes have without an address (Gloo could not bind to it).
+# (A veth pair left down: no address, not even IPv6 link-local.)
+for node in node1 node2; do
+  on_node "$node" ip link add noaddr0 type veth peer name noaddr1 || fail "cannot add an address-less interface on $node"
+done
+job=$(GLOO_SOCKET_IFNAME=noaddr0 submit "$WORK/noaddr.out" "$WORK/job.yaml") || fail "sbatch refused the job"
+wait_job_end "$job" 60 || fail "the job with an address-less GLOO_SOCKET_IFNAME did not end"
+[ "$(job_exit "$job")" = "2:0" ] || fail "an address-less GLOO_SOCKET_IFNAME ended with $(job_exit "$job"), not 2"
+grep -q "GLOO_SOCKET_IFNAME='noaddr0': network interface 'noaddr0' has no address (this machine has: lo, eth0" \
+  "$WORK/noaddr.out" || fail "no clear error for GLOO_SOCKET_IFNAME=noaddr0"
 
 # 2. Across the nodes, Gloo bound to eth0 (GLOO_SOCKET_IFNAME) and the rendezvous host from the node list;
 #    one run directory on the folder the nodes share, with every rank's part.
