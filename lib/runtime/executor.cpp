@@ -327,11 +327,9 @@ void Executor::backward(const Action& action, bool split) {
     torch::Tensor input_grad;
     if (split) {
       // Only d loss / d input; the graph stays for W. Parameters' .grad are untouched.
-      if (wants_input_grad) {
-        input_grad = torch::autograd::grad({y}, {x}, {grad}, /*retain_graph=*/true)[0];
-      }
-      slot.roots.push_back(y);
-      slot.root_grads.push_back(grad);
+      auto [into_input, weight_half] = SplitBackward::input_backward(y, grad, x);
+      input_grad = std::move(into_input);
+      slot.weight_halves.push_back(std::move(weight_half));
     } else {
       torch::autograd::backward({y}, {grad});
       if (wants_input_grad) input_grad = x.grad();
@@ -345,9 +343,7 @@ void Executor::backward(const Action& action, bool split) {
 
 void Executor::backward_weight(const Action& action) {
   auto it = find_slot(action, /*after_input_backward=*/true);
-  const auto params = stages_.at(action.stage)->parameters();
-  torch::autograd::backward(it->second.roots, it->second.root_grads, /*retain_graph=*/false,
-                            /*create_graph=*/false, params);
+  for (auto& weight_half : it->second.weight_halves) weight_half.weight_backward();
   slots_.erase(it);
 }
 

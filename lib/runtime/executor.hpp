@@ -15,6 +15,7 @@
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/split_backward.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/action.hpp"
 
@@ -122,8 +123,7 @@ class Executor {
     torch::Tensor targets;          // last stage: the loss's targets
     double loss_scale = 1.0;
     std::vector<Segment> segments;  // first to last; emptied by the backward
-    std::vector<torch::Tensor> roots;       // split backward: the graphs I kept for W ...
-    std::vector<torch::Tensor> root_grads;  // ... and the gradients of their outputs
+    std::vector<SplitBackward> weight_halves;  // split backward: what I kept for W, per segment
   };
   void execute(const schedule::Action& action, const MicrobatchSource& data,
                const model::DropoutContext& dropout, double loss_scale, StepResult& result);
@@ -141,9 +141,10 @@ class Executor {
                             double* loss);
   /// B (`split` false) or I (`split` true): segment by segment from the last, rebuilding each
   /// graph the forward did not keep; B differentiates fully, I only towards the inputs and keeps
-  /// the graphs with their output gradients in the slot for W.
+  /// in the slot what W needs (runtime/split_backward.hpp: the gradients at the crossings).
   void backward(const schedule::Action& action, bool split);
-  /// W: the weight gradients of the graphs I kept.
+  /// W: the weight gradients of the graphs I kept, from the crossings down (no activation
+  /// gradient is computed again).
   void backward_weight(const schedule::Action& action);
   /// The slot of a backward action's (stage, mb). Asserts that the action may run: B and I
   /// (`after_input_backward` false) need a forward not yet differentiated, W an I before it.
