@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (ppctl's timing-line parsers, shared)
-from vs_torch import PPCTL, STEP_LINE, Config  # noqa: E402  (the small model's spec, shared)
+from vs_torch import MEMORY_LINE, PPCTL, STEP_LINE, Config  # noqa: E402  (the small model's spec, shared)
 
 
 def run(cfg, virtual_stages, workdir, steps, warmup):
@@ -42,7 +42,9 @@ def run(cfg, virtual_stages, workdir, steps, warmup):
     for m in TIMING.finditer(log):
         ranks[int(m.group(1))] = {"schedule_ms": float(m.group(2)),
                                   **{k: float(ms) for k, ms, _ in COST.findall(m.group(4))}}
-    if len(ranks) != cfg.stages or not seconds:
+    for rank, _, kept in MEMORY_LINE.findall(log):
+        ranks[int(rank)]["kept_mib"] = float(kept)
+    if len(ranks) != cfg.stages or not seconds or any("kept_mib" not in r for r in ranks.values()):
         sys.exit(f"{cfg.label}: could not read ppctl's timing lines:\n{log[-3000:]}")
     # One F,B,I,W group per stage; with v virtual stages a rank's mean costs stand for each of its
     # stages (the timing line is per rank). B stands in for what a schedule does not run.
@@ -96,14 +98,17 @@ def main():
                     runs[(schedule, v)].append(run(cfg, v, workdir, args.steps, args.warmup))
             rows.append((stages, runs))
 
-    print("\nper stage (one rank each), median ms per action: B from 1f1b, I and W from zb-h1")
-    print(f"{'stages':>6} {'rank':>4} {'F':>7} {'B':>7} {'I':>7} {'W':>7} {'I+W':>7} {'(I+W)/B':>8}")
+    print("\nper stage (one rank each), median ms per action: B from 1f1b, I and W from zb-h1; activations "
+          "kept for backward at the peak (MiB), 1f1b and zb-h1")
+    print(f"{'stages':>6} {'rank':>4} {'F':>7} {'B':>7} {'I':>7} {'W':>7} {'I+W':>7} {'(I+W)/B':>8} "
+          f"{'kept 1f1b':>9} {'kept zb':>8}")
     for stages, runs in rows:
         full, split = runs[("1f1b", 1)], runs[("zb-h1", 1)]
         for rank in range(stages):
             b, i, w = (median_cost(r, rank, k) for r, k in ((full, "B"), (split, "I"), (split, "W")))
             print(f"{stages:>6} {rank:>4} {median_cost(full, rank, 'F'):>7.1f} {b:>7.1f} {i:>7.1f} {w:>7.1f} "
-                  f"{i + w:>7.1f} {(i + w) / b:>8.2f}")
+                  f"{i + w:>7.1f} {(i + w) / b:>8.2f} {median_cost(full, rank, 'kept_mib'):>9.1f} "
+                  f"{median_cost(split, rank, 'kept_mib'):>8.1f}")
     print("\nper schedule, medians: tokens/s; schedule ms per step (slowest rank) against the simulated step "
           "from the run's own per-stage costs")
     print(f"{'configuration':<16} {'tok/s':>8} {'meas ms':>8} {'sim ms':>8} {'meas/sim':>8}")
