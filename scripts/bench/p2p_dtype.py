@@ -80,15 +80,17 @@ def main():
                     print(f"# p{stages} {dtype} round {r + 1}: {results[(stages, dtype)][-1]}", file=sys.stderr)
     print(f"precision bf16, small model (8 blocks, hidden 128, seq_len 128, micro batch 4, m 8), 1f1b, "
           f"medians of {args.rounds} interleaved runs x {args.steps} timed steps\n")
-    print("| stages | p2p dtype | KiB sent per step (all ranks) | schedule ms per step | step ms | step vs fp32 |")
-    print("|---|---|---|---|---|---|")
+    print("| stages | p2p dtype | KiB sent per step (all ranks) | schedule ms per step | step ms | step vs fp32 "
+          "| step ms of each run |")
+    print("|---|---|---|---|---|---|---|")
     for stages in args.stages:
         base = statistics.median(run[0] for run in results[(stages, "fp32")])
         for dtype in variants:
             runs = results[(stages, dtype)]
             step = statistics.median(run[0] for run in runs)
             print(f"| {stages} | {dtype} | {statistics.median(run[2] for run in runs):.1f} | "
-                  f"{statistics.median(run[1] for run in runs):.1f} | {step:.1f} | {step / base:.3f} |")
+                  f"{statistics.median(run[1] for run in runs):.1f} | {step:.1f} | {step / base:.3f} | "
+                  f"{', '.join(f'{run[0]:.0f}' for run in runs)} |")
 
 
 if __name__ == "__main__":
