@@ -77,6 +77,22 @@ std::string to_string(Precision precision) {
   throw InternalError("to_string: unknown Precision");
 }
 
+std::string to_string(P2pDtype dtype) {
+  switch (dtype) {
+    case P2pDtype::Auto: return "auto";
+    case P2pDtype::Fp32: return "fp32";
+    case P2pDtype::Bf16: return "bf16";
+  }
+  throw InternalError("to_string: unknown P2pDtype");
+}
+
+P2pDtype p2p_dtype_of(const RuntimeSpec& runtime) {
+  if (runtime.p2p_dtype != P2pDtype::Auto) return runtime.p2p_dtype;
+  return runtime.precision == Precision::Bf16 ? P2pDtype::Bf16 : P2pDtype::Fp32;
+}
+
+int64_t p2p_element_bytes(const RuntimeSpec& runtime) { return p2p_dtype_of(runtime) == P2pDtype::Bf16 ? 2 : 4; }
+
 std::string to_string(DataFormat format) {
   switch (format) {
     case DataFormat::Text: return "text";

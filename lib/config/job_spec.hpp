@@ -49,6 +49,15 @@ enum class Precision {
          ///< weights and gradient accumulation, fp32 logits and loss (as torch.autocast)
 };
 
+/// Element type of the activations and gradients sent between stages on different ranks
+/// (runtime.p2p_dtype); resolved by p2p_dtype_of.
+enum class P2pDtype {
+  Auto,  ///< `auto`: bf16 under runtime.precision bf16, fp32 under fp32
+  Fp32,  ///< `fp32`: float32, as the stage computes them (4 bytes per element)
+  Bf16,  ///< `bf16`: cast to bfloat16 before the send, back to float32 after the receive (2 bytes per
+         ///< element); only with runtime.precision bf16
+};
+
 /// Communication backend; Auto = gloo on cpu, nccl on cuda.
 enum class Backend { Auto, Gloo, Nccl };
 
@@ -228,6 +237,8 @@ struct RuntimeSpec {
                                       ///< (no check). Range [0, 1e6].
   CpuBinding cpu_binding = CpuBinding::Cores;  ///< `cores` (default) or `none`: the local launcher's CPU
                                                ///< placement of workers (torchrun and srun place their own).
+  P2pDtype p2p_dtype = P2pDtype::Auto;  ///< `auto` (default), `fp32` or `bf16` (needs precision bf16): the
+                                        ///< element type of tensors sent between ranks (p2p_dtype_of).
 };
 
 /// What a run leaves behind and how it is measured (run directory, trace, MFU).
@@ -260,6 +271,12 @@ struct JobSpec {
 /// fraction is 0, else floor(num_sequences x fraction) but at least 1. The held-out ones are the last.
 int64_t held_out_sequences(int64_t num_sequences, double fraction);
 
+/// runtime.p2p_dtype resolved: Fp32 or Bf16 (Auto = Bf16 exactly when runtime.precision is bf16).
+P2pDtype p2p_dtype_of(const RuntimeSpec& runtime);
+
+/// Bytes of one element sent between ranks: 2 when p2p_dtype_of is Bf16, else 4.
+int64_t p2p_element_bytes(const RuntimeSpec& runtime);
+
 /// Lower-case YAML spelling of each enum (`1f1b`, `gpipe`, `cpu`, ...).
 std::string to_string(ScheduleKind kind);
 std::string to_string(Device device);
@@ -269,6 +286,7 @@ std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
 std::string to_string(Recompute recompute);
 std::string to_string(Precision precision);
+std::string to_string(P2pDtype dtype);
 std::string to_string(DataFormat format);
 std::string to_string(TokenDType dtype);
 std::string to_string(Arch arch);

@@ -684,7 +684,9 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
                    {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}}),
         real_field("device_memory_gib", r.device_memory_gib, {0, false, 1e6, false}),
         enum_field("cpu_binding", r.cpu_binding, std::vector{CpuBinding::Cores, CpuBinding::None},
-                   {{"core", "cores"}, {"off", "none"}, {"numa", "cores"}})}},
+                   {{"core", "cores"}, {"off", "none"}, {"numa", "cores"}}),
+        enum_field("p2p_dtype", r.p2p_dtype, std::vector{P2pDtype::Auto, P2pDtype::Fp32, P2pDtype::Bf16},
+                   {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}})}},
       {"observe",
        {{"runs_dir",
          [&spec](Context& c, const Entry& e) {
@@ -1364,6 +1366,14 @@ class Loader {
                           fmt::format("needs runtime.device cuda (runtime.device is cpu{})",
                                       seen_.count("runtime.device") ? "" : ", the default"),
                           "use backend gloo or auto on cpu, or set runtime.device: cuda");
+    }
+    // bf16 on the wire under fp32 arithmetic would round an otherwise exact fp32 step: refused.
+    if (usable("runtime.p2p_dtype") && usable("runtime.precision") && r.p2p_dtype == P2pDtype::Bf16 &&
+        r.precision == Precision::Fp32) {
+      combination_problem("runtime.p2p_dtype", "runtime.precision", quoted(to_string(r.p2p_dtype)),
+                          fmt::format("needs runtime.precision bf16 (runtime.precision is fp32{})",
+                                      seen_.count("runtime.precision") ? "" : ", the default"),
+                          "set runtime.precision: bf16, or p2p_dtype auto or fp32");
     }
   }
 

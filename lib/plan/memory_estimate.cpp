@@ -52,6 +52,10 @@ int64_t llama_block_bytes(const config::JobSpec& spec) {
 
 int64_t boundary_bytes(const config::JobSpec& spec) { return 4 * tokens_of(spec) * spec.model.hidden; }
 
+int64_t p2p_bytes(const config::JobSpec& spec) {
+  return config::p2p_element_bytes(spec.runtime) * tokens_of(spec) * spec.model.hidden;
+}
+
 int64_t block_activation_bytes(const config::JobSpec& spec) {
   const int64_t bytes = spec.model.arch == config::Arch::Llama ? llama_block_bytes(spec) : gpt2_block_bytes(spec);
   return bytes + block_dropout_bytes(spec);

@@ -11,9 +11,13 @@
 
 namespace ppctl::plan {
 
-/// Bytes of one tensor crossing a stage boundary (an activation or its gradient):
-/// micro_batch_size x seq_len x hidden x 4 (the executor sends float32 under either precision).
+/// Bytes of one tensor crossing a stage boundary (an activation or its gradient) as the stage holds
+/// it: micro_batch_size x seq_len x hidden x 4 (the residual stream is float32 under either precision).
 int64_t boundary_bytes(const config::JobSpec& spec);
+
+/// Bytes of one such tensor on the wire and in its send or receive buffer: micro_batch_size x
+/// seq_len x hidden x config::p2p_element_bytes (4, or 2 when runtime.p2p_dtype resolves to bf16).
+int64_t p2p_bytes(const config::JobSpec& spec);
 
 /// Bytes autograd saves for the backward of one transformer block and one microbatch, when the
 /// block's graph is kept (train.recompute none, or a segment being recomputed). Derived from what

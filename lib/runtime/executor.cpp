@@ -18,7 +18,7 @@ using schedule::ActionKind;
 
 Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program,
                    int rank, comm::Communicator* comm, std::vector<int64_t> activation_shape,
-                   torch::Device device, RecomputePolicy recompute)
+                   torch::Device device, RecomputePolicy recompute, torch::Dtype p2p_dtype)
     : stages_(std::move(stages)),
       program_(program),
       rank_(rank),
@@ -26,12 +26,17 @@ Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule:
       activation_shape_(std::move(activation_shape)),
       device_(device),
       recompute_(recompute),
+      p2p_dtype_(p2p_dtype),
       memory_(device) {
   for (const auto& [index, stage] : stages_) {
     segment_starts_[index] = recompute_.mode == config::Recompute::Blocks
                                  ? stage->segment_starts(recompute_.every)
                                  : std::vector<int64_t>{0};
   }
+}
+
+torch::Dtype p2p_torch_dtype(const config::RuntimeSpec& runtime) {
+  return config::p2p_dtype_of(runtime) == config::P2pDtype::Bf16 ? torch::kBFloat16 : torch::kFloat;
 }
 
 StepResult Executor::run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
@@ -176,7 +181,7 @@ torch::Tensor Executor::take_received(const Action& consumer, ActionKind recv_ki
   }
   auto tensor = std::move(it->second.buffer);
   recvs_.erase(it);
-  return tensor;
+  return tensor.to(torch::kFloat);  // bf16 on the wire: back to the stage's float32 (no-op otherwise)
 }
 
 void Executor::execute(const Action& action, const MicrobatchSource& data,
@@ -190,7 +195,7 @@ void Executor::execute(const Action& action, const MicrobatchSource& data,
     case ActionKind::RECV_B: {
       const bool forward = action.kind == ActionKind::RECV_F;
       const int peer = rank_of(action.stage + (forward ? -1 : 1));
-      auto buffer = torch::empty(activation_shape_, torch::dtype(torch::kFloat).device(device_));
+      auto buffer = torch::empty(activation_shape_, torch::dtype(p2p_dtype_).device(device_));
       auto op = comm_->irecv(buffer, peer, tag(),
                              fmt::format("receive of {} {}", text, forward ? "activation" : "gradient"));
       recvs_[{static_cast<int>(action.kind), action.stage, action.microbatch}] = {std::move(op),
@@ -203,8 +208,13 @@ void Executor::execute(const Action& action, const MicrobatchSource& data,
       auto& store = forward ? outputs_ : input_grads_;
       auto it = store.find(key);
       PPCTL_ASSERT(it != store.end(), fmt::format("{} has nothing to send", text));
-      auto tensor = it->second.detach().contiguous();
+      PPCTL_ASSERT(it->second.scalar_type() == torch::kFloat,
+                   fmt::format("{} sends a {} tensor; stages hand on float32", text,
+                               c10::toString(it->second.scalar_type())));
+      // The float32 tensor itself, or (bf16 on the wire) its bf16 copy; the receiver casts it back.
+      auto tensor = it->second.detach().to(p2p_dtype_).contiguous();
       store.erase(it);
+      result.sent_bytes += static_cast<int64_t>(tensor.nbytes());
       const int peer = rank_of(action.stage + (forward ? 1 : -1));
       auto op = comm_->isend(tensor, peer, tag(),
                              fmt::format("send of {} {}", text, forward ? "activation" : "gradient"));

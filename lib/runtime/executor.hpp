@@ -48,7 +48,14 @@ struct StepResult {
   /// The high-water mark of tensor bytes during the step, inside actions too (recomputed graphs,
   /// temporaries), above those alive when it began.
   int64_t peak_bytes = 0;
+  /// Bytes this rank posted for sending to other ranks (SEND_F and SEND_B, in the p2p dtype), as on
+  /// the wire; schedule::sent_bytes_per_step is the plan's figure.
+  int64_t sent_bytes = 0;
 };
+
+/// The element type of tensors sent between ranks for runtime.p2p_dtype (config::p2p_dtype_of):
+/// torch::kBFloat16 or torch::kFloat.
+torch::Dtype p2p_torch_dtype(const config::RuntimeSpec& runtime);
 
 /// How activations are kept from a stage's forward to its backward (train.recompute and
 /// train.recompute_every in the job spec). Every mode gives the same gradients.
@@ -76,10 +83,14 @@ class Executor {
   /// `activation_shape`: [micro_batch_size, seq_len, hidden] of every tensor crossing stages (float32).
   /// `comm` may be null when every stage is on this rank.
   /// `recompute`: what each forward keeps for its backward.
+  /// `p2p_dtype`: the element type on the wire between ranks (p2p_torch_dtype). kBFloat16: a float32
+  /// activation or gradient is cast to bf16 right before its send and back to float32 right after
+  /// its receive, so stages still see float32 (the residual stream, the stage's input leaf); every
+  /// rank of a job must use the same. Hand-offs between stages of this rank are never cast.
   /// Counts tensor memory on `device` (MemoryMeter: on the CPU it installs a counting allocator).
   Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program, int rank,
            comm::Communicator* comm, std::vector<int64_t> activation_shape, torch::Device device,
-           RecomputePolicy recompute = {});
+           RecomputePolicy recompute = {}, torch::Dtype p2p_dtype = torch::kFloat);
 
   /// Executes `actions` (this rank's list) for one step; gradients accumulate into the modules'
   /// .grad, each microbatch's loss multiplied by `loss_scale` (1/m for the mean over the batch).
@@ -162,6 +173,7 @@ class Executor {
   std::vector<int64_t> activation_shape_;
   torch::Device device_;
   RecomputePolicy recompute_;
+  torch::Dtype p2p_dtype_;  // on the wire; stages compute in float32
   std::map<int64_t, std::vector<int64_t>> segment_starts_;  // per stage held: see RecomputePolicy
 
   std::map<Key, Slot> slots_;                 // from F until the last backward action

@@ -39,6 +39,10 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
   std::vector<plan::StageActivationBytes> per_stage;
   for (const auto& stage : layout.stages) per_stage.push_back(plan::stage_activation_bytes(spec, stage));
   const int64_t boundary = plan::boundary_bytes(spec);
+  // bf16 on the wire sends a copy: with the graph kept (recompute none) the float32 output stays in it
+  // until the stage's B (or W after I); otherwise it goes when its copy is made.
+  const bool output_outlives_send =
+      config::p2p_dtype_of(spec.runtime) == config::P2pDtype::Bf16 && spec.train.recompute == config::Recompute::None;
   const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
   std::vector<RankMemory> out;
   for (int64_t r = 0; r < program.num_ranks(); ++r) {
@@ -71,6 +75,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           break;
         case ActionKind::B:
           consume(ActionKind::RECV_B, a);
+          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // sent, kept by the graph
           bytes.add(-stage.kept);
           pairs.add(-1);
           break;
@@ -79,6 +84,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           bytes.add(stage.graph - stage.kept);
           break;
         case ActionKind::W:
+          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // sent, kept by the graph
           bytes.add(-stage.graph);
           pairs.add(-1);
           break;
@@ -88,7 +94,8 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           buffers.add(1);
           break;
         case ActionKind::SEND_F:
-          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // now a send buffer
+          // Float32 on the wire: the output itself is the send buffer.
+          if (!output_outlives_send && outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);
           buffers.add(1);  // held until the step's end
           break;
         case ActionKind::SEND_B:
@@ -99,8 +106,19 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
     rank.activations = bytes.most;
     rank.in_flight = pairs.most;
     rank.buffers = buffers.most;
-    rank.communication = buffers.most * boundary;
+    rank.communication = buffers.most * plan::p2p_bytes(spec);  // bf16 on the wire: half a boundary tensor
     out.push_back(rank);
+  }
+  return out;
+}
+
+std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Program& program) {
+  std::vector<int64_t> out;
+  for (const auto& actions : program.ranks) {
+    const auto sends = std::count_if(actions.begin(), actions.end(), [](const Action& a) {
+      return a.kind == ActionKind::SEND_F || a.kind == ActionKind::SEND_B;
+    });
+    out.push_back(static_cast<int64_t>(sends) * plan::p2p_bytes(spec));
   }
   return out;
 }
@@ -140,8 +158,10 @@ std::string format_memory(const config::JobSpec& spec, const std::vector<RankMem
   if (spec.train.recompute == config::Recompute::Blocks) mode += fmt::format(" every {}", spec.train.recompute_every);
   std::string out = fmt::format(
       "\nmemory per pp rank (estimate; precision {}, recompute {}; weights + gradients + AdamW = 16 B per "
-      "parameter; activations at the peak of microbatches in flight; send/receive buffers of {} each):\n",
-      config::to_string(spec.runtime.precision), mode, bytes_text(plan::boundary_bytes(spec)));
+      "parameter; activations at the peak of microbatches in flight; send/receive buffers of {} each, p2p dtype "
+      "{}):\n",
+      config::to_string(spec.runtime.precision), mode, bytes_text(plan::p2p_bytes(spec)),
+      config::to_string(config::p2p_dtype_of(spec.runtime)));
   out += fmt::format("{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>15}  {:>11}\n", "pp rank", "weights",
                      "gradients", "AdamW", "activations", "in flight", "p2p buffers", "total");
   for (const auto& r : ranks) {

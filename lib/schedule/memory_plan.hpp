@@ -24,19 +24,25 @@ struct RankMemory {
                                  ///< outputs not yet sent): runtime::StepResult::kept_bytes
   int64_t in_flight = 0;         ///< the most (stage, microbatch) pairs alive at once (F until B / W)
   int64_t communication = 0;     ///< the most send and receive buffers alive at once, bytes
-  int64_t buffers = 0;           ///< ... as a count of plan::boundary_bytes tensors
+  int64_t buffers = 0;           ///< ... as a count of plan::p2p_bytes tensors
   /// fixed + activations + communication: an upper bound (the two peaks may be at different times).
   int64_t total() const { return fixed.total() + activations + communication; }
 };
 
 /// Walks every rank's actions in order as runtime::Executor runs them: F adds the stage's
 /// StageActivationBytes::kept, B removes it, I swaps it for `graph`, W removes that; a stage's output
-/// (plan::boundary_bytes) counts from its F until its SEND_F (or the next stage's F on this rank). A posted
-/// receive holds a boundary tensor until the F / B / I that consumes it; a send holds its tensor
+/// (plan::boundary_bytes) counts from its F until its SEND_F (or the next stage's F on this rank; with bf16
+/// on the wire and recompute none until its B or W, as the kept graph holds it). A posted
+/// receive holds a plan::p2p_bytes buffer until the F / B / I that consumes it; a send holds its buffer
 /// until the end of the step (the executor waits for every send after its last action). Returns one
 /// entry per rank of `program`, whose stages `layout` describes.
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program);
+
+/// Bytes each pipeline rank of `program` sends between ranks in one step: its SEND_F and SEND_B actions
+/// times plan::p2p_bytes (same-rank hand-offs send nothing). What runtime::StepResult::sent_bytes
+/// measures on that rank of each replica.
+std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Program& program);
 
 /// One warning for all the ranks whose total exceeds runtime.device_memory_gib, or none (also when it is
 /// 0): "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (fix: ...)" for one rank,

@@ -141,6 +141,18 @@ std::string split_section(const config::JobSpec& spec, const plan::Layout& layou
   return out + costs_source(flop, given, balanced_counts);
 }
 
+/// "p2p        bf16 between ranks (8.0 KiB per activation or gradient), sent per step by pp rank: 32.0,
+/// 64.0, 64.0, 32.0 KiB": runtime.p2p_dtype resolved and sent_bytes_per_step (of each dp replica).
+std::string p2p_line(const config::JobSpec& spec, const Program& program) {
+  constexpr double kKiB = 1024.0;
+  std::vector<std::string> sent;
+  for (const int64_t bytes : sent_bytes_per_step(spec, program)) sent.push_back(fmt::format("{:.1f}", bytes / kKiB));
+  return fmt::format("p2p        {} between ranks ({:.1f} KiB per activation or gradient), sent per step by pp rank: "
+                     "{} KiB{}\n",
+                     config::to_string(config::p2p_dtype_of(spec.runtime)), plan::p2p_bytes(spec) / kKiB,
+                     fmt::join(sent, ", "), spec.pipeline.data_parallel > 1 ? " (in each dp replica)" : "");
+}
+
 /// The memory section: the estimate per pipeline rank (schedule/memory_plan.hpp) and its warnings.
 std::string memory_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
   return format_memory(spec, estimate_memory(spec, layout, program));
@@ -196,6 +208,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   out += fmt::format("runtime    device {}, backend {}, precision {}, {} thread(s) per worker\n",
                      config::to_string(spec.runtime.device), config::to_string(spec.runtime.backend),
                      config::to_string(spec.runtime.precision), spec.runtime.threads_per_worker);
+  out += p2p_line(spec, program);
   out += fmt::format("bubble     (p-1)/(v*m+p-1) = {}/{} = {:.3f} (equal F and B costs, non-split backward)\n",
                      layout.pipeline_size - 1, p.virtual_stages * p.microbatches + layout.pipeline_size - 1,
                      layout.bubble_fraction);

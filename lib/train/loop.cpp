@@ -43,7 +43,7 @@ namespace {
 /// One line per rank: mean time of the schedule (run_step, without the optimizer), mean cost of each
 /// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting), next to
 /// the planned one: this rank's bubble in the simulation of the same program with ppctl plan's
-/// default costs (F 1, B 2, I and W 1 ms per stage).
+/// default costs (F 1, B 2, I and W 1 ms per stage); and the bytes it sent to other ranks per step.
 void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps,
                 double planned_bubble) {
   static constexpr const char* kNames[] = {"F", "B", "I", "W"};
@@ -58,9 +58,10 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
   }
   const double n = static_cast<double>(steps);
   spdlog::info("timing over {} steps: schedule {:.2f} ms per step, compute {:.2f} ms ({}), receive waits {:.2f} ms, "
-               "measured bubble {:.3f} (planned {:.3f})",
+               "measured bubble {:.3f} (planned {:.3f}), p2p sent {:.1f} KiB per step",
                steps, step_ms / n, compute / n, costs.empty() ? "none" : costs.substr(1),
-               totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble);
+               totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble,
+               static_cast<double>(totals.sent_bytes) / n / 1024.0);
 }
 
 /// Throws ppctl::Error when --inject-nan names a stage or dp replica the job does not have.
@@ -215,6 +216,7 @@ void run_training(LoopContext& ctx) {
         timing.compute_count[k] += result.compute_count[k];
       }
       timing.receive_wait_ms += result.receive_wait_ms;
+      timing.sent_bytes += result.sent_bytes;
     }
     const bool log_now = step == first_step || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
     if (result.loss_count > 0 && ctx.dp_rank == 0 && log_now) {

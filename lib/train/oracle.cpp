@@ -13,10 +13,42 @@
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "interop/hf_load.hpp"
+#include "plan/layout.hpp"
+#include "schedule/job_program.hpp"
 #include "train/grad_norm.hpp"
 #include "train/microbatches.hpp"
 
 namespace ppctl::train {
+namespace {
+
+/// What runtime.p2p_dtype bf16 does to a tensor crossing ranks, as one autograd node: the forward
+/// rounds the activation to bfloat16 and back (the executor's cast before SEND_F and after RECV_F),
+/// the backward rounds the incoming gradient the same way (before SEND_B, after RECV_B).
+struct Bf16Wire : public torch::autograd::Function<Bf16Wire> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) {
+    return x.to(torch::kBFloat16).to(torch::kFloat);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0].to(torch::kBFloat16).to(torch::kFloat)};
+  }
+};
+
+/// The parts of the whole model (0 = embedding, 1 + k = block k, layers + 1 = the head) after which
+/// the pipeline sends bf16 between ranks: the end of every stage whose successor is on another rank,
+/// ascending; none unless runtime.p2p_dtype resolves to bf16 (hand-offs on one rank are not cast).
+std::vector<int64_t> bf16_wire_cuts(const config::JobSpec& spec) {
+  if (config::p2p_dtype_of(spec.runtime) != config::P2pDtype::Bf16) return {};
+  const auto program = schedule::job_program(spec);
+  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  std::vector<int64_t> cuts;
+  for (size_t s = 0; s + 1 < layout.stages.size(); ++s) {
+    if (layout.stages[s].rank != layout.stages[s + 1].rank) cuts.push_back(layout.stages[s].layers.end + 1);
+  }
+  return cuts;
+}
+
+}  // namespace
 
 void dump_gradients(const std::vector<model::StageModule>& stages, double loss_sum,
                     int64_t loss_count, double grad_norm, const std::string& path) {
@@ -75,6 +107,7 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   }
   whole->set_precision(spec.runtime.precision);
   const data::Dataset dataset(spec);
+  const auto cuts = bf16_wire_cuts(spec);
   // The global batch of dp replicas: replica r's microbatch j is global microbatch r x m0 + j.
   const int64_t m0 = spec.pipeline.microbatches;
   const int64_t dp = std::max<int64_t>(spec.pipeline.data_parallel, 1);
@@ -83,7 +116,13 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   for (int64_t j = 0; j < m; ++j) {
     const auto batch = microbatch(dataset, spec, step, j % m0, j / m0, dp);
     const model::DropoutContext ctx{true, spec.train.seed, step, j};
-    auto loss = whole->loss(whole->forward(batch.tokens, ctx), batch.targets);
+    torch::Tensor x = batch.tokens;
+    int64_t begin = 0;
+    for (const int64_t cut : cuts) {  // bf16 on the wire: round where the pipeline sends (none: forward())
+      x = Bf16Wire::apply(whole->forward_parts(x, begin, cut, ctx));
+      begin = cut;
+    }
+    auto loss = whole->loss(whole->forward_parts(x, begin, whole->num_parts(), ctx), batch.targets);
     loss_sum += loss.item<double>();
     (loss / static_cast<double>(m)).backward();
   }

@@ -168,7 +168,8 @@ int run_worker(const WorkerOptions& options) {
 
   runtime::Executor executor(by_stage, program, static_cast<int>(coords.pp), comm,
                              {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
-                             device, {spec.train.recompute, spec.train.recompute_every});
+                             device, {spec.train.recompute, spec.train.recompute_every},
+                             runtime::p2p_torch_dtype(spec.runtime));
   const int64_t steps = spec.train.steps;  // --steps applied by load_spec
   RunObserver observer(spec, program, static_cast<int>(coords.pp), device,
                        coords.dp == 0 ? run_dir : std::nullopt, steps, coords.dp == 0);

@@ -549,6 +549,15 @@ PY
     # The oracle on the Llama example: grouped-query attention, RoPE, SwiGLU over 4 stages.
     verify_passes "$ROOT/configs/example-llama.yaml" block3.down_proj.weight block0.k_proj.weight "(loss)"
     ;;
+  verify_bf16_p2p)
+    # precision bf16 sends bf16 between stages (p2p_dtype auto): plan says so, and verify passes at its
+    # default 1e-5 (the reference rounds to bf16 where the pipeline sends).
+    tiny_job 2 1 ""
+    sed -i 's/runtime: {comm_timeout_s: 30}/runtime: {comm_timeout_s: 30, precision: bf16}/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
+    grep -q "^p2p        bf16 between ranks (8.0 KiB per activation or gradient)" "$WORK/out" || fail "plan: no bf16 p2p line"
+    verify_passes "$WORK/job.yaml" block3.fc2.weight "(loss)"
+    ;;
   plan_trace)
     # The simulated timeline as a Chrome trace: valid JSON, one named track per rank.
     "$PPCTL" plan "$ROOT/configs/example.yaml" --timeline --trace "$WORK/trace.json" > "$WORK/out" 2>&1 \

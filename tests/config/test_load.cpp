@@ -661,6 +661,29 @@ TEST_CASE("backend nccl needs device cuda", "[config][combination]") {
   CHECK(parse_ok(with_data("runtime: {device: cpu, backend: gloo}\n")).runtime.backend == Backend::Gloo);
 }
 
+TEST_CASE("p2p_dtype: auto follows precision; bf16 needs precision bf16", "[config][combination]") {
+  const auto resolved = [](const std::string& runtime) {
+    return p2p_dtype_of(parse_ok(with_data("runtime: {" + runtime + "}\n")).runtime);
+  };
+  CHECK(resolved("") == P2pDtype::Fp32);
+  CHECK(resolved("precision: bf16") == P2pDtype::Bf16);
+  CHECK(resolved("precision: bf16, p2p_dtype: auto") == P2pDtype::Bf16);
+  CHECK(resolved("precision: bf16, p2p_dtype: fp32") == P2pDtype::Fp32);
+  CHECK(resolved("precision: bf16, p2p_dtype: bf16") == P2pDtype::Bf16);
+  CHECK(resolved("precision: fp32, p2p_dtype: fp32") == P2pDtype::Fp32);
+  CHECK(p2p_element_bytes(parse_ok(with_data("runtime: {precision: bf16}\n")).runtime) == 2);
+  CHECK(p2p_element_bytes(parse_ok(with_data("runtime: {precision: fp32}\n")).runtime) == 4);
+
+  const Message m = only_problem(with_data("runtime:\n  precision: fp32\n  p2p_dtype: bf16\n"));
+  check(m, 3, "runtime.p2p_dtype", "\"bf16\"", "needs runtime.precision bf16 (runtime.precision is fp32)");
+  CHECK(m.hint == "set runtime.precision: bf16, or p2p_dtype auto or fp32");
+  const Message defaulted = only_problem(with_data("runtime:\n  p2p_dtype: bf16\n"));
+  check(defaulted, 2, "runtime.p2p_dtype", "\"bf16\"",
+        "needs runtime.precision bf16 (runtime.precision is fp32, the default)");
+  const Message unknown = only_problem(with_data("runtime:\n  p2p_dtype: int8\n"));
+  CHECK(unknown.path == "runtime.p2p_dtype");
+}
+
 TEST_CASE("a combination is not checked when one of its keys is already wrong", "[config][combination]") {
   check(only_problem(with_data("model: {layers: x}\npipeline: {stages: 8}\n")), 1, "model.layers", "\"x\"",
         "must be an integer");

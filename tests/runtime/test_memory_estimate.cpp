@@ -103,7 +103,8 @@ int64_t measured_kept_bytes(const config::JobSpec& spec, const schedule::Program
   LoopbackCommunicator comm(rank, static_cast<int>(program.num_ranks()));
   const auto& m = spec.model;
   runtime::Executor executor(stages, program, rank, &comm, {spec.pipeline.micro_batch_size, m.seq_len, m.hidden},
-                             torch::kCPU, {spec.train.recompute, spec.train.recompute_every});
+                             torch::kCPU, {spec.train.recompute, spec.train.recompute_every},
+                             runtime::p2p_torch_dtype(spec.runtime));  // bf16 transfers under bf16, as workers
   const runtime::MicrobatchSource data = [&](int64_t microbatch) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(100 + microbatch));
     auto tokens = torch::randint(0, m.vocab_size, {spec.pipeline.micro_batch_size, m.seq_len + 1}, gen, torch::kLong);

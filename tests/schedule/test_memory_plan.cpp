@@ -70,6 +70,37 @@ TEST_CASE("memory per rank: sends are held to the step's end, receives until con
   }
 }
 
+TEST_CASE("bf16 point-to-point: half-size buffers, half the bytes sent, the same count of sends") {
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 4, 6);
+  spec.runtime.precision = config::Precision::Bf16;
+  spec.runtime.p2p_dtype = config::P2pDtype::Fp32;
+  const auto fp32 = plan_of(spec);
+  const auto fp32_sent = schedule::sent_bytes_per_step(spec, fp32.program);
+  spec.runtime.p2p_dtype = config::P2pDtype::Auto;  // bf16 under precision bf16
+  CHECK(plan::p2p_bytes(spec) * 2 == plan::boundary_bytes(spec));
+  const auto bf16 = plan_of(spec);
+  const auto bf16_sent = schedule::sent_bytes_per_step(spec, bf16.program);
+  for (size_t r = 0; r < bf16.ranks.size(); ++r) {
+    CHECK(bf16.ranks[r].buffers == fp32.ranks[r].buffers);
+    CHECK(bf16.ranks[r].communication * 2 == fp32.ranks[r].communication);
+    // Every rank but the ends sends 6 activations and 6 gradients; the first no gradients, the last no
+    // activations.
+    const int64_t sends = (r + 1 < bf16.ranks.size() ? 6 : 0) + (r > 0 ? 6 : 0);
+    CHECK(bf16_sent[r] == sends * plan::p2p_bytes(spec));
+    CHECK(fp32_sent[r] == 2 * bf16_sent[r]);
+    // Recompute none: the float32 output stays in its graph after its bf16 copy is sent.
+    CHECK(bf16.ranks[r].activations >= fp32.ranks[r].activations);
+  }
+  CHECK_THAT(schedule::format_memory(spec, bf16.ranks), ContainsSubstring("p2p dtype bf16"));
+
+  // Interleaved on 2 ranks: every boundary crosses ranks; zbv: stages 1 and 2 share rank 1 (no send).
+  auto v = spec_of(config::ScheduleKind::ZBV, 2, 4);
+  v.runtime.precision = config::Precision::Bf16;
+  const auto zbv = schedule::sent_bytes_per_step(v, schedule::job_program(v));
+  CHECK(zbv[0] == 8 * plan::p2p_bytes(v));  // stage 0 -> 1 activations, stage 3 -> 2 gradients
+  CHECK(zbv[1] == 8 * plan::p2p_bytes(v));  // stage 1 -> 0 gradients, stage 2 -> 3 activations
+}
+
 TEST_CASE("memory per rank: zero-bubble ranks hold the rebuilt graph from I until W") {
   auto spec = spec_of(config::ScheduleKind::ZBH1, 2, 4);
   spec.train.recompute = config::Recompute::Full;

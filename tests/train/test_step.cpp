@@ -16,17 +16,21 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <sstream>
 
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "schedule/job_program.hpp"
+#include "schedule/memory_plan.hpp"
 #include "train/fault_injection.hpp"
 #include "train/grad_norm.hpp"
 #include "train/local_job.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/oracle.hpp"
+#include "support/temp_dir.hpp"
 #include "support/tiny_job.hpp"
 
 namespace fs = std::filesystem;
@@ -62,6 +66,18 @@ void check_close(const train::GradientMap& a, const train::GradientMap& b, doubl
     CHECK(row.reference_max_abs > 0.0);
     CHECK(row.max_relative_difference <= tolerance);
   }
+}
+
+/// Rewrites the tiny job's `schedule: 1f1b` in `spec_path` as `schedule: SCHEDULE` (which may add keys,
+/// e.g. "zbv, virtual_stages: 2"); returns the path.
+fs::path with_schedule(const fs::path& spec_path, const std::string& schedule) {
+  std::ifstream in(spec_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("schedule: 1f1b");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string("schedule: 1f1b").size(), "schedule: " + schedule);
+  write_checked(spec_path, text);
+  return spec_path;
 }
 
 /// True when this process has no child left (every worker was reaped).
@@ -335,7 +351,7 @@ TEST_CASE("bf16 mixed precision: pipelined gradients equal the unpipelined bf16 
   at::set_num_threads(1);
   const std::string model = GENERATE("", ", arch: llama, kv_heads: 2");  // gpt2, then llama
   Job job{2, 4, 2, 1};
-  job.runtime = ", precision: bf16";
+  job.runtime = ", precision: bf16, p2p_dtype: fp32";  // float32 between stages: the reference's exact path
   job.model = model;
   const auto spec_path = make_job(job, fresh_dir(model.empty() ? "bf16_p2" : "bf16_p2_llama"));
   const auto spec = config::load_job_spec(spec_path.string());
@@ -351,4 +367,65 @@ TEST_CASE("bf16 mixed precision: pipelined gradients equal the unpipelined bf16 
   }
   CHECK(largest > 1e-4);
   CHECK(largest < 0.2);
+}
+
+TEST_CASE("bf16 point-to-point: gradients within bf16 rounding of the float32 point-to-point path") {
+  // Under precision bf16 the same step runs twice: float32 between stages (equal to the unpipelined
+  // oracle, the test above) and bf16 between stages (auto). The bf16 path rounds each activation and
+  // gradient crossing ranks to 8 significant bits (relative error <= 2^-9 per element); the stage then
+  // works on the rounded tensor, so a weight's gradient moves by a few such roundings of the terms it
+  // sums. 2e-2 of the largest |gradient| leaves room for that (measured 5.9e-3 to 7.0e-3 here) and
+  // catches a wrong cast or a reinterpreted buffer, which are off by O(1). Exactly (1e-5), the bf16
+  // path must equal the oracle that rounds at the same boundaries (train::reference_gradients under
+  // p2p bf16; measured 5e-8), which also tells a rounded same-rank hand-off from a plain one. 1f1b
+  // over 2 ranks; interleaved (v 2: every boundary crosses ranks); zbv (V placement: stages 1 and 2
+  // share rank 1, a local hand-off that is never cast).
+  at::set_num_threads(1);
+  const std::string schedule = GENERATE("1f1b", "interleaved-1f1b, virtual_stages: 2", "zbv, virtual_stages: 2");
+  const std::string name = "bf16p2p_" + schedule.substr(0, schedule.find(','));
+  INFO(name);
+  Job job{2, 4, 2, 1};
+  job.runtime = ", precision: bf16, p2p_dtype: fp32";
+  const auto fp32_path = with_schedule(make_job(job, fresh_dir(name + "_fp32")), schedule);
+  job.runtime = ", precision: bf16";  // auto: bf16 on the wire
+  const auto bf16_path = with_schedule(make_job(job, fresh_dir(name + "_bf16")), schedule);
+  const auto fp32 = train::load_gradient_dumps(dump_step(fp32_path).string(), 2);
+  const auto bf16 = train::load_gradient_dumps(dump_step(bf16_path).string(), 2);
+  check_close(bf16, fp32, 2e-2);
+  double largest = 0.0;  // bf16 was really on the wire: the paths differ
+  for (const auto& row : train::compare_gradients(bf16, fp32)) largest = std::max(largest, row.max_relative_difference);
+  CHECK(largest > 1e-6);
+  // ... and equals the unpipelined oracle that rounds where the pipeline sends.
+  check_close(bf16, train::reference_gradients(config::load_job_spec(bf16_path.string())), 1e-5);
+}
+
+TEST_CASE("bf16 point-to-point halves the bytes each rank sends, as the plan counts them") {
+  // Two steps (the timing line covers the steps after the first); each rank logs the bytes it
+  // posted for sending per step, which must equal schedule::sent_bytes_per_step for its dtype.
+  at::set_num_threads(1);
+  const std::string schedule = GENERATE("1f1b", "zbv, virtual_stages: 2");
+  INFO(schedule);
+  std::map<std::string, std::vector<double>> sent_kib;  // p2p dtype -> per rank, as logged
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    Job job{2, 4, 2, 2};
+    job.runtime = ", precision: bf16, p2p_dtype: " + dtype;
+    const auto spec_path = with_schedule(make_job(job, fresh_dir("p2p_bytes_" + dtype)), schedule);
+    const auto spec = config::load_job_spec(spec_path.string());
+    const auto planned = schedule::sent_bytes_per_step(spec, schedule::job_program(spec));
+    const auto run = run_job(spec_path, {});
+    INFO(run.output);
+    REQUIRE(run.result.exit_code == 0);
+    for (int rank = 0; rank < 2; ++rank) {
+      std::smatch match;
+      const std::regex line("\\[rank " + std::to_string(rank) + "\\][^\\n]*p2p sent ([0-9.]+) KiB per step");
+      REQUIRE(std::regex_search(run.output, match, line));
+      const double kib = std::stod(match[1]);
+      CHECK(kib == Approx(static_cast<double>(planned.at(static_cast<size_t>(rank))) / 1024.0).margin(0.05));
+      CHECK(kib > 0.0);
+      sent_kib[dtype].push_back(kib);
+    }
+  }
+  for (size_t rank = 0; rank < 2; ++rank) {
+    CHECK(sent_kib["bf16"][rank] == Approx(sent_kib["fp32"][rank] / 2.0).margin(0.05));
+  }
 }
