@@ -48,6 +48,35 @@ int64_t llama_block_bytes(const config::JobSpec& spec) {
          weight_copy_bytes(spec, 2 * h * h + 2 * h * kv + 3 * h * f);
 }
 
+/// From I until W (runtime/split_backward.hpp): each matrix product keeps its saved input and its
+/// weight's bf16 copy, and the gradient of its output; norms and everything else are done at I.
+int64_t gpt2_block_deferred_bytes(const config::JobSpec& spec) {
+  const auto& m = spec.model;
+  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
+  const int64_t a = matmul_element_bytes(spec);
+  // Inputs of qkv, proj, fc1 (h each) and fc2 (f); output gradients of qkv (3h), proj (h), fc1 (f), fc2 (h).
+  return a * t * (3 * h + f) + a * t * (5 * h + f) + weight_copy_bytes(spec, 4 * h * h + 2 * h * f);
+}
+
+int64_t llama_block_deferred_bytes(const config::JobSpec& spec) {
+  const auto& m = spec.model;
+  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
+  const int64_t kv = config::kv_heads_of(m) * (h / m.heads);
+  const int64_t a = matmul_element_bytes(spec);
+  // Inputs: the two norm outputs q/k/v and gate/up share (fp32), or one bf16 cast per projection;
+  // o's (h) and down's (f). Output gradients: q, o, down (h each), k, v (kv each), gate, up (f each).
+  const int64_t projection_inputs = spec.runtime.precision == config::Precision::Bf16 ? 2 * t * 5 * h : 4 * t * 2 * h;
+  return projection_inputs + a * t * (h + f) + a * t * (3 * h + 2 * kv + 2 * f) +
+         weight_copy_bytes(spec, 2 * h * h + 2 * h * kv + 3 * h * f);
+}
+
+/// The LM head's product from I until W: its input, the logits' gradient, the weight's bf16 copy.
+int64_t head_deferred_bytes(const config::JobSpec& spec) {
+  const auto& m = spec.model;
+  return matmul_element_bytes(spec) * tokens_of(spec) * (m.hidden + m.vocab_size) +
+         weight_copy_bytes(spec, m.vocab_size * m.hidden);
+}
+
 }  // namespace
 
 int64_t boundary_bytes(const config::JobSpec& spec) { return 4 * tokens_of(spec) * spec.model.hidden; }
@@ -86,7 +115,6 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
                         blocks * block_activation_bytes(spec) + (stage.has_head ? head_activation_bytes(spec) : 0);
   const int64_t targets = stage.has_head ? 8 * t : 0;
   const int64_t stage_input = stage.has_embedding ? 8 * t : boundary;  // token ids or hidden states
-  int64_t segments = 1;
   StageActivationBytes bytes;
   switch (spec.train.recompute) {
     case config::Recompute::None:
@@ -100,16 +128,23 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
       // The embedding's input (token ids), each run of blocks' input, the head's input.
       bytes.kept = (stage.has_embedding ? 8 * t : 0) + runs * boundary +
                    (stage.has_head ? boundary : 0) + targets;
-      segments = runs + (stage.has_embedding ? 1 : 0) + (stage.has_head ? 1 : 0);
       break;
     }
   }
-  // I keeps every segment's graph with its output and that output's gradient: hidden-sized, except
-  // the scalar loss ending the last stage. Without recomputation the one output is the tensor F
-  // sent (a communication buffer); recomputed outputs are new tensors.
-  const int64_t hidden_outputs = segments - (stage.has_head ? 1 : 0);
+  // From I until W. A segment whose input is the token ids has no I: it keeps its whole graph, its
+  // output's gradient and, when recomputed, the output (a new tensor; without recomputation the
+  // output is the tensor F sent, a communication buffer). Every other segment keeps only its
+  // matrix products' inputs and output gradients (runtime/split_backward.hpp).
+  const bool whole_first = stage.has_embedding && spec.train.recompute != config::Recompute::Blocks;
   const int64_t per_output = spec.train.recompute == config::Recompute::None ? 1 : 2;
-  bytes.graph = whole + hidden_outputs * per_output * boundary;
+  const int64_t block_deferred =
+      spec.model.arch == config::Arch::Llama ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
+  if (whole_first) {
+    bytes.graph = whole + (stage.has_head ? 0 : per_output * boundary);
+  } else {
+    bytes.graph = blocks * block_deferred + (stage.has_head ? head_deferred_bytes(spec) : 0) +
+                  (stage.has_embedding ? embedding_activation_bytes(spec) + 2 * boundary : 0);
+  }
   return bytes;
 }
 

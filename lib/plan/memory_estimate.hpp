@@ -55,9 +55,9 @@ int64_t head_activation_bytes(const config::JobSpec& spec);
 struct StageActivationBytes {
   int64_t kept = 0;   ///< from F until its B (or I): the whole graph with recompute none; the
                       ///< stage input (full) or every segment's input (blocks), and the targets
-  int64_t graph = 0;  ///< from I until W (split backward): the graph I built (recomputing it
-                      ///< when F did not keep it) plus each segment's output gradient and, when
-                      ///< recomputed, its output (hidden-sized; the loss ending the last stage is not)
+  int64_t graph = 0;  ///< from I until W (split backward): each matrix product's saved input,
+                      ///< bf16 weight copy and output gradient; a segment fed by token ids (no I)
+                      ///< keeps its whole graph, its output's gradient and, when recomputed, its output
 };
 
 /// The bytes of `stage` of the spec's model per microbatch under train.recompute (none, full, or
