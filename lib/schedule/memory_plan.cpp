@@ -2,6 +2,7 @@
 #include "schedule/memory_plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -136,9 +137,14 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
     if (most == nullptr || r.total() > most->total()) most = &r;
   }
   if (over.empty()) return {};
-  const std::string fix =
-      "(fix: more pipeline stages, train.recompute full or blocks, a smaller pipeline.micro_batch_size, or "
-      "runtime.precision bf16)";
+  // Only what the spec can still change: more stages always (while layers are left to split).
+  std::vector<std::string> options{"more pipeline stages"};
+  if (spec.train.recompute == config::Recompute::None) options.emplace_back("train.recompute full or blocks");
+  if (spec.train.recompute == config::Recompute::Blocks) options.emplace_back("train.recompute full");
+  if (spec.pipeline.micro_batch_size > 1) options.emplace_back("a smaller pipeline.micro_batch_size");
+  if (spec.runtime.precision == config::Precision::Fp32) options.emplace_back("runtime.precision bf16");
+  options.emplace_back("or a larger runtime.device_memory_gib if the device has more");
+  const std::string fix = fmt::format("(fix: {})", fmt::join(options, ", "));
   if (over.size() == 1) {
     return {fmt::format("pp rank {}: estimated {} exceeds runtime.device_memory_gib = {:g} {}", most->rank,
                         bytes_text(most->total()), limit, fix)};

@@ -45,7 +45,8 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
 std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Program& program);
 
 /// One warning for all the ranks whose total exceeds runtime.device_memory_gib, or none (also when it is
-/// 0): "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (fix: ...)" for one rank,
+/// 0): "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (fix: ...)" for one rank
+/// (the fix names only the settings the spec can still change: recompute, micro batch, precision),
 /// "pp ranks 0-63: estimated 70.1 GiB to 84.2 GiB (pp rank 0) exceed ..." for several (the ranks
 /// compressed by core::format_rank_list, the smallest and largest estimate, the rank of the largest), so
 /// that a plan of hundreds of ranks says it once.

@@ -3,6 +3,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "comm/progress_board.hpp"
@@ -59,22 +60,33 @@ TEST_CASE("a publisher's record reaches the launcher's store and follows the cur
   cursor.phase = static_cast<int>(ppctl::comm::Phase::Schedule);
   cursor.position = 1;
   const auto before = ppctl::comm::wall_clock_s();
+  // The record as the store holds it now, once `ready` holds for it (polled: a loaded machine may
+  // starve the publisher's thread for a while, so no fixed sleep decides).
+  const auto record_when = [&](const auto& ready) {
+    std::optional<ProgressRecord> record;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (const auto text = store.try_get(ppctl::comm::progress_key(2))) {
+        record = ppctl::comm::decode_progress(*text);
+        if (record.has_value() && ready(*record)) break;
+      }
+      std::this_thread::sleep_for(ppctl::comm::kProgressInterval / 4);
+    }
+    return record;
+  };
   {
     const ppctl::comm::ProgressPublisher publisher(
         info, 10s, cursor, [](int64_t position) { return "action#" + std::to_string(position); }, 6);
-    std::this_thread::sleep_for(ppctl::comm::kProgressInterval * 3);
-    const auto text = store.try_get(ppctl::comm::progress_key(2));
-    REQUIRE(text.has_value());
-    const auto record = ppctl::comm::decode_progress(*text);
+    // Refreshed while the cursor stood still.
+    const auto record = record_when([](const ProgressRecord& r) { return r.beat_s > r.since_s; });
     REQUIRE(record.has_value());
     CHECK(record->step == 4);
     CHECK(record->action == "schedule, action 2 of 6 (action#1)");
     CHECK(record->since_s >= before);
-    CHECK(record->beat_s > record->since_s);  // refreshed while the cursor stood still
+    CHECK(record->beat_s > record->since_s);
 
     cursor.phase = static_cast<int>(ppctl::comm::Phase::Checkpoint);
-    std::this_thread::sleep_for(ppctl::comm::kProgressInterval * 3);
-    const auto later = ppctl::comm::decode_progress(*store.try_get(ppctl::comm::progress_key(2)));
+    const auto later = record_when([](const ProgressRecord& r) { return r.action == "checkpoint"; });
     REQUIRE(later.has_value());
     CHECK(later->action == "checkpoint");
     CHECK(later->since_s > record->since_s);

@@ -132,6 +132,23 @@ TEST_CASE("runtime.device_memory_gib: one warning for the ranks whose estimate e
   spec.runtime.device_memory_gib = 1000;
   CHECK(schedule::memory_warnings(spec, p.ranks).empty());
 
+  // The fix names only what the spec can still change.
+  spec.runtime.device_memory_gib = 1e-4;
+  CHECK_THAT(schedule::memory_warnings(spec, p.ranks)[0],
+             ContainsSubstring("(fix: more pipeline stages, train.recompute full or blocks, a smaller "
+                               "pipeline.micro_batch_size, runtime.precision bf16, or a larger "
+                               "runtime.device_memory_gib"));
+  auto tight = spec;
+  tight.train.recompute = config::Recompute::Full;
+  tight.pipeline.micro_batch_size = 1;
+  tight.runtime.precision = config::Precision::Bf16;
+  const auto tight_warning = schedule::memory_warnings(tight, p.ranks)[0];
+  CHECK_THAT(tight_warning, ContainsSubstring("(fix: more pipeline stages, or a larger runtime.device_memory_gib"));
+  for (const char* set : {"recompute", "micro_batch_size", "precision"}) {
+    INFO(set);
+    CHECK_THAT(tight_warning, !ContainsSubstring(set));
+  }
+
   spec.runtime.device_memory_gib = 1e-4;
   const auto simulation = schedule::simulate(p.program, schedule::CostModel{});
   const auto text = schedule::format_plan(spec, p.layout, p.program, simulation, schedule::CostModel{}, false);
