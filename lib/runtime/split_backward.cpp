@@ -87,6 +87,7 @@ std::pair<torch::Tensor, SplitBackward> SplitBackward::input_backward(const torc
   struct Found {
     Node* node;
     std::unordered_set<torch::autograd::AccumulateGrad*> leaves;
+    bool matrix = false;  // a leaf of two or more dimensions: a weight-gradient product
   };
   std::vector<Found> found;
   for (const auto& [node, on_input_side] : reaches) {
@@ -101,7 +102,10 @@ std::pair<torch::Tensor, SplitBackward> SplitBackward::input_backward(const torc
       Node* below = stack.back();
       stack.pop_back();
       if (!seen.insert(below).second) continue;
-      if (auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(below)) crossing.leaves.insert(leaf);
+      if (auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(below)) {
+        crossing.leaves.insert(leaf);
+        crossing.matrix = crossing.matrix || leaf->variable.dim() >= 2;
+      }
       for (const auto& edge : below->next_edges()) {
         if (edge.function) stack.push_back(edge.function.get());
       }
@@ -111,18 +115,14 @@ std::pair<torch::Tensor, SplitBackward> SplitBackward::input_backward(const torc
   // Deferred to W: the crossings whose weight side holds a matrix (the weight-gradient products).
   // The others (norm scales and shifts, a separate bias: elementwise work) run within I, unless one
   // of their leaves is also a deferred crossing's; then everything waits for W.
-  const auto has_matrix = [](const Found& crossing) {
-    return std::any_of(crossing.leaves.begin(), crossing.leaves.end(),
-                       [](const auto* leaf) { return leaf->variable.dim() >= 2; });
-  };
   std::unordered_set<torch::autograd::AccumulateGrad*> deferred_leaves;
   for (const auto& crossing : found) {
-    if (has_matrix(crossing)) deferred_leaves.insert(crossing.leaves.begin(), crossing.leaves.end());
+    if (crossing.matrix) deferred_leaves.insert(crossing.leaves.begin(), crossing.leaves.end());
   }
   std::vector<torch::Tensor> in_i;  // leaves whose gradients I accumulates
   bool shared = false;
   for (const auto& crossing : found) {
-    if (has_matrix(crossing)) continue;
+    if (crossing.matrix) continue;
     for (auto* leaf : crossing.leaves) {
       shared = shared || deferred_leaves.count(leaf) > 0;
       in_i.push_back(leaf->variable);
@@ -131,7 +131,7 @@ std::pair<torch::Tensor, SplitBackward> SplitBackward::input_backward(const torc
   if (shared) in_i.clear();
   std::unordered_set<Node*> kept_nodes;
   for (const auto& crossing : found) {
-    if (!shared && !has_matrix(crossing)) continue;
+    if (!shared && !crossing.matrix) continue;
     kept_nodes.insert(crossing.node);
     auto kept = std::make_shared<Crossing>();
     kept->node = crossing.node->getptr();

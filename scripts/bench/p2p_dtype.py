@@ -18,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_common import ROOT, add_run_options, build_ppctl  # noqa: E402
+
 BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 
@@ -60,16 +63,10 @@ def run(stages, p2p_dtype, round_index, args, workdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stages", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
+    add_run_options(parser, steps=10)
     parser.add_argument("--rounds", type=int, default=3, help="runs per variant, interleaved (default 3)")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run (default 2)")
-    parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob)")
-    parser.add_argument("--no-build", action="store_true", help="use the ppctl already built")
     args = parser.parse_args()
-    if not args.no_build:
-        subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
-                       stdout=subprocess.DEVNULL)
+    build_ppctl(args)
     variants = ["fp32", "bf16"]
     results = {}  # (stages, dtype) -> list of runs
     with tempfile.TemporaryDirectory(prefix="ppctl_p2p_dtype_") as workdir:

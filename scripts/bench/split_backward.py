@@ -16,12 +16,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from bench_common import add_run_options, build_ppctl, print_machine_line  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (ppctl's timing-line parsers, shared)
 from vs_torch import MEMORY_LINE, PPCTL, STEP_LINE, Config  # noqa: E402  (the small model's spec, shared)
 
@@ -74,18 +73,11 @@ def median_cost(runs, rank, kind):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stages", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
+    add_run_options(parser, steps=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs per schedule (default 3)")
-    parser.add_argument("--steps", type=int, default=8, help="timed steps per run (default 8)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
-    parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob)")
-    parser.add_argument("--no-build", action="store_true", help="use the ppctl already built")
     args = parser.parse_args()
-    if not args.no_build:
-        subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
-                       stdout=subprocess.DEVNULL)
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f}; {sys.argv[0]} {' '.join(sys.argv[1:])}", flush=True)
+    build_ppctl(args)
+    print_machine_line()
     options = SimpleNamespace(data=args.data, threads=1)
     rows = []
     with tempfile.TemporaryDirectory() as workdir:

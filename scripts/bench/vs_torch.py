@@ -38,6 +38,7 @@ BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
 sys.path.insert(0, HERE)
+from bench_common import build_ppctl, print_machine_line  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
 
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
@@ -303,13 +304,10 @@ def main():
     if unknown or min(args.stages) < 2:
         parser.error(f"unknown model or schedule {unknown}, or fewer than 2 stages")
 
-    if not args.no_build:
-        subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
-                       stdout=subprocess.DEVNULL)
+    build_ppctl(args)
     python = subprocess.run([os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
                             check=True).stdout.strip()
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f}; {sys.argv[0]} {' '.join(sys.argv[1:])}", flush=True)
+    print_machine_line()
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
         for model in args.models:

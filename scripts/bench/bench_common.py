@@ -1,0 +1,34 @@
+"""What ppctl's benchmark scripts share: the run-shape options, building ppctl first, the machine line."""
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def stage_list(text):
+    """--stages "2,4" -> [2, 4]."""
+    return [int(x) for x in text.split(",")]
+
+
+def add_run_options(parser, steps):
+    """--stages, --steps (default `steps`), --warmup, --data and --no-build on `parser`."""
+    parser.add_argument("--stages", type=stage_list, default=[2, 4], help="comma-separated (default 2,4)")
+    parser.add_argument("--steps", type=int, default=steps, help=f"timed steps per run (default {steps})")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run (default 2)")
+    parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob)")
+    parser.add_argument("--no-build", action="store_true", help="use the ppctl already built")
+
+
+def build_ppctl(args):
+    """scripts/build.sh --target ppctl, unless --no-build (raises CalledProcessError when it fails)."""
+    if not args.no_build:
+        subprocess.run([os.path.join(ROOT, "scripts", "build.sh"), "--target", "ppctl"], check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def print_machine_line():
+    """The UTC time, the CPU count, the 1-minute load average and the command line, as one line."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.2f}; {sys.argv[0]} {' '.join(sys.argv[1:])}", flush=True)
