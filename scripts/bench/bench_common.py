@@ -32,3 +32,22 @@ def print_machine_line():
     """The UTC time, the CPU count, the 1-minute load average and the command line, as one line."""
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}; {sys.argv[0]} {' '.join(sys.argv[1:])}", flush=True)
+
+
+def rank_of_stage(stage, ranks, schedule):
+    """The rank that holds `stage`, as ppctl places stages: k on rank k mod p, or the V of zbv (rank r
+    holds stages r and 2p-1-r)."""
+    return min(stage, 2 * ranks - 1 - stage) if schedule == "zbv" else stage % ranks
+
+
+def stage_costs(rank_costs, ranks, virtual_stages, schedule):
+    """The values of `ppctl plan --costs`: one F,B,I,W group (ms) per stage, stage by stage, from each
+    rank's mean cost per action kind (`rank_costs[r]`: a dict of the kinds rank r ran; a missing or
+    zero entry means none ran). A rank's means stand for each of its stages, as ppctl's timing line is
+    per rank. What a schedule does not run is filled in: B as I + W, I and W as half of B."""
+    values = []
+    for stage in range(ranks * virtual_stages):
+        ran = {k: v for k, v in rank_costs[rank_of_stage(stage, ranks, schedule)].items() if v}
+        backward = ran.get("B", ran.get("I", 0.0) + ran.get("W", 0.0))
+        values += [ran["F"], backward, ran.get("I", backward / 2), ran.get("W", backward / 2)]
+    return values

@@ -20,18 +20,14 @@ from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import add_run_options, build_ppctl, print_machine_line  # noqa: E402
+from bench_common import add_run_options, build_ppctl, print_machine_line, stage_costs  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (ppctl's timing-line parsers, shared)
 from vs_torch import MEMORY_LINE, PPCTL, STEP_LINE, Config  # noqa: E402  (the small model's spec, shared)
 
 
-def run(cfg, virtual_stages, workdir, steps, warmup):
+def run(cfg, workdir, steps, warmup):
     """One ppctl run: tokens/s, schedule ms per step (slowest rank), per-stage costs, simulated ms."""
     spec = cfg.write_spec(workdir, warmup + steps)
-    if virtual_stages > 1:
-        text = open(spec).read().replace(f"schedule: {cfg.schedule},",
-                                         f"schedule: {cfg.schedule}, virtual_stages: {virtual_stages},")
-        open(spec, "w").write(text)
     out = subprocess.run([PPCTL, "train", spec], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{cfg.label}: ppctl train failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -45,14 +41,9 @@ def run(cfg, virtual_stages, workdir, steps, warmup):
         ranks[int(rank)]["kept_mib"] = float(kept)
     if len(ranks) != cfg.stages or not seconds or any("kept_mib" not in r for r in ranks.values()):
         sys.exit(f"{cfg.label}: could not read ppctl's timing lines:\n{log[-3000:]}")
-    # One F,B,I,W group per stage; with v virtual stages a rank's mean costs stand for each of its
-    # stages (the timing line is per rank). B stands in for what a schedule does not run.
-    stage_costs = []
-    for stage in range(cfg.stages * virtual_stages):
-        c = ranks[stage % cfg.stages if virtual_stages == 1 else min(stage, 2 * cfg.stages - 1 - stage)]
-        b = c.get("B", c.get("I", 0.0) + c.get("W", 0.0))
-        stage_costs += [c["F"], b, c.get("I", b / 2), c.get("W", b / 2)]
-    plan = subprocess.run([PPCTL, "plan", spec, "--costs", ",".join(f"{x:.4f}" for x in stage_costs)],
+    stage_costs_ms = stage_costs([ranks[r] for r in range(cfg.stages)], cfg.stages, cfg.virtual_stages,
+                                 cfg.schedule)
+    plan = subprocess.run([PPCTL, "plan", spec, "--costs", ",".join(f"{x:.4f}" for x in stage_costs_ms)],
                           capture_output=True, text=True)
     sim = SIMULATED.search(plan.stdout)
     if plan.returncode != 0 or not sim:
@@ -87,7 +78,7 @@ def main():
             for _ in range(args.repeats):
                 for schedule, v in schedules:
                     cfg = Config("small", stages, schedule, options)
-                    runs[(schedule, v)].append(run(cfg, v, workdir, args.steps, args.warmup))
+                    runs[(schedule, v)].append(run(cfg, workdir, args.steps, args.warmup))
             rows.append((stages, runs))
 
     print("\nper stage (one rank each), median ms per action: B from 1f1b, I and W from zb-h1; activations "

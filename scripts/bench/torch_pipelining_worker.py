@@ -8,13 +8,16 @@ stage of a GPT written to match lib/model/gpt2.cpp (GPT-2 pre-norm blocks, learn
 of 4 x hidden, causal scaled_dot_product_attention, final LayerNorm, LM head without bias, byte
 vocabulary, mean cross-entropy), or with model.arch "llama" of a Llama built from Hugging Face
 transformers' own LlamaDecoderLayer, LlamaRMSNorm and LlamaRotaryEmbedding (sdpa attention, the
-shape of lib/model/llama.cpp: grouped-query attention, SwiGLU, untied head), wraps it in a PipelineStage and trains it with the library's own
-schedule class (ScheduleGPipe or Schedule1F1B) and torch.optim.AdamW with ppctl's parameter groups.
+shape of lib/model/llama.cpp: grouped-query attention, SwiGLU, untied head), wraps each of its stages in a
+PipelineStage and trains them with the library's own schedule class (SCHEDULES: ppctl's name -> torch's
+class) and torch.optim.AdamW with ppctl's parameter groups. With virtual stages a rank holds several
+stages, placed as ppctl places them: stage k on rank k mod p (interleaved), or ranks r and 2p-1-r (zbv).
 Data: random non-overlapping windows of seq_len + 1 bytes of the same text files ppctl reads.
 
 Prints machine-readable lines starting with `BENCH ` (JSON): the last rank one per step (loss, wall
 time since the previous step ended), every rank one at the end (peak resident set, bytes saved for
-backward counted during the last warm-up step, mean F and B time over the timed steps). Usage
+backward counted during the last warm-up step, mean F, B, I and W time over the timed steps). The rank
+that holds the last stage (rank p-1, or rank 0 under zbv) prints the step lines. Usage
 (normally via vs_torch.py):
   python torch_pipelining_worker.py --config job.json --nprocs P
   torchrun --standalone --nproc-per-node P torch_pipelining_worker.py --config job.json
@@ -37,9 +40,16 @@ import torch  # noqa: E402  (after the filter: torch warns about a missing NumPy
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe  # noqa: E402
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,  # noqa: E402
+                                          ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
+                                          ScheduleZBVZeroBubble)
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+# ppctl's schedule name -> torch's class. zb-h1 (one stage per rank, backward split into I and W, W
+# deferred into the bubbles) has no class of its own in torch: ScheduleInterleavedZeroBubble (the ZB1P
+# schedule of arXiv 2401.10241) given one stage per rank is its closest equivalent.
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B,
+             "zbv": ScheduleZBVZeroBubble, "zb-h1": ScheduleInterleavedZeroBubble}
+MULTI_STAGE = ("interleaved-1f1b", "zbv", "zb-h1")  # the classes that take a list of stages
 INIT_STD = 0.02
 
 
@@ -120,7 +130,7 @@ class LlamaStage(nn.Module):
 
 class Stage(nn.Module):
     """Blocks [begin, end), plus the embedding on the first stage and the final norm and LM head on the
-    last: the same split ppctl's plan prints (vs_torch.py passes it in)."""
+    last: the same split ppctl's plan prints (vs_torch.py passes it in, one [begin, end) per stage)."""
 
     def __init__(self, model, begin, end, first, last):
         super().__init__()
@@ -224,15 +234,18 @@ class _Held:
 
 class ComputeTimer:
     """Wall time of the schedule's compute actions, as ppctl's timing line counts them: F is
-    forward_one_chunk (plus the loss on the last stage), B is backward_one_chunk. Wraps the methods of
-    one stage and one schedule object; counts only while `on`."""
+    forward_one_chunk (plus the loss on the last stage), B is backward_one_chunk with full_backward,
+    I is backward_one_chunk without it (input gradient only) and W is backward_weight_one_chunk.
+    Wraps the methods of every stage of the rank and of the schedule object; counts only while `on`;
+    the means are over all the rank's stages, as ppctl's per-rank timing line."""
 
     def __init__(self):
-        self.ms = {"F": 0.0, "B": 0.0}
-        self.count = {"F": 0, "B": 0}
+        self.ms = {k: 0.0 for k in "FBIW"}
+        self.count = {k: 0 for k in "FBIW"}
         self.on = False
 
-    def wrap(self, owner, method, kind, counts=True):
+    def wrap(self, owner, method, kind_of, counts=True):
+        """Times `owner.method`; `kind_of(kwargs)` names the kind of one call."""
         inner = getattr(owner, method)
 
         def timed(*args, **kwargs):
@@ -241,13 +254,36 @@ class ComputeTimer:
                 return inner(*args, **kwargs)
             finally:
                 if self.on:
+                    kind = kind_of(kwargs)
                     self.ms[kind] += 1000.0 * (time.perf_counter() - start)
                     self.count[kind] += 1 if counts else 0
 
         setattr(owner, method, timed)
 
+    def wrap_stage(self, stage):
+        self.wrap(stage, "forward_one_chunk", lambda kwargs: "F")
+        self.wrap(stage, "backward_one_chunk", lambda kwargs: "B" if kwargs.get("full_backward", True) else "I")
+        self.wrap(stage, "backward_weight_one_chunk", lambda kwargs: "W")
+
     def means(self):
         return {k: self.ms[k] / self.count[k] if self.count[k] else 0.0 for k in self.ms}
+
+
+def skip_self_sends(stage, rank):
+    """Drops the messages a stage would send to its own rank in the schedule's first-step handshake
+    (`_get_init_p2p_neighbors_ops`, private): under zbv rank p-1 holds the adjacent stages p-1 and p,
+    torch 2.11 then posts a send and a receive to itself there, and Gloo has no connection to its own
+    rank ("Pair is not connected"). The steps themselves hand such tensors over in memory (torch's
+    "V-schedule special case"), so nothing but the handshake is skipped."""
+    inner = stage._get_init_p2p_neighbors_ops
+    stage._get_init_p2p_neighbors_ops = lambda: [op for op in inner() if op.group_peer != rank]
+
+
+def stage_indices(schedule, rank, world, virtual_stages):
+    """The stages rank `rank` holds, as ppctl places them: k on rank k mod p, or the V of zbv."""
+    if schedule == "zbv":
+        return [rank, 2 * world - 1 - rank]
+    return [rank + world * chunk for chunk in range(virtual_stages)]
 
 
 def start_worker(description, written_by, launcher=False):
@@ -299,26 +335,36 @@ def train_rank(rank, world, cfg):
     if world < 2:
         raise SystemExit("torch_pipelining_worker.py: needs at least 2 ranks (one per stage)")
     model, pipe = cfg["model"], cfg["pipeline"]
-    begin, end = cfg["blocks"][rank]
-    first, last = rank == 0, rank == world - 1
-    module = (LlamaStage if model.get("arch") == "llama" else Stage)(model, begin, end, first, last)
-    module.train()
+    virtual_stages = pipe.get("virtual_stages", 1)
+    num_stages = world * virtual_stages
+    indices = stage_indices(pipe["schedule"], rank, world, virtual_stages)
+    holds_first, holds_last = 0 in indices, num_stages - 1 in indices
+    build = LlamaStage if model.get("arch") == "llama" else Stage
+    modules = nn.ModuleList(build(model, *cfg["blocks"][k], k == 0, k == num_stages - 1) for k in indices)
+    modules.train()
     # Static shapes (as ppctl, which knows them from the spec): no shape inference at the first step.
     mbs, seq, hidden = pipe["micro_batch_size"], model["seq_len"], model["hidden"]
-    example_input = torch.zeros(mbs, seq, dtype=torch.long) if first else torch.empty(mbs, seq, hidden)
-    example_output = torch.empty(mbs, seq, model["vocab_size"] if last else hidden)
-    stage = PipelineStage(module, rank, world, torch.device("cpu"), input_args=example_input,
-                          output_args=example_output)
+    stages = []
+    for k, module in zip(indices, modules):
+        example_input = torch.zeros(mbs, seq, dtype=torch.long) if k == 0 else torch.empty(mbs, seq, hidden)
+        example_output = torch.empty(mbs, seq, model["vocab_size"] if k == num_stages - 1 else hidden)
+        stages.append(PipelineStage(module, k, num_stages, torch.device("cpu"), input_args=example_input,
+                                    output_args=example_output))
+    for stage in stages:
+        skip_self_sends(stage, rank)
     # Every rank passes the loss: the schedule runs backward only when it has one.
-    schedule = SCHEDULES[pipe["schedule"]](stage, n_microbatches=pipe["microbatches"], loss_fn=cross_entropy)
+    multi = pipe["schedule"] in MULTI_STAGE
+    schedule = SCHEDULES[pipe["schedule"]](stages if multi else stages[0], n_microbatches=pipe["microbatches"],
+                                           loss_fn=cross_entropy)
     timer = ComputeTimer()
-    timer.wrap(stage, "forward_one_chunk", "F")
-    timer.wrap(stage, "backward_one_chunk", "B")
-    timer.wrap(schedule, "_maybe_compute_loss", "F", counts=False)  # private; the loss is part of F in ppctl
-    optimizer = make_optimizer(module, cfg["optimizer"])
-    data = ByteWindows(cfg["data"], model["seq_len"], cfg["seed"]) if first or last else None
+    for stage in stages:
+        timer.wrap_stage(stage)
+    # private; the loss is part of F in ppctl
+    timer.wrap(schedule, "_maybe_compute_loss", lambda kwargs: "F", counts=False)
+    optimizer = make_optimizer(modules, cfg["optimizer"])
+    data = ByteWindows(cfg["data"], model["seq_len"], cfg["seed"]) if holds_first or holds_last else None
     sequences = pipe["microbatches"] * pipe["micro_batch_size"]
-    saved = SavedBytes(module.parameters())
+    saved = SavedBytes(modules.parameters())
 
     previous_end = time.perf_counter()
     for step in range(cfg["steps"]):
@@ -330,15 +376,11 @@ def train_rank(rank, world, cfg):
         hooks = (torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack)
                  if step == cfg["warmup"] - 1 else contextlib.nullcontext())
         with hooks:
-            if first:
-                schedule.step(tokens, return_outputs=False)
-            elif last:
-                schedule.step(target=targets, losses=losses, return_outputs=False)
-            else:
-                schedule.step(return_outputs=False)
+            schedule.step(*((tokens,) if holds_first else ()), target=targets if holds_last else None,
+                          losses=losses if holds_last else None, return_outputs=False)
         optimizer.step()
         now = time.perf_counter()
-        if last:
+        if holds_last:
             emit({"step": step + 1, "loss": sum(float(l) for l in losses) / len(losses),
                   "seconds": now - previous_end})
         previous_end = now

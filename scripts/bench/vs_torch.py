@@ -4,14 +4,23 @@
 Models: GPT-2 style (`tiny`, `small`) and Llama style (`llama-tiny`, `llama-small`: RMSNorm, RoPE,
 SwiGLU, grouped-query attention, untied head; the peer builds it from transformers' LlamaDecoderLayer).
 
+Schedules: every family both engines have (SCHEDULES; torch's classes in torch_pipelining_worker.py):
+gpipe, 1f1b, interleaved-1f1b and zbv with 2 stages per rank, zb-h1 (torch: ScheduleInterleavedZeroBubble
+with one stage per rank, its closest equivalent). A configuration whose model has fewer blocks than
+stages (p x v) is skipped with a note.
+
 For every configuration (model x stages x schedule) it alternates runs of the two engines (ppctl,
 torch, ppctl, torch, ... `--repeats` times each) and prints medians over the repeats:
   * tokens/s of each (timed steps only: the first `--warmup` steps of every run are excluded) and
     their ratio;
   * ppctl's measured schedule time per step and full step time against the simulator's ideal step
-    (`ppctl plan --costs` with the per-stage F and B costs that run measured);
+    (`ppctl plan --costs` with the per-stage F, B, I, W costs that run measured);
+  * the geometric mean of the ratio over the same-schedule rows, per schedule family and over all;
+  * best against best: each engine's fastest schedule for every model and stage count, the ratio and
+    its geometric mean;
   * peak resident set per stage (both engines) and bytes kept for backward per stage (ppctl's
     executor count; autograd's saved tensors on the torch side);
+  * the range of the per-pair ratios (each ppctl run against the torch run right after it);
   * the 1F1B check: stage-0 activations of 1F1B <= (p/m) x GPipe's + 10% (ppctl's kept bytes);
   * launch to first step: scripts/bench/launch_to_first_step.sh for the tiny model (ppctl's target),
     and the time to the first step of every run of both engines;
@@ -24,6 +33,7 @@ Python standard library only; builds ppctl first via scripts/build.sh.
 """
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -38,7 +48,7 @@ BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
 sys.path.insert(0, HERE)
-from bench_common import build_ppctl, print_machine_line  # noqa: E402
+from bench_common import build_ppctl, print_machine_line, stage_costs  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
 
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
@@ -51,6 +61,8 @@ MODELS = {
                     "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
 }
 LLAMA_KEYS = ("arch", "kv_heads", "ffn_hidden")  # the extra model keys of the llama models
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1")
+VIRTUAL_STAGES = {"interleaved-1f1b": 2, "zbv": 2}  # stages per rank; 1 for the others
 OPTIMIZER = {"lr": 0.002, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 SEED = 1234
 
@@ -61,20 +73,25 @@ HOLDS_LINE = re.compile(r"(?m)^\s+(\d+)\s+(\d+)\s+\d+\*?\s+\d+\s+[\d.]+\s+\d+\s+
 
 
 class Config:
-    """One benchmark configuration: a model, a stage count (one stage per rank) and a schedule."""
+    """One benchmark configuration: a model, a rank count p (`stages`, ppctl's pipeline.stages) and a
+    schedule, with VIRTUAL_STAGES[schedule] stages per rank."""
 
     def __init__(self, model, stages, schedule, args):
         self.model, self.stages, self.schedule, self.args = model, stages, schedule, args
+        self.virtual_stages = VIRTUAL_STAGES.get(schedule, 1)
         self.shape = MODELS[model]
+        self.fits = self.shape["layers"] >= stages * self.virtual_stages  # one block per stage at least
         self.label = f"{model} p{stages} {schedule}"
         self.tokens_per_step = self.shape["microbatches"] * self.shape["micro_batch_size"] * self.shape["seq_len"]
 
     def spec_text(self, steps):
         s = self.shape
-        extra = "".join(f", {k}: {s[k]}" for k in LLAMA_KEYS if k in s)
+        # The peer's LM head is its own weight (untied), in both architectures: so is ppctl's here.
+        extra = "".join(f", {k}: {s[k]}" for k in LLAMA_KEYS if k in s) + ", tie_embeddings: false"
         return (f"model: {{vocab_size: 256, layers: {s['layers']}, hidden: {s['hidden']}, heads: {s['heads']}, "
                 f"seq_len: {s['seq_len']}, dropout: 0.0{extra}}}\n"
                 f"pipeline: {{stages: {self.stages}, schedule: {self.schedule}, "
+                f"virtual_stages: {self.virtual_stages}, "
                 f"microbatches: {s['microbatches']}, micro_batch_size: {s['micro_batch_size']}}}\n"
                 f"data: {{path: [{json.dumps(self.args.data)}]}}\n"
                 f"optimizer: {{lr: {OPTIMIZER['lr']}, betas: {OPTIMIZER['betas']}, eps: {OPTIMIZER['eps']}, "
@@ -93,7 +110,8 @@ class Config:
         return {"threads": self.args.threads, "seed": SEED, "steps": steps, "warmup": self.args.warmup,
                 "model": {k: s[k] for k in ("layers", "hidden", "heads", "seq_len") + LLAMA_KEYS if k in s}
                 | {"vocab_size": 256},
-                "pipeline": {"schedule": self.schedule, "microbatches": s["microbatches"],
+                "pipeline": {"schedule": self.schedule, "virtual_stages": self.virtual_stages,
+                             "microbatches": s["microbatches"],
                              "micro_batch_size": s["micro_batch_size"]},
                 "blocks": blocks, "optimizer": OPTIMIZER, "data": [self.args.data]}
 
@@ -156,20 +174,18 @@ def timed_throughput(step_seconds, tokens_per_step, warmup):
 
 
 def plan_layout(spec):
-    """The blocks [begin, end) of every stage, as ppctl's plan splits them."""
+    """The blocks [begin, end) of every stage, in stage order, as ppctl's plan splits them."""
     out = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True, check=True).stdout
-    blocks = [[int(b), int(e) + 1] for _, _, b, e in HOLDS_LINE.findall(out)]
+    blocks = [[int(b), int(e) + 1] for _, _, b, e in sorted(HOLDS_LINE.findall(out), key=lambda row: int(row[1]))]
     stages = re.search(r"(?m)^pipeline\s+(\d+) stages", out)
     if not blocks or not stages or len(blocks) != int(stages.group(1)):
         raise SystemExit(f"vs_torch: cannot read the stage layout from `ppctl plan {spec}` (its table changed?):\n{out}")
     return blocks
 
 
-def simulated_step(spec, rank_costs):
-    """`ppctl plan --costs` with one F,B,I,W group per stage (one stage per rank here)."""
-    costs = []
-    for c in rank_costs:
-        costs += [c["F"], c["B"], c["B"] / 2, c["B"] / 2]  # I and W unused by GPipe and 1F1B
+def simulated_step(spec, cfg, rank_costs):
+    """`ppctl plan --costs` with one F,B,I,W group per stage from each rank's mean costs."""
+    costs = stage_costs(rank_costs, cfg.stages, cfg.virtual_stages, cfg.schedule)
     plan = subprocess.run([PPCTL, "plan", spec, "--costs", ",".join(f"{x:.4f}" for x in costs)],
                           capture_output=True, text=True)
     sim = SIMULATED.search(plan.stdout)
@@ -193,13 +209,13 @@ def run_ppctl(cfg, workdir):
     if len(seconds) != steps or len(timing) != cfg.stages or len(memory) != cfg.stages:
         raise SystemExit(f"{cfg.label}: could not read ppctl's log:\n{out[-3000:]}")
     ranks = range(cfg.stages)
-    sim_ms = simulated_step(spec, [timing[r] for r in ranks])
+    sim_ms = simulated_step(spec, cfg, [timing[r] for r in ranks])
     schedule_ms = max(timing[r]["schedule_ms"] for r in ranks)
     step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
     return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
             "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "sim_ms": sim_ms, "schedule_ms": schedule_ms, "step_ms": step_ms,
             "schedule_over_sim": schedule_ms / sim_ms, "step_over_sim": step_ms / sim_ms,
-            "costs": [[timing[r]["F"], timing[r]["B"]] for r in ranks],
+            "costs": [{k: timing[r].get(k, 0.0) for k in "FBIW"} for r in ranks],
             "rss_mib": [memory[r][0] for r in ranks], "activations_mib": [memory[r][1] for r in ranks]}
 
 
@@ -219,17 +235,19 @@ def run_torch(cfg, workdir, python, blocks, spec):
     costs = [ranks[r]["compute_ms"] for r in range(cfg.stages)]
     step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
     return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
-            "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "step_ms": step_ms, "step_over_sim": step_ms / simulated_step(spec, costs),
-            "costs": [[c["F"], c["B"]] for c in costs],
+            "first_step_s": first, "cpu_ms": 1000.0 * cpu / cfg.args.steps, "step_ms": step_ms,
+            "step_over_sim": step_ms / simulated_step(spec, cfg, costs), "costs": costs,
             "rss_mib": [ranks[r]["max_rss_mib"] for r in range(cfg.stages)],
             "activations_mib": [ranks[r]["saved_for_backward_mib"] for r in range(cfg.stages)]}
 
 
 def median_of(runs, key):
-    """Median over repeats of a number, or element-wise of a list of numbers."""
+    """Median over repeats of a number, or element-wise of a list of numbers or of dicts of numbers."""
     values = [r[key] for r in runs]
     if isinstance(values[0], list):
         return [median_of([{"v": v[i]} for v in values], "v") for i in range(len(values[0]))]
+    if isinstance(values[0], dict):
+        return {k: median_of([{"v": v[k]} for v in values], "v") for k in values[0]}
     return statistics.median(values)
 
 
@@ -237,47 +255,109 @@ def fmt_list(values, precision=0):
     return "/".join(f"{v:.{precision}f}" for v in values)
 
 
-def print_tables(results, args):
+def backward_ms(cost):
+    """One microbatch's backward on a rank: B, or I + W under a split backward (ms)."""
+    return cost["B"] if cost.get("B") else cost.get("I", 0.0) + cost.get("W", 0.0)
+
+
+def pair_range(ppctl_runs, torch_runs):
+    """'lo-hi' of the per-pair ratios: ppctl's run i against torch's run i, which ran right after it (so
+    both saw the same phase of a shared machine)."""
+    pairs = [p["tokens_per_s"] / t["tokens_per_s"] for p, t in zip(ppctl_runs, torch_runs)]
+    return f"{min(pairs):.2f}-{max(pairs):.2f}"
+
+
+def geometric_mean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def ratios(results):
+    """{label: ppctl tok/s / torch tok/s} from the medians."""
+    return {label: median_of(p, "tokens_per_s") / median_of(t, "tokens_per_s") for label, (p, t) in results.items()}
+
+
+def print_summary(results, configs):
+    """Geometric means of the same-schedule ratios (per family and overall), then each engine's best
+    schedule per model and stage count against the other's best, with its geometric mean."""
+    ratio = ratios(results)
+    print("\nsame schedule, geometric mean of the ratio (ppctl tok/s / torch tok/s; target >= 1.0 on every row)")
+    print(f"{'schedule':<18} {'rows':>4} {'geo mean':>8} {'lowest':>7}  lowest row")
+    families = [s for s in SCHEDULES if any(c.schedule == s and c.label in ratio for c in configs)]
+    for family in families + ["all"]:
+        rows = {c.label: ratio[c.label] for c in configs if c.label in ratio and family in (c.schedule, "all")}
+        worst = min(rows, key=rows.get)
+        print(f"{family:<18} {len(rows):>4} {geometric_mean(rows.values()):>8.2f} {rows[worst]:>7.2f}  {worst}")
+
+    print("\nbest against best: each engine's fastest schedule (median tok/s) per model and stage count; "
+          "target geometric mean >= 1.25")
+    print(f"{'model, stages':<18} {'ppctl best':>18} {'tok/s':>7} {'torch best':>18} {'tok/s':>7} {'ratio':>6}")
+    best_ratios = []
+    for model, stages in dict.fromkeys((c.model, c.stages) for c in configs if c.label in results):
+        rows = [c for c in configs if (c.model, c.stages) == (model, stages) and c.label in results]
+        best = [max(((median_of(results[c.label][e], "tokens_per_s"), c.schedule) for c in rows)) for e in (0, 1)]
+        best_ratios.append(best[0][0] / best[1][0])
+        print(f"{model + ' p' + str(stages):<18} {best[0][1]:>18} {best[0][0]:>7.0f} {best[1][1]:>18} "
+              f"{best[1][0]:>7.0f} {best_ratios[-1]:>6.2f}")
+    print(f"{'geometric mean':<18} {'':>18} {'':>7} {'':>18} {'':>7} {geometric_mean(best_ratios):>6.2f}")
+
+
+def print_tables(results, args, configs):
+    label_width = max(len(label) for label in results) + 1
     print(f"\nthroughput and step time: median of {args.repeats} runs per engine, {args.steps} timed steps each "
           f"after {args.warmup} warm-up steps, {args.threads} thread(s) per rank")
-    print(f"{'configuration':<20} {'ppctl tok/s':>11} {'torch tok/s':>11} {'ratio':>6} {'sim ms':>8} "
+    print(f"{'configuration':<{label_width}} {'ppctl tok/s':>11} {'torch tok/s':>11} {'ratio':>6} {'pairs':>9} {'sim ms':>8} "
           f"{'sched ms':>8} {'sched/sim':>9} {'step ms':>8} {'step/sim':>8} {'torch step/sim':>14} "
           f"{'1st step s':>11} {'CPU ms/step':>15}")
     for label, (p, t) in results.items():
-        print(f"{label:<20} {median_of(p, 'tokens_per_s'):>11.0f} {median_of(t, 'tokens_per_s'):>11.0f} "
-              f"{median_of(p, 'tokens_per_s') / median_of(t, 'tokens_per_s'):>6.2f} {median_of(p, 'sim_ms'):>8.1f} "
+        print(f"{label:<{label_width}} {median_of(p, 'tokens_per_s'):>11.0f} {median_of(t, 'tokens_per_s'):>11.0f} "
+              f"{median_of(p, 'tokens_per_s') / median_of(t, 'tokens_per_s'):>6.2f} {pair_range(p, t):>9} "
+              f"{median_of(p, 'sim_ms'):>8.1f} "
               f"{median_of(p, 'schedule_ms'):>8.1f} {median_of(p, 'schedule_over_sim'):>9.2f} "
               f"{median_of(p, 'step_ms'):>8.1f} {median_of(p, 'step_over_sim'):>8.2f} "
               f"{median_of(t, 'step_over_sim'):>14.2f} "
               f"{median_of(p, 'first_step_s'):>5.2f}/{median_of(t, 'first_step_s'):<5.2f} "
               f"{median_of(p, 'cpu_ms'):>7.0f}/{median_of(t, 'cpu_ms'):<7.0f}")
+    print_summary(results, configs)
 
-    print("\ncompute per microbatch (ms, median over runs of the per-run means), stage 0/1/...")
-    print(f"{'configuration':<20} {'ppctl F':>24} {'torch F':>24} {'ppctl B':>24} {'torch B':>24}")
+    print("\ncompute per microbatch (ms, median over runs of the per-run means), rank 0/1/...; bwd is B, "
+          "or I + W under a split backward (zbv, zb-h1)")
+    print(f"{'configuration':<{label_width}} {'ppctl F':>24} {'torch F':>24} {'ppctl bwd':>24} {'torch bwd':>24}")
     for label, (p, t) in results.items():
-        costs = [median_of(r, "costs") for r in (p, t)]  # per stage [F, B]
-        print(f"{label:<20} " + " ".join(f"{fmt_list([c[k] for c in costs[e]], 1):>24}"
-                                         for k in (0, 1) for e in (0, 1)))
+        costs = [median_of(r, "costs") for r in (p, t)]  # per rank {kind: ms}
+        print(f"{label:<{label_width}} " + " ".join(
+            f"{fmt_list([c['F'] if k == 'F' else backward_ms(c) for c in costs[e]], 1):>24}"
+            for k in ("F", "bwd") for e in (0, 1)))
 
-    print("\nmemory per stage (MiB, stage 0/1/...): peak resident set; activations kept for backward "
+    print("\nmemory per rank (MiB, rank 0/1/...): peak resident set; activations kept for backward "
           "(ppctl: executor's count; torch: autograd saved tensors)")
-    print(f"{'configuration':<20} {'ppctl RSS':>24} {'torch RSS':>24} {'ppctl act':>20} {'torch act':>20}")
+    print(f"{'configuration':<{label_width}} {'ppctl RSS':>24} {'torch RSS':>24} {'ppctl act':>20} {'torch act':>20}")
     for label, (p, t) in results.items():
-        print(f"{label:<20} {fmt_list(median_of(p, 'rss_mib')):>24} {fmt_list(median_of(t, 'rss_mib')):>24} "
+        print(f"{label:<{label_width}} {fmt_list(median_of(p, 'rss_mib')):>24} {fmt_list(median_of(t, 'rss_mib')):>24} "
               f"{fmt_list(median_of(p, 'activations_mib'), 1):>20} {fmt_list(median_of(t, 'activations_mib'), 1):>20}")
 
-    print("\n1F1B stage-0 activations against GPipe's (ppctl's kept-for-backward bytes): "
-          "target 1f1b <= (p/m) x gpipe x 1.10")
-    print(f"{'model, stages':<16} {'1f1b MiB':>9} {'gpipe MiB':>9} {'1f1b/gpipe':>10} {'(p/m)x1.1':>9}  ok")
-    for model in args.models:
-        for stages in args.stages:
-            pair = [results.get(f"{model} p{stages} {s}") for s in ("1f1b", "gpipe")]
-            if None in pair:
-                continue
-            one, gpipe = (median_of(r[0], "activations_mib")[0] for r in pair)
-            bound = stages / MODELS[model]["microbatches"] * 1.10
-            print(f"{model + ' p' + str(stages):<16} {one:>9.2f} {gpipe:>9.2f} {one / gpipe:>10.3f} {bound:>9.3f}  "
-                  f"{'yes' if one / gpipe <= bound else 'NO'}")
+    pairs = {(model, stages): [results.get(f"{model} p{stages} {s}") for s in ("1f1b", "gpipe")]
+             for model in args.models for stages in args.stages}
+    pairs = {key: pair for key, pair in pairs.items() if None not in pair}
+    if pairs:
+        print("\n1F1B stage-0 activations against GPipe's (ppctl's kept-for-backward bytes): "
+              "target 1f1b <= (p/m) x gpipe x 1.10")
+        print(f"{'model, stages':<16} {'1f1b MiB':>9} {'gpipe MiB':>9} {'1f1b/gpipe':>10} {'(p/m)x1.1':>9}  ok")
+    for (model, stages), pair in pairs.items():
+        one, gpipe = (median_of(r[0], "activations_mib")[0] for r in pair)
+        bound = stages / MODELS[model]["microbatches"] * 1.10
+        print(f"{model + ' p' + str(stages):<16} {one:>9.2f} {gpipe:>9.2f} {one / gpipe:>10.3f} {bound:>9.3f}  "
+              f"{'yes' if one / gpipe <= bound else 'NO'}")
+
+
+def print_saved_tables(path):
+    """The tables of a --json file, as the run that wrote it printed them (and the pairs column)."""
+    with open(path) as f:
+        saved = json.load(f)
+    args = argparse.Namespace(**saved["args"])
+    configs = [Config(model, stages, schedule, args)
+               for model in args.models for stages in args.stages for schedule in args.schedules]
+    results = {label: (runs["ppctl"], runs["torch"]) for label, runs in saved["results"].items()}
+    print_tables(results, args, configs)
 
 
 def main():
@@ -286,8 +366,8 @@ def main():
                         help=f"comma-separated, from {', '.join(MODELS)} (default: all)")
     parser.add_argument("--stages", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4],
                         help="comma-separated stage counts, one rank per stage (default 2,4)")
-    parser.add_argument("--schedules", type=lambda s: s.split(","), default=["1f1b", "gpipe"],
-                        help="comma-separated, from 1f1b, gpipe (default both)")
+    parser.add_argument("--schedules", type=lambda s: s.split(","), default=list(SCHEDULES),
+                        help=f"comma-separated, from {', '.join(SCHEDULES)} (default: all)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per engine and configuration (default 3)")
@@ -297,10 +377,15 @@ def main():
                         help="runs of launch_to_first_step.sh (0: skip; default 5)")
     parser.add_argument("--json", help="also write every run's numbers to this file")
     parser.add_argument("--no-build", action="store_true", help="use the ppctl already built (tests)")
+    parser.add_argument("--tables-from", metavar="JSON",
+                        help="run nothing: print the tables of an earlier run's --json file")
     args = parser.parse_args()
+    if args.tables_from:
+        print_saved_tables(args.tables_from)
+        return
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (the first step includes one-off set-up in both engines)")
-    unknown = [m for m in args.models if m not in MODELS] + [s for s in args.schedules if s not in ("1f1b", "gpipe")]
+    unknown = [m for m in args.models if m not in MODELS] + [s for s in args.schedules if s not in SCHEDULES]
     if unknown or min(args.stages) < 2:
         parser.error(f"unknown model or schedule {unknown}, or fewer than 2 stages")
 
@@ -309,21 +394,26 @@ def main():
                             check=True).stdout.strip()
     print_machine_line()
     results = {}
+    configs = [Config(model, stages, schedule, args)
+               for model in args.models for stages in args.stages for schedule in args.schedules]
     with tempfile.TemporaryDirectory() as workdir:
-        for model in args.models:
-            for stages in args.stages:
-                for schedule in args.schedules:
-                    cfg = Config(model, stages, schedule, args)
-                    spec = cfg.write_spec(workdir, 1)
-                    blocks = plan_layout(spec)
-                    runs = ([], [])
-                    for _ in range(args.repeats):
-                        runs[0].append(run_ppctl(cfg, workdir))
-                        runs[1].append(run_torch(cfg, workdir, python, blocks, spec))
-                    results[cfg.label] = runs
-                    print(f"  {cfg.label}: ppctl {fmt_list([r['tokens_per_s'] for r in runs[0]])} tok/s, "
-                          f"torch {fmt_list([r['tokens_per_s'] for r in runs[1]])} tok/s", flush=True)
-    print_tables(results, args)
+        for cfg in configs:
+            if not cfg.fits:
+                print(f"  {cfg.label}: skipped, {cfg.shape['layers']} blocks for {cfg.stages} x "
+                      f"{cfg.virtual_stages} stages", flush=True)
+                continue
+            spec = cfg.write_spec(workdir, 1)
+            blocks = plan_layout(spec)
+            runs = ([], [])
+            for _ in range(args.repeats):
+                runs[0].append(run_ppctl(cfg, workdir))
+                runs[1].append(run_torch(cfg, workdir, python, blocks, spec))
+            results[cfg.label] = runs
+            print(f"  {cfg.label}: ppctl {fmt_list([r['tokens_per_s'] for r in runs[0]])} tok/s, "
+                  f"torch {fmt_list([r['tokens_per_s'] for r in runs[1]])} tok/s", flush=True)
+    if not results:
+        raise SystemExit("vs_torch: no configuration fits its model (more stages than blocks)")
+    print_tables(results, args, configs)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "results": {k: {"ppctl": p, "torch": t} for k, (p, t) in results.items()}},
