@@ -15,6 +15,7 @@
 #include "comm/rendezvous.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "interop/hf_load.hpp"
 #include "plan/layout.hpp"
@@ -108,6 +109,13 @@ int run_worker(const WorkerOptions& options) {
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
   at::set_num_interop_threads(1);
+  // Memory a step frees stays for the next step (no page faults per step for its activations).
+  const auto host_memory = core::keep_freed_host_memory();
+  if (host_memory.applied) {
+    spdlog::debug("{}", host_memory.description);
+  } else {
+    spdlog::info("{}", host_memory.description);
+  }
 
   const auto info = options.identity ? *options.identity : comm::rendezvous_from_env();
   spec.pipeline.data_parallel = plan::resolve_data_parallel(spec, info.world_size);
