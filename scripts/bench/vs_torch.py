@@ -72,6 +72,11 @@ MEMORY_LINE = re.compile(r"\[rank (\d+)\] info: memory: max resident set ([\d.]+
 HOLDS_LINE = re.compile(r"(?m)^\s+(\d+)\s+(\d+)\s+\d+\*?\s+\d+\s+[\d.]+\s+\d+\s+.*blocks (\d+)-(\d+)")
 
 
+class RunFailed(Exception):
+    """One configuration could not be measured (ppctl refused its spec, or a run failed); the driver
+    says why, skips it and goes on with the others."""
+
+
 class Config:
     """One benchmark configuration: a model, a rank count p (`stages`, ppctl's pipeline.stages) and a
     schedule, with VIRTUAL_STAGES[schedule] stages per rank."""
@@ -175,7 +180,10 @@ def timed_throughput(step_seconds, tokens_per_step, warmup):
 
 def plan_layout(spec):
     """The blocks [begin, end) of every stage, in stage order, as ppctl's plan splits them."""
-    out = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True, check=True).stdout
+    plan = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True)
+    if plan.returncode != 0:
+        raise RunFailed("ppctl plan refused the spec: " + (plan.stderr.strip() or plan.stdout.strip()))
+    out = plan.stdout
     blocks = [[int(b), int(e) + 1] for _, _, b, e in sorted(HOLDS_LINE.findall(out), key=lambda row: int(row[1]))]
     stages = re.search(r"(?m)^pipeline\s+(\d+) stages", out)
     if not blocks or not stages or len(blocks) != int(stages.group(1)):
@@ -199,7 +207,7 @@ def run_ppctl(cfg, workdir):
     spec = cfg.write_spec(workdir, steps)
     code, out, first, cpu = run_streaming([PPCTL, "train", spec], ppctl_step, cfg.args.warmup, steps)
     if code != 0:
-        raise SystemExit(f"{cfg.label}: ppctl train failed ({code}):\n{out[-3000:]}")
+        raise RunFailed(f"ppctl train failed ({code}):\n{out[-3000:]}")
     seconds = [cfg.tokens_per_step / float(m.group(3)) for m in STEP_LINE.finditer(out)]
     timing = {}
     for m in TIMING.finditer(out):
@@ -207,7 +215,7 @@ def run_ppctl(cfg, workdir):
                                    **{k: float(ms) for k, ms, _ in COST.findall(m.group(4))}}
     memory = {int(r): (float(rss), float(kept)) for r, rss, kept in MEMORY_LINE.findall(out)}
     if len(seconds) != steps or len(timing) != cfg.stages or len(memory) != cfg.stages:
-        raise SystemExit(f"{cfg.label}: could not read ppctl's log:\n{out[-3000:]}")
+        raise RunFailed(f"could not read ppctl's log:\n{out[-3000:]}")
     ranks = range(cfg.stages)
     sim_ms = simulated_step(spec, cfg, [timing[r] for r in ranks])
     schedule_ms = max(timing[r]["schedule_ms"] for r in ranks)
@@ -231,7 +239,7 @@ def run_torch(cfg, workdir, python, blocks, spec):
     seconds = [r["seconds"] for r in records if "step" in r]
     ranks = {r["rank"]: r for r in records if "rank" in r}
     if code != 0 or len(seconds) != steps or len(ranks) != cfg.stages:
-        raise SystemExit(f"{cfg.label}: torch.distributed.pipelining run failed ({code}):\n{out[-3000:]}")
+        raise RunFailed(f"torch.distributed.pipelining run failed ({code}):\n{out[-3000:]}")
     costs = [ranks[r]["compute_ms"] for r in range(cfg.stages)]
     step_ms = 1000.0 * statistics.mean(seconds[cfg.args.warmup:])
     return {"tokens_per_s": timed_throughput(seconds, cfg.tokens_per_step, cfg.args.warmup),
@@ -381,10 +389,15 @@ def main():
                         help="run nothing: print the tables of an earlier run's --json file")
     args = parser.parse_args()
     if args.tables_from:
-        print_saved_tables(args.tables_from)
+        try:
+            print_saved_tables(args.tables_from)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            parser.error(f"--tables-from {args.tables_from}: not a file that --json wrote ({type(e).__name__}: {e})")
         return
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (the first step includes one-off set-up in both engines)")
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be at least 1")
     unknown = [m for m in args.models if m not in MODELS] + [s for s in args.schedules if s not in SCHEDULES]
     if unknown or min(args.stages) < 2:
         parser.error(f"unknown model or schedule {unknown}, or fewer than 2 stages")
@@ -393,7 +406,7 @@ def main():
     python = subprocess.run([os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
                             check=True).stdout.strip()
     print_machine_line()
-    results = {}
+    results, failed = {}, []
     configs = [Config(model, stages, schedule, args)
                for model in args.models for stages in args.stages for schedule in args.schedules]
     with tempfile.TemporaryDirectory() as workdir:
@@ -403,16 +416,21 @@ def main():
                       f"{cfg.virtual_stages} stages", flush=True)
                 continue
             spec = cfg.write_spec(workdir, 1)
-            blocks = plan_layout(spec)
             runs = ([], [])
-            for _ in range(args.repeats):
-                runs[0].append(run_ppctl(cfg, workdir))
-                runs[1].append(run_torch(cfg, workdir, python, blocks, spec))
+            try:
+                blocks = plan_layout(spec)
+                for _ in range(args.repeats):
+                    runs[0].append(run_ppctl(cfg, workdir))
+                    runs[1].append(run_torch(cfg, workdir, python, blocks, spec))
+            except RunFailed as failure:
+                print(f"  {cfg.label}: FAILED, skipped: {failure}", flush=True)
+                failed.append(cfg.label)
+                continue
             results[cfg.label] = runs
             print(f"  {cfg.label}: ppctl {fmt_list([r['tokens_per_s'] for r in runs[0]])} tok/s, "
                   f"torch {fmt_list([r['tokens_per_s'] for r in runs[1]])} tok/s", flush=True)
     if not results:
-        raise SystemExit("vs_torch: no configuration fits its model (more stages than blocks)")
+        raise SystemExit("vs_torch: no configuration was measured (each was skipped or failed, see above)")
     print_tables(results, args, configs)
     if args.json:
         with open(args.json, "w") as f:
@@ -422,6 +440,9 @@ def main():
         print(f"\nlaunch to first step, ppctl, tiny model (scripts/bench/launch_to_first_step.sh {args.launch_runs}):",
               flush=True)
         subprocess.run([os.path.join(HERE, "launch_to_first_step.sh"), str(args.launch_runs)], check=True)
+    if failed:
+        raise SystemExit(f"vs_torch: {len(failed)} configuration(s) failed and are not in the tables: "
+                         + ", ".join(failed))
 
 
 if __name__ == "__main__":
