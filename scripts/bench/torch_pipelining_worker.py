@@ -372,9 +372,10 @@ def train_rank(rank, world, cfg):
         optimizer.zero_grad(set_to_none=True)
         tokens, targets = data.batch(sequences) if data is not None else (None, None)
         losses = []
-        # The hooks cost a Python call per saved tensor: only the last warm-up step (untimed) counts.
+        # The hooks cost a Python call per saved tensor: only the first step (untimed) counts, so that
+        # with two or more warm-up steps the step before the timed ones runs as the timed ones do.
         hooks = (torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack)
-                 if step == cfg["warmup"] - 1 else contextlib.nullcontext())
+                 if step == 0 else contextlib.nullcontext())
         with hooks:
             schedule.step(*((tokens,) if holds_first else ()), target=targets if holds_last else None,
                           losses=losses if holds_last else None, return_outputs=False)

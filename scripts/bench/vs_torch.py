@@ -32,6 +32,7 @@ docs/benchmarks.md describes every column and what differs between the engines.
 Python standard library only; builds ppctl first via scripts/build.sh.
 """
 import argparse
+import glob
 import json
 import math
 import os
@@ -48,7 +49,7 @@ BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
 sys.path.insert(0, HERE)
-from bench_common import build_ppctl, print_machine_line, stage_costs  # noqa: E402
+from bench_common import build_ppctl, print_machine_line, stage_costs, stage_list  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
 
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
@@ -372,8 +373,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", type=lambda s: s.split(","), default=list(MODELS),
                         help=f"comma-separated, from {', '.join(MODELS)} (default: all)")
-    parser.add_argument("--stages", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4],
-                        help="comma-separated stage counts, one rank per stage (default 2,4)")
+    parser.add_argument("--stages", type=stage_list, default=[2, 4],
+                        help="comma-separated rank counts p, each at least 2 (ppctl's pipeline.stages; "
+                             "interleaved-1f1b and zbv hold 2 stages per rank) (default 2,4)")
     parser.add_argument("--schedules", type=lambda s: s.split(","), default=list(SCHEDULES),
                         help=f"comma-separated, from {', '.join(SCHEDULES)} (default: all)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
@@ -391,18 +393,34 @@ def main():
     if args.tables_from:
         try:
             print_saved_tables(args.tables_from)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             parser.error(f"--tables-from {args.tables_from}: not a file that --json wrote ({type(e).__name__}: {e})")
         return
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (the first step includes one-off set-up in both engines)")
-    if args.steps < 1 or args.repeats < 1:
-        parser.error("--steps and --repeats must be at least 1")
-    unknown = [m for m in args.models if m not in MODELS] + [s for s in args.schedules if s not in SCHEDULES]
-    if unknown or min(args.stages) < 2:
-        parser.error(f"unknown model or schedule {unknown}, or fewer than 2 stages")
+    if min(args.steps, args.repeats, args.threads) < 1 or args.launch_runs < 0:
+        parser.error("--steps, --repeats and --threads must be at least 1, --launch-runs at least 0")
+    for option, given, known in (("--models", args.models, MODELS), ("--schedules", args.schedules, SCHEDULES)):
+        unknown = [name for name in given if name not in known]
+        if unknown or len(set(given)) != len(given):
+            parser.error(f"{option} {','.join(given)}: each must be one of {', '.join(known)}, once "
+                         f"(unknown: {', '.join(unknown) or 'none'})")
+    if min(args.stages) < 2 or len(set(args.stages)) != len(args.stages):
+        parser.error(f"--stages {','.join(map(str, args.stages))}: each rank count must be at least 2, once "
+                     "(a pipeline needs two ranks)")
+    # The specs and the peer's config are written to a temporary directory: a relative glob would not match there.
+    args.data = os.path.abspath(args.data)
+    if not glob.glob(args.data):
+        parser.error(f"--data {args.data}: no file matches (give text files, a glob in quotes)")
+    if args.json:
+        args.json = os.path.abspath(args.json)
+        if not os.access(os.path.dirname(args.json), os.W_OK) or os.path.isdir(args.json):
+            parser.error(f"--json {args.json}: cannot write there (its folder must exist and be writable)")
 
     build_ppctl(args)
+    if not os.access(PPCTL, os.X_OK):
+        parser.error(f"{PPCTL}: no ppctl there (build it with scripts/build.sh, or set PPCTL_BUILD_DIR "
+                     "to the build folder that has app/ppctl)")
     python = subprocess.run([os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
                             check=True).stdout.strip()
     print_machine_line()
@@ -439,7 +457,8 @@ def main():
     if args.launch_runs > 0:
         print(f"\nlaunch to first step, ppctl, tiny model (scripts/bench/launch_to_first_step.sh {args.launch_runs}):",
               flush=True)
-        subprocess.run([os.path.join(HERE, "launch_to_first_step.sh"), str(args.launch_runs)], check=True)
+        subprocess.run([os.path.join(HERE, "launch_to_first_step.sh"), str(args.launch_runs)], check=True,
+                       env=os.environ | {"PPCTL": PPCTL})  # the ppctl measured above, not rebuilt
     if failed:
         raise SystemExit(f"vs_torch: {len(failed)} configuration(s) failed and are not in the tables: "
                          + ", ".join(failed))
