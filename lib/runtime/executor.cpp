@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <optional>
 
 #include "core/check.hpp"
@@ -15,6 +16,17 @@ namespace ppctl::runtime {
 
 using schedule::Action;
 using schedule::ActionKind;
+
+namespace {
+
+/// CPU time the calling thread has used so far, ms.
+double thread_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
+}
+
+}  // namespace
 
 Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program,
                    int rank, comm::Communicator* comm, std::vector<int64_t> activation_shape,
@@ -54,6 +66,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       const auto& action = actions[position];
       if (progress_ != nullptr) progress_->store(static_cast<int64_t>(position), std::memory_order_relaxed);
       const auto start = std::chrono::steady_clock::now();
+      const double cpu_start = thread_cpu_ms();
       const double waited_before = receive_wait_ms_;
       execute(action, data, dropout, loss_scale, result);
       const int64_t held = memory_.read().live - start_bytes;
@@ -72,6 +85,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       const auto kind = static_cast<size_t>(action.kind);
       result.compute_ms[kind] +=
           std::chrono::duration<double, std::milli>(end - start).count() - waited;
+      result.compute_cpu_ms[kind] += thread_cpu_ms() - cpu_start;
       result.compute_count[kind] += 1;
       result.receive_wait_ms += waited;
       if (tracing_) {

@@ -37,6 +37,12 @@ struct StepResult {
   int64_t loss_count = 0;  ///< how many microbatches contributed (0 unless this rank holds the last stage)
   std::array<double, 4> compute_ms{};   ///< wall time spent in F, B, I, W actions (index = ActionKind)
   std::array<int64_t, 4> compute_count{};  ///< how many of each ran
+  /// CPU time of the thread that runs the schedule during F, B, I, W actions, ms (CLOCK_THREAD_CPUTIME_ID).
+  /// Below compute_ms when that thread waited for a core (more workers x threads than cores), so it
+  /// gives an action's cost without the sharing. With runtime.threads_per_worker 1 (LibTorch's CPU
+  /// kernels and autograd run on this thread) that is the action's whole cost; with more, the
+  /// intra-op threads' share is not in it.
+  std::array<double, 4> compute_cpu_ms{};
   double receive_wait_ms = 0.0;  ///< time blocked waiting for receives (not counted as compute)
   /// The most tensor bytes alive between two actions of the step, above those alive when it began:
   /// what forwards keep for their backwards (activations, or only checkpoints with recomputation),

@@ -40,10 +40,11 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 
 namespace {
 
-/// One line per rank: mean time of the schedule (run_step, without the optimizer), mean cost of each
+/// Two lines per rank. The first: mean time of the schedule (run_step, without the optimizer), mean cost of each
 /// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting), next to
 /// the planned one: this rank's bubble in the simulation of the same program with ppctl plan's
 /// default costs (F 1, B 2, I and W 1 ms per stage); and the bytes it sent to other ranks per step.
+/// The second: each kind's mean CPU time (StepResult::compute_cpu_ms), its cost without core sharing.
 void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps,
                 double planned_bubble) {
   static constexpr const char* kNames[] = {"F", "B", "I", "W"};
@@ -62,6 +63,16 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
                steps, step_ms / n, compute / n, costs.empty() ? "none" : costs.substr(1),
                totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble,
                static_cast<double>(totals.sent_bytes) / n / 1024.0);
+  std::string cpu_costs;
+  for (size_t k = 0; k < totals.compute_cpu_ms.size(); ++k) {
+    if (totals.compute_count[k] == 0) continue;
+    cpu_costs += fmt::format(" {} {:.2f} ms", kNames[k],
+                             totals.compute_cpu_ms[k] / static_cast<double>(totals.compute_count[k]));
+  }
+  if (!cpu_costs.empty()) {
+    spdlog::info("CPU time per action of the schedule's thread:{} (the means above are wall time, longer "
+                 "when it waited for a core; intra-op threads beyond the first are not counted)", cpu_costs);
+  }
 }
 
 /// Throws ppctl::Error when --inject-nan names a stage or dp replica the job does not have.
@@ -213,6 +224,7 @@ void run_training(LoopContext& ctx) {
       ++timed_steps;
       for (size_t k = 0; k < timing.compute_ms.size(); ++k) {
         timing.compute_ms[k] += result.compute_ms[k];
+        timing.compute_cpu_ms[k] += result.compute_cpu_ms[k];
         timing.compute_count[k] += result.compute_count[k];
       }
       timing.receive_wait_ms += result.receive_wait_ms;

@@ -32,6 +32,9 @@ CONFIGS = [
 TIMING = re.compile(r"\[rank (\d+)\] info: timing over \d+ steps: schedule ([\d.]+) ms per step, "
                     r"compute ([\d.]+) ms \(([^)]*)\), receive waits ([\d.]+) ms, measured bubble ([-\d.]+)")
 COST = re.compile(r"([FBIW]) ([\d.]+) ms x(\d+)")
+# The line after TIMING: each kind's mean CPU time on the schedule's thread (no waits for a core).
+CPU_TIMING = re.compile(r"\[rank (\d+)\] info: CPU time per action of the schedule's thread:((?: [FBIW] [\d.]+ ms)+)")
+CPU_COST = re.compile(r"([FBIW]) ([\d.]+) ms")
 SIMULATED = re.compile(r"simulated\s+step ([\d.]+) ms, bubble ([\d.]+)")
 
 

@@ -20,6 +20,7 @@
 #include "train/local_job.hpp"
 #include "train/oracle.hpp"
 #include "support/temp_dir.hpp"
+#include "support/whole_model_step.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -129,27 +130,11 @@ struct InProcessStep {
 };
 
 InProcessStep run_in_process(const config::Recompute mode, int64_t every) {
-  at::set_num_threads(1);
-  config::JobSpec spec;
-  spec.model = {256, 4, 32, 4, 64, 0.1};
-  spec.pipeline.schedule = config::ScheduleKind::GPipe;
-  spec.pipeline.microbatches = 4;
-  spec.pipeline.micro_batch_size = 4;
-  const auto program = schedule::job_program(spec);
-  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
-  model::StageModule stage(spec.model, layout.stages.at(0), /*seed=*/5);
-  runtime::Executor executor({{0, stage}}, program, 0, nullptr, {4, 64, 32}, torch::kCPU,
-                             {mode, every});
-  const runtime::MicrobatchSource data = [](int64_t microbatch) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(100 + microbatch));
-    auto tokens = torch::randint(0, 256, {4, 65}, gen, torch::kLong);
-    return runtime::MicrobatchData{tokens.slice(1, 0, 64), tokens.slice(1, 1, 65)};
-  };
-  InProcessStep step;
-  step.result = executor.run_step(program.ranks.at(0), data, {true, 5, 0, 0}, 0.25);
-  for (const auto& item : stage->named_parameters()) step.grads[item.key()] = item.value().grad();
-  step.grads["__loss__"] = torch::tensor(step.result.loss_sum / 4.0, torch::kDouble);
-  return step;
+  auto step = test::whole_model_step({256, 4, 32, 4, 64, 0.1}, 4, 4, {mode, every});
+  InProcessStep out{step.result, {}};
+  for (const auto& item : step.stage->named_parameters()) out.grads[item.key()] = item.value().grad();
+  out.grads["__loss__"] = torch::tensor(out.result.loss_sum / 4.0, torch::kDouble);
+  return out;
 }
 
 }  // namespace

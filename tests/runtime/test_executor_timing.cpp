@@ -1,0 +1,57 @@
+// Executor timing (runtime/executor.hpp, StepResult): an action's CPU time leaves out the time its
+// thread waited for a core, where its wall time (compute_ms) holds it.
+#include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <thread>
+
+#include "support/whole_model_step.hpp"
+
+using namespace ppctl;
+
+namespace {
+
+/// Pins the calling thread to `cpu` (returns false when the system refuses).
+bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("an action's CPU time leaves out the time its thread waited for a core") {
+  cpu_set_t before;
+  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof(before), &before) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &before)) ++cpu;
+  REQUIRE(pin_to(cpu));
+  // A second thread spins on the same core for the whole step: the step's thread gets about half of it.
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    pin_to(cpu);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  // One GPipe step of a whole 4-block GPT of width 128 on this thread, 8 microbatches of 4 x 128 tokens.
+  const auto shared = test::whole_model_step({256, 4, 128, 4, 128, 0.0}, 8, 4).result;
+  stop = true;
+  spinner.join();
+  pthread_setaffinity_np(pthread_self(), sizeof(before), &before);
+
+  for (const auto kind : {schedule::ActionKind::F, schedule::ActionKind::B}) {
+    const auto k = static_cast<size_t>(kind);
+    INFO("kind " << k << ": wall " << shared.compute_ms[k] << " ms, CPU " << shared.compute_cpu_ms[k] << " ms");
+    CHECK(shared.compute_count[k] == 8);
+    CHECK(shared.compute_cpu_ms[k] > 0.0);
+    // Wall time holds the spinner's share of the core; CPU time does not.
+    CHECK(shared.compute_cpu_ms[k] < 0.75 * shared.compute_ms[k]);
+  }
+  for (const auto kind : {schedule::ActionKind::I, schedule::ActionKind::W}) {
+    CHECK(shared.compute_cpu_ms[static_cast<size_t>(kind)] == 0.0);  // GPipe runs no split backward
+  }
+}

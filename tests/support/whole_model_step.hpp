@@ -1,0 +1,25 @@
+// Test support: one training step of a whole GPT as one stage, run by the executor on the calling
+// thread (no workers, no communicator), GPipe order: every forward before any backward.
+#pragma once
+
+#include <cstdint>
+
+#include "config/job_spec.hpp"
+#include "model/stage.hpp"
+#include "runtime/executor.hpp"
+
+namespace ppctl::test {
+
+/// What one step left: the executor's result and the stage, whose parameters hold the gradients.
+struct WholeModelStep {
+  runtime::StepResult result;
+  model::StageModule stage;
+};
+
+/// One step of `model` (seed 5) over `microbatches` microbatches of `micro_batch_size` random token
+/// sequences (seeded per microbatch), with one intra-op thread and the given recomputation. The loss
+/// is scaled by 1 / microbatches. Throws what the executor throws.
+WholeModelStep whole_model_step(const config::ModelSpec& model, int64_t microbatches, int64_t micro_batch_size,
+                                runtime::RecomputePolicy recompute = {});
+
+}  // namespace ppctl::test
