@@ -66,7 +66,8 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       const auto& action = actions[position];
       if (progress_ != nullptr) progress_->store(static_cast<int64_t>(position), std::memory_order_relaxed);
       const auto start = std::chrono::steady_clock::now();
-      const double cpu_start = thread_cpu_ms();
+      const bool compute = schedule::is_compute(action.kind);
+      const double cpu_start = compute ? thread_cpu_ms() : 0.0;
       const double waited_before = receive_wait_ms_;
       execute(action, data, dropout, loss_scale, result);
       const int64_t held = memory_.read().live - start_bytes;
@@ -74,7 +75,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       result.kept_bytes =
           std::max(result.kept_bytes,
                    held - communication_bytes() - (gradient_bytes() - start_gradient_bytes));
-      if (!schedule::is_compute(action.kind)) {
+      if (!compute) {
         if (tracing_) {
           trace_->add(TraceRecorder::Kind::Post, step_, action, start, std::chrono::steady_clock::now());
         }

@@ -41,7 +41,7 @@ struct StepResult {
   /// Below compute_ms when that thread waited for a core (more workers x threads than cores), so it
   /// gives an action's cost without the sharing. With runtime.threads_per_worker 1 (LibTorch's CPU
   /// kernels and autograd run on this thread) that is the action's whole cost; with more, the
-  /// intra-op threads' share is not in it.
+  /// intra-op threads' share is not in it. On CUDA it is only the host's time to launch the kernels.
   std::array<double, 4> compute_cpu_ms{};
   double receive_wait_ms = 0.0;  ///< time blocked waiting for receives (not counted as compute)
   /// The most tensor bytes alive between two actions of the step, above those alive when it began:

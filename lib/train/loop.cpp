@@ -44,9 +44,10 @@ namespace {
 /// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting), next to
 /// the planned one: this rank's bubble in the simulation of the same program with ppctl plan's
 /// default costs (F 1, B 2, I and W 1 ms per stage); and the bytes it sent to other ranks per step.
-/// The second: each kind's mean CPU time (StepResult::compute_cpu_ms), its cost without core sharing.
+/// The second (`on_cpu` only): each kind's mean CPU time (StepResult::compute_cpu_ms), its cost
+/// without core sharing.
 void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps,
-                double planned_bubble) {
+                double planned_bubble, bool on_cpu) {
   static constexpr const char* kNames[] = {"F", "B", "I", "W"};
   std::string costs;
   double compute = 0.0;
@@ -69,7 +70,7 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
     cpu_costs += fmt::format(" {} {:.2f} ms", kNames[k],
                              totals.compute_cpu_ms[k] / static_cast<double>(totals.compute_count[k]));
   }
-  if (!cpu_costs.empty()) {
+  if (on_cpu && !cpu_costs.empty()) {  // on CUDA it would be only the host's time to launch the kernels
     spdlog::info("CPU time per action of the schedule's thread:{} (the means above are wall time, longer "
                  "when it waited for a core; intra-op threads beyond the first are not counted)", cpu_costs);
   }
@@ -271,7 +272,8 @@ void run_training(LoopContext& ctx) {
   mark(comm::Phase::Finishing);
   if (timed_steps > 0) {
     log_timing(timing, timed_step_ms, timed_steps,
-               schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)));
+               schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),
+               spec.runtime.device == config::Device::Cpu);
   }
   log_tied_weights(ctx.stages);
   if (skipped_steps > 0) {

@@ -1,4 +1,6 @@
 """What ppctl's benchmark scripts share: the run-shape options, building ppctl first, the machine line."""
+import argparse
+import glob
 import os
 import subprocess
 import sys
@@ -8,8 +10,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def stage_list(text):
-    """--stages "2,4" -> [2, 4]."""
-    return [int(x) for x in text.split(",")]
+    """--stages "2,4" -> [2, 4] (argparse type: a bad value is a usage error naming the rule)."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated whole numbers, e.g. 2,4") from None
+
+
+def check_run_options(parser, args):
+    """Usage errors, before anything runs, for the options of add_run_options: each stage count at least
+    2 and given once, --steps at least 1, --warmup at least 0, and a --data glob that matches a file.
+    Makes --data absolute (~ expanded): the specs are written to temporary folders."""
+    bad = [s for s in args.stages if s < 2]
+    if bad or len(set(args.stages)) != len(args.stages):
+        parser.error(f"--stages {','.join(map(str, args.stages))}: each stage count must be at least 2 "
+                     f"(a pipeline has two stages or more) and given once")
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: must be at least 1")
+    if args.warmup < 0:
+        parser.error(f"--warmup {args.warmup}: must be at least 0")
+    args.data = os.path.abspath(os.path.expanduser(args.data))
+    if not glob.glob(args.data):
+        parser.error(f"--data {args.data}: no file matches (give text files; quote a glob)")
 
 
 def add_run_options(parser, steps):

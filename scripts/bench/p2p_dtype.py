@@ -20,7 +20,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import ROOT, add_run_options, build_ppctl  # noqa: E402
+from bench_common import ROOT, add_run_options, build_ppctl, check_run_options  # noqa: E402
 
 BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
@@ -66,6 +66,9 @@ def main():
     add_run_options(parser, steps=10)
     parser.add_argument("--rounds", type=int, default=3, help="runs per variant, interleaved (default 3)")
     args = parser.parse_args()
+    check_run_options(parser, args)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: must be at least 1")
     build_ppctl(args)
     variants = ["fp32", "bf16"]
     results = {}  # (stages, dtype) -> list of runs

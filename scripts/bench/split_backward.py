@@ -3,7 +3,8 @@
 
 For each stage count it trains the small GPT of vs_torch.py (8 blocks, hidden 128, seq_len 128, micro
 batch 4, m 8, one thread per rank) with 1f1b and with zb-h1 (and zbv at p = 2, v = 2), runs of the
-schedules interleaved (1f1b, zb-h1, zbv, 1f1b, ...), and reads every rank's timing line:
+schedules interleaved (1f1b, zb-h1, zbv, 1f1b, ...), and reads every rank's two timing lines (wall
+time; CPU time of the schedule's thread):
   - per stage: B (1f1b) against I + W (zb-h1), and their ratio (target <= 1.1), in wall time and in CPU
     time of the schedule's thread (the cost without waits for a core, when ranks share cores);
   - per schedule: tokens/s over the timed steps, the measured schedule time per step, and the step that
@@ -21,7 +22,7 @@ from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import add_run_options, build_ppctl, print_machine_line, stage_costs  # noqa: E402
+from bench_common import add_run_options, build_ppctl, check_run_options, print_machine_line, stage_costs  # noqa: E402
 from schedules import COST, CPU_COST, CPU_TIMING, SIMULATED, TIMING  # noqa: E402  (ppctl's timing-line parsers)
 from vs_torch import MEMORY_LINE, PPCTL, STEP_LINE, Config  # noqa: E402  (the small model's spec, shared)
 
@@ -42,9 +43,11 @@ def run(cfg, workdir, steps, warmup):
         ranks[int(m.group(1))].update({"cpu " + k: float(ms) for k, ms in CPU_COST.findall(m.group(2))})
     for rank, _, kept in MEMORY_LINE.findall(log):
         ranks[int(rank)]["kept_mib"] = float(kept)
-    if len(ranks) != cfg.stages or not seconds or any("kept_mib" not in r or not any(k.startswith("cpu ") for k in r)
-                                                      for r in ranks.values()):
+    if len(ranks) != cfg.stages or not seconds or any("kept_mib" not in r for r in ranks.values()):
         sys.exit(f"{cfg.label}: could not read ppctl's timing lines:\n{log[-3000:]}")
+    if any({k for k in r if k in "FBIW"} != {k[4:] for k in r if k.startswith("cpu ")} for r in ranks.values()):
+        sys.exit(f"{cfg.label}: no CPU time for every action kind (the line 'CPU time per action of the "
+                 f"schedule's thread', printed by ppctl since 2026-12-04; is {PPCTL} older?):\n{log[-3000:]}")
     stage_costs_ms = stage_costs([ranks[r] for r in range(cfg.stages)], cfg.stages, cfg.virtual_stages,
                                  cfg.schedule)
     plan = subprocess.run([PPCTL, "plan", spec, "--costs", ",".join(f"{x:.4f}" for x in stage_costs_ms)],
@@ -71,6 +74,9 @@ def main():
     add_run_options(parser, steps=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs per schedule (default 3)")
     args = parser.parse_args()
+    check_run_options(parser, args)
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: must be at least 1")
     build_ppctl(args)
     print_machine_line()
     options = SimpleNamespace(data=args.data, threads=1)
@@ -89,15 +95,15 @@ def main():
           "(cpu) CPU time of the schedule's thread, which leaves out waits for a core; activations kept for "
           "backward at the peak (MiB), 1f1b and zb-h1")
     print(f"{'stages':>6} {'rank':>4} {'F':>7} {'B':>7} {'I':>7} {'W':>7} {'I+W':>7} {'(I+W)/B':>8} "
-          f"{'B cpu':>7} {'I+W cpu':>7} {'ratio cpu':>9} {'kept 1f1b':>9} {'kept zb':>8}")
+          f"{'B cpu':>7} {'I+W cpu':>7} {'(I+W)/B cpu':>11} {'kept 1f1b':>9} {'kept zb':>8}")
     for stages, runs in rows:
         full, split = runs[("1f1b", 1)], runs[("zb-h1", 1)]
         for rank in range(stages):
             b, i, w = (median_cost(r, rank, k) for r, k in ((full, "B"), (split, "I"), (split, "W")))
             b_cpu = median_cost(full, rank, "cpu B")
-            split_cpu = sum(median_cost(split, rank, k) or 0.0 for k in ("cpu I", "cpu W"))
+            split_cpu = median_cost(split, rank, "cpu I") + median_cost(split, rank, "cpu W")
             print(f"{stages:>6} {rank:>4} {median_cost(full, rank, 'F'):>7.1f} {b:>7.1f} {i:>7.1f} {w:>7.1f} "
-                  f"{i + w:>7.1f} {(i + w) / b:>8.2f} {b_cpu:>7.1f} {split_cpu:>7.1f} {split_cpu / b_cpu:>9.2f} "
+                  f"{i + w:>7.1f} {(i + w) / b:>8.2f} {b_cpu:>7.1f} {split_cpu:>7.1f} {split_cpu / b_cpu:>11.2f} "
                   f"{median_cost(full, rank, 'kept_mib'):>9.1f} {median_cost(split, rank, 'kept_mib'):>8.1f}")
     print("\nper schedule, medians: tokens/s; schedule ms per step (slowest rank) against the simulated step "
           "from the run's own per-stage costs")

@@ -32,7 +32,6 @@ docs/benchmarks.md describes every column and what differs between the engines.
 Python standard library only; builds ppctl first via scripts/build.sh.
 """
 import argparse
-import glob
 import json
 import math
 import os
@@ -49,7 +48,7 @@ BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
 sys.path.insert(0, HERE)
-from bench_common import build_ppctl, print_machine_line, stage_costs, stage_list  # noqa: E402
+from bench_common import build_ppctl, check_run_options, print_machine_line, stage_costs, stage_list  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
 
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
@@ -375,7 +374,7 @@ def main():
                         help=f"comma-separated, from {', '.join(MODELS)} (default: all)")
     parser.add_argument("--stages", type=stage_list, default=[2, 4],
                         help="comma-separated rank counts p, each at least 2 (ppctl's pipeline.stages; "
-                             "interleaved-1f1b and zbv hold 2 stages per rank) (default 2,4)")
+                             "interleaved-1f1b and zbv hold 2 stages per rank; default 2,4)")
     parser.add_argument("--schedules", type=lambda s: s.split(","), default=list(SCHEDULES),
                         help=f"comma-separated, from {', '.join(SCHEDULES)} (default: all)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
@@ -396,31 +395,33 @@ def main():
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             parser.error(f"--tables-from {args.tables_from}: not a file that --json wrote ({type(e).__name__}: {e})")
         return
+    check_run_options(parser, args)
     if args.warmup < 1:
-        parser.error("--warmup must be at least 1 (the first step includes one-off set-up in both engines)")
-    if min(args.steps, args.repeats, args.threads) < 1 or args.launch_runs < 0:
-        parser.error("--steps, --repeats and --threads must be at least 1, --launch-runs at least 0")
+        parser.error(f"--warmup {args.warmup}: must be at least 1 (the first step includes one-off set-up in "
+                     "both engines)")
+    for option, value, least in (("--repeats", args.repeats, 1), ("--threads", args.threads, 1),
+                                 ("--launch-runs", args.launch_runs, 0)):
+        if value < least:
+            parser.error(f"{option} {value}: must be at least {least}")
     for option, given, known in (("--models", args.models, MODELS), ("--schedules", args.schedules, SCHEDULES)):
         unknown = [name for name in given if name not in known]
-        if unknown or len(set(given)) != len(given):
-            parser.error(f"{option} {','.join(given)}: each must be one of {', '.join(known)}, once "
-                         f"(unknown: {', '.join(unknown) or 'none'})")
-    if min(args.stages) < 2 or len(set(args.stages)) != len(args.stages):
-        parser.error(f"--stages {','.join(map(str, args.stages))}: each rank count must be at least 2, once "
-                     "(a pipeline needs two ranks)")
-    # The specs and the peer's config are written to a temporary directory: a relative glob would not match there.
-    args.data = os.path.abspath(args.data)
-    if not glob.glob(args.data):
-        parser.error(f"--data {args.data}: no file matches (give text files, a glob in quotes)")
-    if args.json:
-        args.json = os.path.abspath(args.json)
-        if not os.access(os.path.dirname(args.json), os.W_OK) or os.path.isdir(args.json):
-            parser.error(f"--json {args.json}: cannot write there (its folder must exist and be writable)")
+        repeated = sorted({name for name in given if given.count(name) > 1})
+        if unknown or repeated:
+            parser.error(f"{option} {','.join(given)}: " + (f"unknown {', '.join(map(repr, unknown))}" if unknown
+                                                            else f"repeated {', '.join(repeated)}")
+                         + f"; each must be one of {', '.join(known)}, once")
+    if args.json is not None:
+        args.json = os.path.abspath(os.path.expanduser(args.json)) if args.json else ""
+        writable = (os.access(args.json, os.W_OK) if os.path.exists(args.json)
+                    else os.access(os.path.dirname(args.json), os.W_OK))
+        if not args.json or os.path.isdir(args.json) or not writable:
+            parser.error(f"--json {args.json!r}: cannot write that file (give a file name in a folder that "
+                         "exists and is writable)")
+    if args.no_build and not os.access(PPCTL, os.X_OK):
+        parser.error(f"--no-build: no ppctl at {PPCTL} (build it with scripts/build.sh, or set PPCTL_BUILD_DIR "
+                     "to the build folder that has app/ppctl)")
 
     build_ppctl(args)
-    if not os.access(PPCTL, os.X_OK):
-        parser.error(f"{PPCTL}: no ppctl there (build it with scripts/build.sh, or set PPCTL_BUILD_DIR "
-                     "to the build folder that has app/ppctl)")
     python = subprocess.run([os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
                             check=True).stdout.strip()
     print_machine_line()

@@ -611,7 +611,8 @@ PY
     ;;
   train_observe)
     # The run directory: exact spec text, plan, per-rank logs, metrics.jsonl and a merged trace with one
-    # track per rank; the measured bubble next to the planned one; no progress redraws off a terminal.
+    # track per rank; the measured bubble next to the planned one, the CPU time per action; no progress
+    # redraws off a terminal.
     tiny_job 2 6 ""
     timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 || fail "train exited $?"
     grep -q "run directory: $WORK/run" "$WORK/out" || fail "the run directory is not printed"
@@ -624,6 +625,8 @@ PY
       grep -q "\[rank $r\] info: stage $r " "$WORK/run/rank$r.log" || fail "rank$r.log lacks the rank's lines"
       grep -Eq "\[rank $r\] .*measured bubble [0-9.]+ \(planned [0-9.]+\)" "$WORK/out" \
         || fail "rank $r: no measured bubble next to the planned one"
+      grep -Eq "\[rank $r\] info: CPU time per action of the schedule's thread: F [0-9.]+ ms B [0-9.]+ ms" "$WORK/out" \
+        || fail "rank $r: no CPU time per action"
     done
     grep -q "bubble per rank: measured | planned (plan's costs) | simulated (measured costs)" "$WORK/out" \
       || fail "no bubble report"

@@ -5,7 +5,6 @@
 
 #include <catch2/generators/catch_generators.hpp>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
@@ -16,7 +15,6 @@
 #include "core/error.hpp"
 #include "plan/layout.hpp"
 #include "runtime/executor.hpp"
-#include "schedule/job_program.hpp"
 #include "train/local_job.hpp"
 #include "train/oracle.hpp"
 #include "support/temp_dir.hpp"
