@@ -50,13 +50,15 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
                 double planned_bubble, bool on_cpu) {
   static constexpr const char* kNames[] = {"F", "B", "I", "W"};
   std::string costs;
+  std::string cpu_costs;
   double compute = 0.0;
   for (size_t k = 0; k < totals.compute_ms.size(); ++k) {
     compute += totals.compute_ms[k];
     if (totals.compute_count[k] == 0) continue;
-    costs += fmt::format(" {} {:.2f} ms x{}", kNames[k],
-                         totals.compute_ms[k] / static_cast<double>(totals.compute_count[k]),
+    const auto count = static_cast<double>(totals.compute_count[k]);
+    costs += fmt::format(" {} {:.2f} ms x{}", kNames[k], totals.compute_ms[k] / count,
                          totals.compute_count[k] / steps);
+    cpu_costs += fmt::format(" {} {:.2f} ms", kNames[k], totals.compute_cpu_ms[k] / count);
   }
   const double n = static_cast<double>(steps);
   spdlog::info("timing over {} steps: schedule {:.2f} ms per step, compute {:.2f} ms ({}), receive waits {:.2f} ms, "
@@ -64,12 +66,6 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
                steps, step_ms / n, compute / n, costs.empty() ? "none" : costs.substr(1),
                totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble,
                static_cast<double>(totals.sent_bytes) / n / 1024.0);
-  std::string cpu_costs;
-  for (size_t k = 0; k < totals.compute_cpu_ms.size(); ++k) {
-    if (totals.compute_count[k] == 0) continue;
-    cpu_costs += fmt::format(" {} {:.2f} ms", kNames[k],
-                             totals.compute_cpu_ms[k] / static_cast<double>(totals.compute_count[k]));
-  }
   if (on_cpu && !cpu_costs.empty()) {  // on CUDA it would be only the host's time to launch the kernels
     spdlog::info("CPU time per action of the schedule's thread:{} (the means above are wall time, longer "
                  "when it waited for a core; intra-op threads beyond the first are not counted)", cpu_costs);

@@ -36,7 +36,8 @@ def check_run_options(parser, args):
 
 def add_run_options(parser, steps):
     """--stages, --steps (default `steps`), --warmup, --data and --no-build on `parser`."""
-    parser.add_argument("--stages", type=stage_list, default=[2, 4], help="comma-separated (default 2,4)")
+    parser.add_argument("--stages", type=stage_list, default=[2, 4],
+                        help="comma-separated stage counts p (pipeline.stages), each at least 2 (default 2,4)")
     parser.add_argument("--steps", type=int, default=steps, help=f"timed steps per run (default {steps})")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run (default 2)")
     parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob)")

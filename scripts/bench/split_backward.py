@@ -45,7 +45,8 @@ def run(cfg, workdir, steps, warmup):
         ranks[int(rank)]["kept_mib"] = float(kept)
     if len(ranks) != cfg.stages or not seconds or any("kept_mib" not in r for r in ranks.values()):
         sys.exit(f"{cfg.label}: could not read ppctl's timing lines:\n{log[-3000:]}")
-    if any({k for k in r if k in "FBIW"} != {k[4:] for k in r if k.startswith("cpu ")} for r in ranks.values()):
+    if any({k for k in r if k in ("F", "B", "I", "W")} != {k[4:] for k in r if k.startswith("cpu ")}
+           for r in ranks.values()):
         sys.exit(f"{cfg.label}: no CPU time for every action kind (the line 'CPU time per action of the "
                  f"schedule's thread', printed by ppctl since 2026-12-04; is {PPCTL} older?):\n{log[-3000:]}")
     stage_costs_ms = stage_costs([ranks[r] for r in range(cfg.stages)], cfg.stages, cfg.virtual_stages,

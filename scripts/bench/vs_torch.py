@@ -48,7 +48,7 @@ BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
 sys.path.insert(0, HERE)
-from bench_common import build_ppctl, check_run_options, print_machine_line, stage_costs, stage_list  # noqa: E402
+from bench_common import add_run_options, build_ppctl, check_run_options, print_machine_line, stage_costs  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
 
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
@@ -372,20 +372,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", type=lambda s: s.split(","), default=list(MODELS),
                         help=f"comma-separated, from {', '.join(MODELS)} (default: all)")
-    parser.add_argument("--stages", type=stage_list, default=[2, 4],
-                        help="comma-separated rank counts p, each at least 2 (ppctl's pipeline.stages; "
-                             "interleaved-1f1b and zbv hold 2 stages per rank; default 2,4)")
     parser.add_argument("--schedules", type=lambda s: s.split(","), default=list(SCHEDULES),
                         help=f"comma-separated, from {', '.join(SCHEDULES)} (default: all)")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run (default 2)")
+    # --stages (rank counts p: ppctl's pipeline.stages; interleaved-1f1b and zbv hold 2 stages per rank),
+    # --steps, --warmup, --data (both engines' text files), --no-build.
+    add_run_options(parser, steps=10)
     parser.add_argument("--repeats", type=int, default=3, help="runs per engine and configuration (default 3)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank (default 1)")
-    parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob), both engines")
     parser.add_argument("--launch-runs", type=int, default=5,
                         help="runs of launch_to_first_step.sh (0: skip; default 5)")
     parser.add_argument("--json", help="also write every run's numbers to this file")
-    parser.add_argument("--no-build", action="store_true", help="use the ppctl already built (tests)")
     parser.add_argument("--tables-from", metavar="JSON",
                         help="run nothing: print the tables of an earlier run's --json file")
     args = parser.parse_args()
