@@ -13,10 +13,11 @@
 #include <iostream>
 #include <optional>
 
+#include "checkpoint/checkpoint.hpp"
 #include "cli_checks.hpp"
-#include "command_line.hpp"
 #include "comm/error_text.hpp"
 #include "comm/launch_env.hpp"
+#include "command_line.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/prepare.hpp"
@@ -28,11 +29,11 @@
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
-#include "train/checkpoint.hpp"
 #include "train/hf_export.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
 #include "train/progress.hpp"
+#include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/shared_run_dir.hpp"
 #include "train/verify.hpp"
@@ -69,9 +70,9 @@ std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::
         spec.source));
   }
   const auto checkpoint =
-      ppctl::train::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
-  const auto meta = ppctl::train::read_checkpoint_meta(checkpoint);
-  ppctl::train::verify_checkpoint_files(checkpoint, meta);
+      ppctl::checkpoint::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
+  const auto meta = ppctl::checkpoint::read_checkpoint_meta(checkpoint);
+  ppctl::checkpoint::verify_checkpoint_files(checkpoint, meta);
   ppctl::train::check_resumable(
       meta, spec, dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size, spec.train.steps,
       checkpoint);
@@ -155,7 +156,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     extra.push_back(resolve_resume(planned, *resume, planned.layout.data_parallel));
   }
   if (!planned.spec.checkpoint.dir.empty()) {
-    ppctl::train::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
+    ppctl::checkpoint::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
                                                 ppctl::train::spec_field_location(planned, "checkpoint.dir"));
   }
   if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops

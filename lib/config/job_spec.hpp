@@ -214,7 +214,7 @@ struct EvalSpec {
                          ///< the same ones every time. Range [1, 1e6].
 };
 
-/// Checkpoints: per-layer model and optimizer state, written atomically (train/checkpoint.hpp).
+/// Checkpoints: per-layer model and optimizer state, written atomically (checkpoint/checkpoint.hpp).
 struct CheckpointSpec {
   std::string dir;        ///< folder of the checkpoints (relative to the spec's folder; resolved to an absolute
                           ///< path by the loader); empty = no checkpoints.

@@ -9,14 +9,19 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint.hpp"
 #include "config/hf_config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "interop/hf_names.hpp"
 #include "interop/safetensors.hpp"
-#include "train/checkpoint.hpp"
 
 namespace ppctl::train {
+using checkpoint::CheckpointMeta;
+using checkpoint::checkpoint_unit;
+using checkpoint::read_checkpoint_meta;
+using checkpoint::resolve_checkpoint;
+using checkpoint::verify_checkpoint_files;
 namespace fs = std::filesystem;
 
 uint64_t parse_shard_size(const std::string& text) {

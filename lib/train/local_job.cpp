@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "checkpoint/checkpoint.hpp"
 #include "comm/failure_report.hpp"
 #include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
@@ -19,10 +20,10 @@
 #include "core/rank_list.hpp"
 #include "launch/cpu_placement.hpp"
 #include "launch/stop_signals.hpp"
-#include "train/checkpoint.hpp"
 #include "train/run_dir.hpp"
 
 namespace ppctl::train {
+using checkpoint::resolve_checkpoint;
 namespace {
 
 namespace fs = std::filesystem;

@@ -8,18 +8,23 @@
 #include <chrono>
 #include <limits>
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "schedule/simulate.hpp"
-#include "train/checkpoint.hpp"
 #include "train/data_parallel.hpp"
 #include "train/eval.hpp"
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
-#include "train/tied_embeddings.hpp"
 #include "train/oracle.hpp"
+#include "train/resume.hpp"
+#include "train/tied_embeddings.hpp"
 
 namespace ppctl::train {
+using checkpoint::CheckpointWriter;
+using checkpoint::load_checkpoint;
+using checkpoint::read_checkpoint_meta;
+using checkpoint::save_checkpoint;
 
 std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
                                                     const config::OptimizerSpec& spec) {

@@ -49,7 +49,7 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
                                                     const config::OptimizerSpec& spec);
 
 /// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
-/// `ctx.resume_from` (its parameters and AdamW state loaded first; train/checkpoint.hpp). Each step: run the schedule on this replica's share of the global
+/// `ctx.resume_from` (its parameters and AdamW state loaded first; checkpoint/checkpoint.hpp). Each step: run the schedule on this replica's share of the global
 /// batch (gradients accumulate over the m microbatches), average the gradients over the replicas
 /// (data_parallel.hpp; with dp > 1), then sum the tied embedding copies' gradients over the first
 /// and last stage (tied_embeddings.hpp), then on every rank the global gradient norm over every stage (grad_norm.hpp, one

@@ -1,6 +1,6 @@
 // Test helper for tests/interop/hf_parity.py: ppctl's logits of a checkpoint on given tokens.
 // Usage: ppctl_logits CHECKPOINT TOKENS.txt OUT.safetensors — builds the whole (unpipelined) model the
-// checkpoint's meta.json describes, loads its parameters (train::load_checkpoint), runs the forward on
+// checkpoint's meta.json describes, loads its parameters (checkpoint::load_checkpoint), runs the forward on
 // the token ids of TOKENS.txt (one sequence per line, whitespace-separated, equal lengths) and writes
 // the fp32 logits [sequences, tokens, vocab] as tensor `logits` of OUT.safetensors.
 #include <torch/torch.h>
@@ -11,8 +11,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "checkpoint/checkpoint.hpp"
 #include "interop/safetensors.hpp"
-#include "train/checkpoint.hpp"
 #include "train/loop.hpp"
 
 int main(int argc, char** argv) {
@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const auto checkpoint = ppctl::train::resolve_checkpoint(argv[1]);
-    const auto meta = ppctl::train::read_checkpoint_meta(checkpoint);
+    const auto checkpoint = ppctl::checkpoint::resolve_checkpoint(argv[1]);
+    const auto meta = ppctl::checkpoint::read_checkpoint_meta(checkpoint);
     std::vector<std::vector<int64_t>> rows;
     std::ifstream in(argv[2]);
     for (std::string line; std::getline(in, line);) {
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
         ppctl::model::StageModule(meta.model, ppctl::model::whole_model_layout(meta.model), meta.seed)};
     const ppctl::config::OptimizerSpec optimizer_spec;
     auto optimizer = ppctl::train::make_optimizer(stages, optimizer_spec);
-    ppctl::train::load_checkpoint(checkpoint, meta, stages, *optimizer);
+    ppctl::checkpoint::load_checkpoint(checkpoint, meta, stages, *optimizer);
     stages[0]->eval();
     torch::NoGradGuard no_grad;
     const ppctl::model::DropoutContext no_dropout{false};

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_meta.hpp"
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
-#include "train/checkpoint_meta.hpp"
 
-namespace ppctl::train {
+namespace ppctl::checkpoint {
 
 /// The unit a parameter belongs to: `embedding` (tok_embed, pos_embed), `block<i>` or `head`
 /// (ln_f, lm_head). Throws ppctl::InternalError for any other name.
@@ -76,4 +76,4 @@ void load_checkpoint(const std::filesystem::path& checkpoint, const CheckpointMe
                      const std::vector<model::StageModule>& stages,
                      torch::optim::Optimizer& optimizer);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::checkpoint

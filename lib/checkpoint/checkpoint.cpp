@@ -1,6 +1,6 @@
 // Checkpoint saving (per-unit files, meta.json last, atomic renames, `latest` pointer, pruning) and
 // loading (resolving, checking against the spec, restoring parameters and AdamW state).
-#include "train/checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,7 +21,7 @@
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 
-namespace ppctl::train {
+namespace ppctl::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
@@ -343,4 +343,4 @@ void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
   }
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::checkpoint

@@ -1,5 +1,6 @@
 // Checkpoint metadata (meta.json): what a checkpoint records besides its tensors, its JSON form, and
-// whether a job spec can continue from it. Torch-free, so the launcher side and the fuzz targets use it
+// whether a job spec continues its model, data and batch (the learning-rate schedule's horizon is
+// checked above, in train/resume.hpp, which knows the schedule's math). Torch-free, so the launcher side and the fuzz targets use it
 // without LibTorch.
 #pragma once
 
@@ -13,7 +14,7 @@
 
 #include "config/job_spec.hpp"
 
-namespace ppctl::train {
+namespace ppctl::checkpoint {
 
 /// The fields that decide the learning rate of every step (train/lr_schedule.hpp): the schedule's
 /// horizon. Recorded so that a resume that would change the rate of the remaining steps is refused.
@@ -71,16 +72,13 @@ CheckpointMeta parse_checkpoint_meta(std::string_view text, const std::filesyste
 /// Throws ppctl::CheckpointError naming `file`, `why` and the fix (resume from another checkpoint).
 [[noreturn]] void throw_corrupt_checkpoint(const std::filesystem::path& file, const std::string& why);
 
-/// Throws ppctl::CheckpointError when the job `spec` cannot continue from `meta`: another model
-/// shape or model.tie_embeddings, another train.seed, data.eval_fraction or data sources (format,
-/// dtype, weight, files: the data would not continue), another global batch (the data position and LR schedule would not continue), or no step
-/// left (meta.step >= `total_steps`), or another learning-rate schedule: optimizer.lr_schedule, lr or
-/// warmup_steps, and for cosine / linear decay also optimizer.min_lr or the total step count
-/// `total_steps` (train.steps or --steps), since the decay would restart from another horizon.
-/// A checkpoint without a recorded schedule (older ppctl) is not checked for it: a warning says so
-/// and the spec's schedule applies. Each message names the field, both values and the fix.
-void check_resumable(const CheckpointMeta& meta, const config::JobSpec& spec,
-                     int64_t sequences_per_step, int64_t total_steps,
+/// Throws ppctl::CheckpointError when the job `spec` does not continue the run `meta` was saved from:
+/// another model shape or model.tie_embeddings, another train.seed, data.eval_fraction or data sources
+/// (format, dtype, weight, files: the data would not continue), or another global batch
+/// (`sequences_per_step`; the data position and LR schedule would not continue). Each message names the
+/// field, both values and the fix. The learning-rate schedule and the steps left are checked by
+/// train::check_resumable, which calls this first.
+void check_continues(const CheckpointMeta& meta, const config::JobSpec& spec, int64_t sequences_per_step,
                      const std::filesystem::path& checkpoint);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::checkpoint

@@ -14,12 +14,13 @@
 #include <random>
 #include <tuple>
 
+#include "checkpoint/checkpoint.hpp"
 #include "config/load.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "support/errors.hpp"
 #include "support/tiny_job.hpp"
-#include "train/checkpoint.hpp"
+#include "train/resume.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -48,7 +49,7 @@ Run run_ok(const fs::path& spec, const std::vector<std::string>& args) {
 /// Every tensor of every unit file of a checkpoint folder, keyed "file:key".
 std::map<std::string, torch::Tensor> checkpoint_tensors(const fs::path& checkpoint) {
   std::map<std::string, torch::Tensor> tensors;
-  for (const auto& name : train::checkpoint_files(4)) {
+  for (const auto& name : checkpoint::checkpoint_files(4)) {
     const auto bytes = core::read_file(checkpoint / name);
     for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
       tensors.emplace(name + ":" + item.key().toStringRef(), item.value().toTensor());
@@ -150,14 +151,14 @@ TEST_CASE("a worker killed while writing a checkpoint leaves the previous one lo
   INFO(crashed.output);
   REQUIRE(crashed.result.exit_code != 0);
   const auto dir = spec.parent_path() / "ckpt";
-  CHECK(train::resolve_checkpoint(dir) == dir / "step-00000002");
+  CHECK(checkpoint::resolve_checkpoint(dir) == dir / "step-00000002");
   CHECK(!fs::exists(step_dir(spec, 4)));
   CHECK(fs::exists(dir / "step-00000004.partial"));
-  const auto meta = train::read_checkpoint_meta(train::resolve_checkpoint(dir));
+  const auto meta = checkpoint::read_checkpoint_meta(checkpoint::resolve_checkpoint(dir));
   CHECK(meta.step == 2);
 
   // The resumed run ends where an uninterrupted one does, and the leftover is cleaned up.
-  run_ok(spec, {"--resume", train::resolve_checkpoint(dir).string()});
+  run_ok(spec, {"--resume", checkpoint::resolve_checkpoint(dir).string()});
   const auto whole = checkpointed_job("ckpt_killed_whole", 2, 6, 2);
   run_ok(whole, {});
   check_same_state(step_dir(whole, 6), step_dir(spec, 6), 0.0);
@@ -187,33 +188,33 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
 
   SECTION("a folder without a checkpoint") {
     const auto text = message_of<CheckpointError>(
-        [&] { train::resolve_checkpoint(spec_path.parent_path()); }, "no checkpoint");
+        [&] { checkpoint::resolve_checkpoint(spec_path.parent_path()); }, "no checkpoint");
     CHECK(text.find("holds neither latest nor meta.json") != std::string::npos);
   }
   SECTION("an incomplete (.partial) folder") {
     fs::create_directories(dir / "step-00000006.partial");
     const auto text = message_of<CheckpointError>(
-        [&] { train::resolve_checkpoint(dir / "step-00000006.partial"); }, "partial");
+        [&] { checkpoint::resolve_checkpoint(dir / "step-00000006.partial"); }, "partial");
     CHECK(text.find("incomplete checkpoint") != std::string::npos);
   }
   SECTION("latest naming a folder that is gone") {
     fs::remove_all(good);
     const auto text =
-        message_of<CheckpointError>([&] { train::resolve_checkpoint(dir); }, "dangling latest");
+        message_of<CheckpointError>([&] { checkpoint::resolve_checkpoint(dir); }, "dangling latest");
     CHECK(text.find("names 'step-00000004', which is not a complete checkpoint") != std::string::npos);
     CHECK(text.find("step-00000002") != std::string::npos);  // offered instead
   }
   SECTION("a truncated unit file") {
     fs::resize_file(good / "block2.pt", fs::file_size(good / "block2.pt") / 2);
-    const auto text = message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "truncated");
+    const auto text = message_of<CheckpointError>([&] { checkpoint::read_checkpoint_meta(good); }, "truncated");
     CHECK(text.find((good / "block2.pt").string()) != std::string::npos);
   }
   SECTION("a unit file altered in place: the launcher's check and the workers refuse it") {
     auto bytes = core::read_file(good / "head.pt");
     bytes[bytes.size() / 2] ^= 0x5a;
     core::write_file_atomically(good / "head.pt", bytes);
-    const auto meta = train::read_checkpoint_meta(good);  // sizes still match
-    CHECK(message_of<CheckpointError>([&] { train::verify_checkpoint_files(good, meta); }, "altered")
+    const auto meta = checkpoint::read_checkpoint_meta(good);  // sizes still match
+    CHECK(message_of<CheckpointError>([&] { checkpoint::verify_checkpoint_files(good, meta); }, "altered")
               .find((good / "head.pt").string() + " does not match the checksum") != std::string::npos);
     const auto run = run_job(spec_path, {"--steps", "6", "--resume", good.string()});
     INFO(run.output);
@@ -226,18 +227,18 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
     REQUIRE(at != std::string::npos);
     text.replace(at, 9, "\"step\": -5");
     core::write_file_atomically(good / "meta.json", text);
-    CHECK(message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "negative step")
+    CHECK(message_of<CheckpointError>([&] { checkpoint::read_checkpoint_meta(good); }, "negative step")
               .find("holds values no checkpoint has (step -5") != std::string::npos);
   }
   SECTION("a checkpoint folder that cannot be written is refused before training") {
     CHECK(message_of<CheckpointError>(
-              [&] { train::check_checkpoint_dir_writable(spec_path / "under-a-file"); }, "unwritable")
+              [&] { checkpoint::check_checkpoint_dir_writable(spec_path / "under-a-file"); }, "unwritable")
               .find("cannot hold checkpoints") != std::string::npos);
-    CHECK_NOTHROW(train::check_checkpoint_dir_writable(dir / "fresh"));
+    CHECK_NOTHROW(checkpoint::check_checkpoint_dir_writable(dir / "fresh"));
     CHECK(fs::is_empty(dir / "fresh"));  // the probe is gone
   }
   SECTION("another model shape or global batch, or no step left") {
-    const auto meta = train::read_checkpoint_meta(good);
+    const auto meta = checkpoint::read_checkpoint_meta(good);
     auto wider = spec;
     wider.model.hidden = 64;
     CHECK(message_of<CheckpointError>([&] { train::check_resumable(meta, wider, 8, 10, good); }, "shape")
@@ -261,7 +262,7 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
     CHECK_NOTHROW(train::check_resumable(meta, spec, 8, 5, good));
   }
   SECTION("another architecture or MLP / key-value width") {
-    const auto meta = train::read_checkpoint_meta(good);
+    const auto meta = checkpoint::read_checkpoint_meta(good);
     CHECK(meta.model.arch == config::Arch::Gpt2);
     CHECK(config::ffn_hidden_of(meta.model) == 4 * meta.model.hidden);
     auto llama = spec;
@@ -289,23 +290,23 @@ TEST_CASE("missing, partial, corrupt and mismatched checkpoints are refused, nam
       j["model"].erase(key);
     }
     core::write_file_atomically(good / "meta.json", j.dump(2));
-    const auto old = train::read_checkpoint_meta(good);
+    const auto old = checkpoint::read_checkpoint_meta(good);
     CHECK(old.model.arch == config::Arch::Gpt2);
     CHECK(old.model.activation == config::Activation::Gelu);
     CHECK_NOTHROW(train::check_resumable(old, spec, 8, 5, good));
     j["model"]["arch"] = "bert";
     core::write_file_atomically(good / "meta.json", j.dump(2));
-    CHECK(message_of<CheckpointError>([&] { train::read_checkpoint_meta(good); }, "unknown arch")
+    CHECK(message_of<CheckpointError>([&] { checkpoint::read_checkpoint_meta(good); }, "unknown arch")
               .find("names an unknown model.arch 'bert'") != std::string::npos);
   }
 }
 
 TEST_CASE("parameters map to per-layer checkpoint units by global name") {
-  CHECK(train::checkpoint_unit("tok_embed.weight") == "embedding");
-  CHECK(train::checkpoint_unit("pos_embed.weight") == "embedding");
-  CHECK(train::checkpoint_unit("block12.fc1.bias") == "block12");
-  CHECK(train::checkpoint_unit("lm_head.weight") == "head");
-  CHECK(train::checkpoint_unit("ln_f.weight") == "head");
-  CHECK_THROWS_AS(train::checkpoint_unit("blockx.weight"), InternalError);
-  CHECK(train::checkpoint_files(2) == std::vector<std::string>{"embedding.pt", "block0.pt", "block1.pt", "head.pt"});
+  CHECK(checkpoint::checkpoint_unit("tok_embed.weight") == "embedding");
+  CHECK(checkpoint::checkpoint_unit("pos_embed.weight") == "embedding");
+  CHECK(checkpoint::checkpoint_unit("block12.fc1.bias") == "block12");
+  CHECK(checkpoint::checkpoint_unit("lm_head.weight") == "head");
+  CHECK(checkpoint::checkpoint_unit("ln_f.weight") == "head");
+  CHECK_THROWS_AS(checkpoint::checkpoint_unit("blockx.weight"), InternalError);
+  CHECK(checkpoint::checkpoint_files(2) == std::vector<std::string>{"embedding.pt", "block0.pt", "block1.pt", "head.pt"});
 }
