@@ -22,6 +22,7 @@
 #include "core/log.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_error.hpp"
+#include "interop/hf_export.hpp"
 #include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
 #include "plan/parallel.hpp"
@@ -29,7 +30,6 @@
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
-#include "train/hf_export.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
 #include "train/progress.hpp"
@@ -289,14 +289,14 @@ int main(int argc, char** argv) {
       ->check(ppctl::app::number_check(0.0, true));
 
   std::string export_checkpoint, export_hf_dir;
-  uint64_t max_shard_bytes = ppctl::train::kDefaultMaxShardBytes;
+  uint64_t max_shard_bytes = ppctl::interop::kDefaultMaxShardBytes;
   auto* export_cmd = app.add_subcommand(
       "export", "Write a checkpoint as a Hugging Face model folder (config.json + model.safetensors)");
   export_cmd->add_option("checkpoint", export_checkpoint, "Checkpoint folder, or a checkpoint.dir (its latest)")
       ->required();
   export_cmd->add_option("--hf", export_hf_dir, "Output folder (new or empty); appears complete or not at all")
       ->required();
-  add_parsed_option(export_cmd, "--max-shard-size", max_shard_bytes, ppctl::train::parse_shard_size,
+  add_parsed_option(export_cmd, "--max-shard-size", max_shard_bytes, ppctl::interop::parse_shard_size,
                     "Largest shard of tensor data, e.g. 5GB (default), 200MiB, 4096; above it the weights "
                     "are sharded with model.safetensors.index.json",
                     "SIZE");
@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
       return cmd_data_prepare(prepare_options, input_format, append_eod_id);
     }
     if (*export_cmd) {
-      const auto result = ppctl::train::export_hf(export_checkpoint, export_hf_dir, max_shard_bytes);
+      const auto result = ppctl::interop::export_hf(export_checkpoint, export_hf_dir, max_shard_bytes);
       std::cout << fmt::format("exported step {} to {}: {} tensors, {:.1f} MB in {} file(s)\n", result.step,
                                result.folder.string(), result.tensors, static_cast<double>(result.bytes) / 1e6,
                                result.shards);

@@ -1,5 +1,5 @@
 // ppctl checkpoint -> Hugging Face folder: config.json and (sharded) model.safetensors, atomically.
-#include "train/hf_export.hpp"
+#include "interop/hf_export.hpp"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -16,7 +16,7 @@
 #include "interop/hf_names.hpp"
 #include "interop/safetensors.hpp"
 
-namespace ppctl::train {
+namespace ppctl::interop {
 using checkpoint::CheckpointMeta;
 using checkpoint::checkpoint_unit;
 using checkpoint::read_checkpoint_meta;
@@ -162,4 +162,4 @@ ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out_give
   return {out, meta.step, static_cast<int64_t>(tensors.size()), total, static_cast<int64_t>(shards.size())};
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::interop

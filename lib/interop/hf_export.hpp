@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-namespace ppctl::train {
+namespace ppctl::interop {
 
 /// Hugging Face's default shard limit (save_pretrained's max_shard_size "5GB" = 5 x 10^9 bytes).
 inline constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000ULL;
@@ -37,4 +37,4 @@ struct ExportResult {
 ExportResult export_hf(const std::filesystem::path& checkpoint, const std::filesystem::path& out,
                        uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::interop
