@@ -25,6 +25,8 @@
 #include "interop/hf_export.hpp"
 #include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
+#include "observe/progress.hpp"
+#include "observe/run_dir.hpp"
 #include "plan/parallel.hpp"
 #include "plan_command.hpp"
 #include "schedule/memory_plan.hpp"
@@ -32,9 +34,7 @@
 #include "schedule/simulate.hpp"
 #include "train/local_job.hpp"
 #include "train/prepared_job.hpp"
-#include "train/progress.hpp"
 #include "train/resume.hpp"
-#include "train/run_dir.hpp"
 #include "train/shared_run_dir.hpp"
 #include "train/verify.hpp"
 #include "train/worker.hpp"
@@ -166,9 +166,9 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const auto plan_text = ppctl::train::run_plan_text(planned);  // with its memory WARNING lines
   const std::string spec_text = ppctl::train::validated_spec_text(planned);
   if (const int code = interrupted_before_start(std::nullopt)) return code;
-  ppctl::train::RunDirectory run;
+  ppctl::observe::RunDirectory run;
   try {
-    run = ppctl::train::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
+    run = ppctl::observe::create_run_directory(planned.spec, spec_text, plan_text, run_dir);
   } catch (const ppctl::Error& e) {  // --run-dir or observe.runs_dir unusable: bad input
     return not_started(e);
   }
@@ -176,12 +176,12 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   spdlog::info("run directory: {}", run.path);
   if (const int code = interrupted_before_start(run.path)) return code;
   auto worker_env = planned.worker_env;
-  for (auto& variable : ppctl::train::run_directory_env(run)) worker_env.push_back(std::move(variable));
+  for (auto& variable : ppctl::observe::run_directory_env(run)) worker_env.push_back(std::move(variable));
   const int world_size = static_cast<int>(planned.layout.world_size);
   const auto result = ppctl::train::run_local_job(planned.spec, world_size, self_executable(),
                                                   spec_path, extra, worker_env);
   // With data parallelism only replica 0 (its pipeline ranks) traces and writes metrics.
-  ppctl::train::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
+  ppctl::observe::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
                                      planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
@@ -217,7 +217,7 @@ int cmd_worker(const ppctl::train::WorkerOptions& options) {
 int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& input_format,
                      const std::string& append_eod_id) {
   if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by integer_check
-  options.progress = ppctl::train::stderr_is_terminal();
+  options.progress = ppctl::observe::stderr_is_terminal();
   try {
     options.input.format = ppctl::data::parse_input_format(input_format);
     std::cout << ppctl::data::format_prepare_report(ppctl::data::prepare_dataset(options)) << '\n';

@@ -1,6 +1,6 @@
 // Trace of what ran: each rank records the actions it executed (compute, sends and receives posted,
-// waits) with timestamps; the launcher merges the ranks' parts into one Chrome-trace/Perfetto JSON.
-// No torch.
+// waits) with timestamps, as one JSON part per rank (observe/trace_merge.hpp merges the parts into one
+// Chrome-trace/Perfetto JSON). No torch.
 #pragma once
 
 #include <chrono>
@@ -77,23 +77,6 @@ class TraceRecorder {
 
 /// The file name of rank `rank`'s trace part in a run directory: `trace.rank<R>.json`.
 std::string trace_part_name(int rank);
-
-/// What merge_trace_parts found.
-struct TraceMerge {
-  std::string path;                ///< the merged trace written
-  std::vector<int> ranks_merged;   ///< ranks whose part was read
-  std::vector<int> ranks_missing;  ///< ranks without a (readable) part, e.g. a rank that was killed
-  size_t events = 0;               ///< complete events in the merged trace
-};
-
-/// Merges the parts `run_dir/trace.rank<R>.json` of ranks 0..world_size-1 into `run_dir/trace.json`:
-/// the same layout as `ppctl plan --trace` (schedule::to_chrome_trace): pid 0, one track (tid) per
-/// rank named "rank R", complete ("X") events, `ts`/`dur` in microseconds, here from `origin_us`
-/// (wall-clock microseconds since the Unix epoch: the launcher's start) so the timeline starts at
-/// launch. A part that is missing or unreadable is skipped and listed in ranks_missing (its track is
-/// still named); merged parts are removed. Writes nothing and returns an empty path when no part
-/// exists. Throws ppctl::Error when trace.json cannot be written.
-TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t origin_us);
 
 /// Wall-clock microseconds since the Unix epoch, now.
 int64_t wall_clock_us();

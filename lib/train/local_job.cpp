@@ -20,9 +20,10 @@
 #include "core/rank_list.hpp"
 #include "launch/cpu_placement.hpp"
 #include "launch/stop_signals.hpp"
-#include "train/run_dir.hpp"
+#include "observe/run_dir.hpp"
 
 namespace ppctl::train {
+using observe::kRunDirVariable;
 using checkpoint::resolve_checkpoint;
 namespace {
 

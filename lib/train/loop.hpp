@@ -13,9 +13,9 @@
 #include "config/job_spec.hpp"
 #include "data/dataset.hpp"
 #include "model/stage.hpp"
+#include "observe/observer.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
-#include "train/observer.hpp"
 
 namespace ppctl::train {
 
@@ -31,7 +31,7 @@ struct LoopContext {
   std::string dump_gradients_dir;      ///< see WorkerOptions
   comm::Communicator* comm = nullptr;  ///< the pipeline's ranks; null when the job has one rank
   std::optional<NanInjection> inject_nan;  ///< testing: see WorkerOptions
-  RunObserver* observer = nullptr;  ///< told about every step (trace, metrics, progress); may be null
+  observe::RunObserver* observer = nullptr;  ///< told about every step (trace, metrics, progress); may be null
   std::string resume_from;  ///< a checkpoint folder (resolve_checkpoint'ed) to continue from; empty = start afresh
   /// Testing: (step, files): SIGKILL after writing this many files of step's checkpoint.
   std::optional<std::pair<int64_t, int64_t>> crash_in_checkpoint;

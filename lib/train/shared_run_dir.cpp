@@ -18,6 +18,9 @@
 #include "train/worker.hpp"
 
 namespace ppctl::train {
+using observe::create_run_directory;
+using observe::RunDirectory;
+using observe::finish_run_directory;
 namespace {
 
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 #include "comm/job_store.hpp"
 #include "config/job_spec.hpp"
 #include "core/error.hpp"
+#include "observe/run_dir.hpp"
 #include "train/prepared_job.hpp"
-#include "train/run_dir.hpp"
 
 namespace ppctl::train {
 
@@ -39,7 +39,7 @@ std::string run_start_text(const std::string& spec_path, const std::string& spec
 
 /// One rank's part of the shared run directory.
 struct SharedRunDirectory {
-  std::optional<RunDirectory> made;  ///< rank 0: the folder it made (to finish_shared_run_directory)
+  std::optional<observe::RunDirectory> made;  ///< rank 0: the folder it made (to finish_shared_run_directory)
   std::optional<std::string> path;   ///< the folder this rank writes into; none when it cannot see it
 };
 
@@ -65,7 +65,7 @@ SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const Pr
 /// final barrier has passed, so they exist: the wait only covers file systems that show them late;
 /// after a failure, ranks still failing get that long to write theirs), then finish_run_directory:
 /// merges what exists into trace.json and names the ranks that left no part.
-void finish_shared_run_directory(const RunDirectory& run, int pipeline_ranks, bool traced,
+void finish_shared_run_directory(const observe::RunDirectory& run, int pipeline_ranks, bool traced,
                                  std::chrono::milliseconds grace);
 
 }  // namespace ppctl::train

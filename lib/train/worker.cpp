@@ -14,22 +14,24 @@
 #include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
 #include "config/load.hpp"
+#include "core/check.hpp"
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "interop/hf_load.hpp"
+#include "observe/observer.hpp"
+#include "observe/run_dir.hpp"
 #include "plan/layout.hpp"
+#include "plan/parallel.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/split_time.hpp"
-#include "core/check.hpp"
-#include "plan/parallel.hpp"
 #include "train/data_parallel.hpp"
 #include "train/loop.hpp"
-#include "train/observer.hpp"
-#include "train/run_dir.hpp"
 
 namespace ppctl::train {
+using observe::RunObserver;
+using observe::run_directory_from_env;
 namespace {
 
 torch::Device worker_device(const config::JobSpec& spec, int local_rank) {

@@ -16,8 +16,8 @@
 #include "model/gpt2.hpp"
 #include "model/llama.hpp"
 #include "model/stage.hpp"
+#include "observe/metrics.hpp"
 #include "plan/layout.hpp"
-#include "train/metrics.hpp"
 
 using namespace ppctl;
 
@@ -223,7 +223,7 @@ TEST_CASE("model FLOPs equal the matrix products of the built modules") {
       }
       if (tied) forward += 2.0 * tokens * static_cast<double>(m.vocab_size * m.hidden);  // the head reuses tok_embed
       forward += static_cast<double>(m.layers) * 2 * 2 * tokens * static_cast<double>(m.seq_len * m.hidden);
-      CHECK(train::model_flops_per_step(m, b) == Catch::Approx(3 * forward).epsilon(1e-12));
+      CHECK(observe::model_flops_per_step(m, b) == Catch::Approx(3 * forward).epsilon(1e-12));
     }
   }
 }

@@ -1,4 +1,4 @@
-// Tests for runtime/trace: what a rank records, its JSON part, and merging parts into one trace.
+// Tests for runtime/trace: what a rank records and its JSON part (merging parts: tests/observe/test_trace_merge.cpp).
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <unistd.h>
@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "runtime/trace.hpp"
 #include "support/temp_dir.hpp"
+#include "support/trace_json.hpp"
 
 namespace fs = std::filesystem;
 using ppctl::test::TempDir;
@@ -18,23 +18,7 @@ using ppctl::schedule::Action;
 using ppctl::schedule::ActionKind;
 using Kind = TraceRecorder::Kind;
 
-namespace {
-
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-/// The complete ("X") events of a trace.
-std::vector<nlohmann::json> slices(const nlohmann::json& trace) {
-  std::vector<nlohmann::json> out;
-  for (const auto& e : trace["traceEvents"])
-    if (e["ph"] == "X") out.push_back(e);
-  return out;
-}
-
-}  // namespace
+using ppctl::test::slices;
 
 TEST_CASE("a trace recorder that is off records nothing", "[runtime][trace]") {
   TraceRecorder off(0, 0);
@@ -89,50 +73,4 @@ TEST_CASE("a rank's part names each slice as ppctl plan --trace does, in wall-cl
   CHECK(first_ts >= static_cast<double>(before_us) - 1.0);
   CHECK(first_ts <= static_cast<double>(after_us) + 1.0);
   CHECK(events[1]["ts"].get<double>() - first_ts == Catch::Approx(1000.0).margin(0.01));
-}
-
-TEST_CASE("merging parts: one named track per rank, times from the origin, missing ranks listed",
-          "[runtime][trace]") {
-  TempDir dir("ppctl_trace_test_");
-  const auto t0 = TraceRecorder::Clock::now();
-  const int64_t origin = ppctl::runtime::wall_clock_us();
-  for (int rank : {0, 2}) {  // rank 1 left no part (say it was killed)
-    TraceRecorder trace(rank, 1);
-    trace.add(Kind::Compute, 0, Action{ActionKind::F, rank, 0}, t0, t0 + std::chrono::milliseconds(2));
-    trace.add(Kind::Compute, 0, Action{ActionKind::B, rank, 0}, t0 + std::chrono::milliseconds(2),
-              t0 + std::chrono::milliseconds(6));
-    trace.write((dir.path / ppctl::runtime::trace_part_name(rank)).string());
-  }
-  REQUIRE(fs::exists(dir.path / "trace.rank0.json"));
-
-  const auto merge = ppctl::runtime::merge_trace_parts(dir.path.string(), 3, origin);
-  CHECK(merge.ranks_merged == std::vector<int>{0, 2});
-  CHECK(merge.ranks_missing == std::vector<int>{1});
-  CHECK(merge.events == 4);
-  REQUIRE(merge.path == (dir.path / "trace.json").string());
-  CHECK_FALSE(fs::exists(dir.path / "trace.rank0.json"));  // merged parts are removed
-
-  const auto json = read_json(merge.path);
-  std::set<std::string> tracks;
-  for (const auto& e : json["traceEvents"])
-    if (e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
-  CHECK(tracks == std::set<std::string>{"rank 0", "rank 1", "rank 2"});
-  const auto events = slices(json);
-  REQUIRE(events.size() == 4);
-  for (const auto& e : events) {
-    // t0 was read just before `origin`: relative times are small and may be a few µs negative.
-    CHECK(std::abs(e["ts"].get<double>()) < 1e5 + 6000);
-    CHECK(e["tid"] == e["args"]["stage"]);
-  }
-  CHECK(events[1]["name"] == "0B0");
-  CHECK(events[1]["ts"].get<double>() - events[0]["ts"].get<double>() == Catch::Approx(2000.0).margin(0.01));
-}
-
-TEST_CASE("merging without any part writes nothing", "[runtime][trace]") {
-  TempDir dir("ppctl_trace_test_");
-  std::ofstream(dir.path / "trace.rank0.json") << "{ truncated";  // unreadable: a rank died writing it
-  const auto merge = ppctl::runtime::merge_trace_parts(dir.path.string(), 2, 0);
-  CHECK(merge.path.empty());
-  CHECK(merge.ranks_missing == std::vector<int>{0, 1});
-  CHECK_FALSE(fs::exists(dir.path / "trace.json"));
 }

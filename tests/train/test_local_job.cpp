@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "observe/run_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "train/local_job.hpp"
-#include "train/run_dir.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
@@ -97,7 +97,7 @@ TEST_CASE("a restart resumes from the latest complete checkpoint and keeps the a
   const std::string write_checkpoint = "mkdir -p '" + ckpt + "/step-00000003' && echo '{}' > '" + ckpt +
                                        "/step-00000003/meta.json' && echo step-00000003 > '" + ckpt + "/latest'";
   const auto result = run_fake_job(dir.path, spec, 1, 1, {"--resume", "/earlier/ckpt"},  // fails once
-                                   {{ppctl::train::kRunDirVariable, (dir.path / "run").string()}},
+                                   {{ppctl::observe::kRunDirVariable, (dir.path / "run").string()}},
                                    write_checkpoint);
   CHECK(result.exit_code == 0);
   const auto lines = starts(dir.path);

@@ -1,10 +1,10 @@
 // The terminal progress line.
-#include "train/progress.hpp"
+#include "observe/progress.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 std::string format_progress(int64_t step, int64_t steps, double loss, double tokens_per_s,
                             double eta_s) {
@@ -27,4 +27,4 @@ void ProgressLine::update(int64_t step, int64_t steps, double loss, double token
 
 void ProgressLine::finish() { line_.finish(); }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

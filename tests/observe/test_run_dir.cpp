@@ -7,12 +7,12 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "observe/run_dir.hpp"
 #include "support/temp_dir.hpp"
-#include "train/run_dir.hpp"
 
 namespace fs = std::filesystem;
 using ppctl::test::TempDir;
-using namespace ppctl::train;
+using namespace ppctl::observe;
 
 namespace {
 
@@ -26,13 +26,13 @@ std::string read(const fs::path& path) {
 
 }  // namespace
 
-TEST_CASE("a run directory is named after the spec file and the UTC start time", "[train][run_dir]") {
+TEST_CASE("a run directory is named after the spec file and the UTC start time", "[observe][run_dir]") {
   CHECK(run_directory_name("configs/example.yaml", 0) == "example-19700101-000000Z");
   CHECK(run_directory_name("/a/b/job.v2.yml", 1764478512) == "job.v2-20251130-045512Z");
 }
 
 TEST_CASE("a run directory holds the exact spec text and the plan; same-second runs do not collide",
-          "[train][run_dir]") {
+          "[observe][run_dir]") {
   TempDir tmp("ppctl_run_dir_test_");
   ppctl::config::JobSpec spec;
   spec.source = "/somewhere/job.yaml";
@@ -50,7 +50,7 @@ TEST_CASE("a run directory holds the exact spec text and the plan; same-second r
   CHECK(run_directory_env(a) == std::vector<std::pair<std::string, std::string>>{{kRunDirVariable, a.path}});
 }
 
-TEST_CASE("a run directory given by --run-dir is created when missing, refused when it holds files", "[train][run_dir]") {
+TEST_CASE("a run directory given by --run-dir is created when missing, refused when it holds files", "[observe][run_dir]") {
   TempDir tmp("ppctl_run_dir_test_");
   ppctl::config::JobSpec spec;
   spec.source = "job.yaml";
@@ -67,7 +67,7 @@ TEST_CASE("a run directory given by --run-dir is created when missing, refused w
   }
 }
 
-TEST_CASE("an observe.runs_dir that cannot be made is named with the spec's FILE:LINE", "[train][run_dir]") {
+TEST_CASE("an observe.runs_dir that cannot be made is named with the spec's FILE:LINE", "[observe][run_dir]") {
   TempDir tmp("ppctl_run_dir_test_");
   std::ofstream(tmp.path / "file") << "not a folder\n";
   ppctl::config::JobSpec spec;

@@ -11,7 +11,7 @@
 
 #include "config/job_spec.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 /// Environment variable through which the launcher hands workers the run directory (absolute).
 inline constexpr const char* kRunDirVariable = "PPCTL_RUN_DIR";
@@ -44,9 +44,9 @@ std::vector<std::pair<std::string, std::string>> run_directory_env(const RunDire
 std::optional<std::string> run_directory_from_env();
 
 /// After the workers ended (however they ended): merges the ranks' trace parts into
-/// `run.path/trace.json` (runtime::merge_trace_parts) and logs what was merged and which ranks had no
+/// `run.path/trace.json` (observe::merge_trace_parts) and logs what was merged and which ranks had no
 /// part (`traced` false: tracing was off, observe.trace_steps 0). Logs instead of throwing: a failed
 /// merge must not hide how the job ended.
 void finish_run_directory(const RunDirectory& run, int world_size, bool traced);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -9,7 +9,7 @@
 
 #include "core/live_line.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 /// "step 12/20 | loss 3.1234 | 8123 tok/s | ETA 0:05" (ETA as H:MM:SS, or M:SS under an hour).
 std::string format_progress(int64_t step, int64_t steps, double loss, double tokens_per_s,
@@ -42,4 +42,4 @@ class ProgressLine {
   core::LiveLine line_;
 };
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -10,9 +10,9 @@
 
 #include "config/job_spec.hpp"
 #include "core/append_file.hpp"
-#include "train/bubble_report.hpp"
+#include "observe/bubble_report.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 /// Model FLOPs of one optimizer step of the decoder in `model` over `sequences` sequences (the global
 /// batch B): forward and backward (backward = twice the forward), without recomputation, counting a
@@ -99,4 +99,4 @@ class JsonlWriter {
   core::AppendOnlyFile file_;
 };
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

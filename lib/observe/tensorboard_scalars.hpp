@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "interop/event_file.hpp"
-#include "train/metrics.hpp"
+#include "observe/metrics.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 /// The folder, inside a run directory, that holds its event files.
 inline constexpr const char* kTensorBoardFolder = "tb";
@@ -39,4 +39,4 @@ std::string bubble_tag(const std::string& kind, size_t rank);
 /// none without a bubble report (a run whose steps were not timed).
 std::vector<interop::Scalar> end_scalars(const RunSummary& summary);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -6,9 +6,9 @@
 #include <map>
 #include <string>
 
-#include "train/tensorboard_scalars.hpp"
+#include "observe/tensorboard_scalars.hpp"
 
-using namespace ppctl::train;
+using namespace ppctl::observe;
 
 namespace {
 
@@ -20,7 +20,7 @@ std::map<std::string, double> by_tag(const std::vector<ppctl::interop::Scalar>& 
 
 }  // namespace
 
-TEST_CASE("a step's scalars are metrics.jsonl's numbers; MFU only with a peak", "[train][tensorboard]") {
+TEST_CASE("a step's scalars are metrics.jsonl's numbers; MFU only with a peak", "[observe][tensorboard]") {
   StepMetrics m;
   m.step = 3;
   m.loss = 2.25;
@@ -48,7 +48,7 @@ TEST_CASE("a step's scalars are metrics.jsonl's numbers; MFU only with a peak", 
   CHECK(std::isnan(by_tag(step_scalars(m)).at("train/loss")));
 }
 
-TEST_CASE("an evaluation gives eval/loss; the end gives the bubbles per rank", "[train][tensorboard]") {
+TEST_CASE("an evaluation gives eval/loss; the end gives the bubbles per rank", "[observe][tensorboard]") {
   CHECK(by_tag(eval_scalars(1.75)) == std::map<std::string, double>{{"eval/loss", 1.75}});
 
   RunSummary summary;

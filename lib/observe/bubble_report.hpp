@@ -10,7 +10,7 @@
 #include "schedule/action.hpp"
 #include "schedule/simulate.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 /// What one rank measured over the timed steps (every step but the first, which carries start-up
 /// costs), summed over those steps.
@@ -45,4 +45,4 @@ BubbleReport compare_bubbles(const schedule::Program& program, const std::vector
 /// measured against the one simulated with the measured costs.
 std::string format_bubble_report(const BubbleReport& report);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "observe/metrics.hpp"
 #include "support/temp_dir.hpp"
-#include "train/metrics.hpp"
 
 namespace fs = std::filesystem;
-using namespace ppctl::train;
+using namespace ppctl::observe;
 
-TEST_CASE("model FLOPs per step follow Megatron's formula without recomputation", "[train][metrics]") {
+TEST_CASE("model FLOPs per step follow Megatron's formula without recomputation", "[observe][metrics]") {
   ppctl::config::ModelSpec m;
   m.layers = 2;
   m.hidden = 4;
@@ -42,7 +42,7 @@ TEST_CASE("model FLOPs per step follow Megatron's formula without recomputation"
   CHECK(model_flops_per_step(example, 64) == Catch::Approx(3 * (4 * per_block + head)).epsilon(1e-12));
 }
 
-TEST_CASE("gpt2 FLOPs are Megatron's eq. 3 without recomputation", "[train][metrics]") {
+TEST_CASE("gpt2 FLOPs are Megatron's eq. 3 without recomputation", "[observe][metrics]") {
   ppctl::config::ModelSpec m;
   m.layers = 12;
   m.hidden = 768;
@@ -53,7 +53,7 @@ TEST_CASE("gpt2 FLOPs are Megatron's eq. 3 without recomputation", "[train][metr
   CHECK(model_flops_per_step(m, 8) == Catch::Approx(eq3).epsilon(1e-12));
 }
 
-TEST_CASE("llama FLOPs: three SwiGLU matrices, grouped-query k and v", "[train][metrics]") {
+TEST_CASE("llama FLOPs: three SwiGLU matrices, grouped-query k and v", "[observe][metrics]") {
   ppctl::config::ModelSpec m;
   m.arch = ppctl::config::Arch::Llama;
   m.layers = 3;
@@ -73,7 +73,7 @@ TEST_CASE("llama FLOPs: three SwiGLU matrices, grouped-query k and v", "[train][
   CHECK(model_flops_per_step(m, 2) > 3 * (3 * block + logits));
 }
 
-TEST_CASE("known GPUs by their CUDA names; unknown names give no peak", "[train][metrics]") {
+TEST_CASE("known GPUs by their CUDA names; unknown names give no peak", "[observe][metrics]") {
   double bf16 = 0;
   CHECK(known_peak_tflops("NVIDIA H100 80GB HBM3", &bf16) == Catch::Approx(66.9));
   CHECK(bf16 == Catch::Approx(989.4));
@@ -83,7 +83,7 @@ TEST_CASE("known GPUs by their CUDA names; unknown names give no peak", "[train]
   CHECK_FALSE(known_peak_tflops("Some Future GPU").has_value());
 }
 
-TEST_CASE("metrics.jsonl lines parse back with every field; MFU only with a peak", "[train][metrics]") {
+TEST_CASE("metrics.jsonl lines parse back with every field; MFU only with a peak", "[observe][metrics]") {
   const ppctl::test::TempDir dir("ppctl_metrics_test_");
   const fs::path file = dir.path / "metrics.jsonl";
 
@@ -161,7 +161,7 @@ TEST_CASE("metrics.jsonl lines parse back with every field; MFU only with a peak
   CHECK(timed["step_ms_simulated"] == 10.0);
 }
 
-TEST_CASE("a metrics file that cannot be created is named in the error", "[train][metrics]") {
+TEST_CASE("a metrics file that cannot be created is named in the error", "[observe][metrics]") {
   try {
     JsonlWriter writer("/nonexistent-folder-ppctl/metrics.jsonl");
     FAIL("no error");

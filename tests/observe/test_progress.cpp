@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <string>
 
-#include "train/progress.hpp"
+#include "observe/progress.hpp"
 
-using ppctl::train::format_progress;
-using ppctl::train::ProgressLine;
+using ppctl::observe::format_progress;
+using ppctl::observe::ProgressLine;
 
 namespace {
 
@@ -26,13 +26,13 @@ struct Capture {
 
 }  // namespace
 
-TEST_CASE("the progress text: step/total, loss, tokens/s, ETA", "[train][progress]") {
+TEST_CASE("the progress text: step/total, loss, tokens/s, ETA", "[observe][progress]") {
   CHECK(format_progress(12, 20, 3.14159, 8123.4, 5.2) == "step 12/20 | loss 3.1416 | 8123 tok/s | ETA 0:05");
   CHECK(format_progress(1, 100, 1.0, 10.0, 3723.0) == "step 1/100 | loss 1.0000 | 10 tok/s | ETA 1:02:03");
   CHECK(format_progress(1, 2, 1.0, 10.0, -1.0).find("ETA ?") != std::string::npos);
 }
 
-TEST_CASE("off (not a terminal) the progress line writes nothing", "[train][progress]") {
+TEST_CASE("off (not a terminal) the progress line writes nothing", "[observe][progress]") {
   Capture out;
   {
     ProgressLine line(false, out.file);
@@ -43,7 +43,7 @@ TEST_CASE("off (not a terminal) the progress line writes nothing", "[train][prog
   CHECK(out.text().empty());
 }
 
-TEST_CASE("on a terminal each draw erases the line; the last step ends it", "[train][progress]") {
+TEST_CASE("on a terminal each draw erases the line; the last step ends it", "[observe][progress]") {
   Capture out;
   {
     ProgressLine line(true, out.file, std::chrono::milliseconds(0));
@@ -57,7 +57,7 @@ TEST_CASE("on a terminal each draw erases the line; the last step ends it", "[tr
                           format_progress(3, 3, 1.0, 100.0, 0.0) + "\n");
 }
 
-TEST_CASE("draws are throttled, and finish ends a line left open", "[train][progress]") {
+TEST_CASE("draws are throttled, and finish ends a line left open", "[observe][progress]") {
   Capture out;
   {
     ProgressLine line(true, out.file, std::chrono::hours(1));

@@ -1,9 +1,9 @@
 // TensorBoard scalars from a run's metrics (see tensorboard_scalars.hpp).
-#include "train/tensorboard_scalars.hpp"
+#include "observe/tensorboard_scalars.hpp"
 
 #include <fmt/format.h>
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 std::vector<interop::Scalar> step_scalars(const StepMetrics& m) {
   std::vector<interop::Scalar> scalars{{"train/loss", m.loss},
@@ -32,4 +32,4 @@ std::vector<interop::Scalar> end_scalars(const RunSummary& summary) {
   return scalars;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -1,5 +1,5 @@
 // Model FLOPs, known peak FLOP/s, MFU and the metrics.jsonl lines.
-#include "train/metrics.hpp"
+#include "observe/metrics.hpp"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "plan/balance.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 namespace {
 
 using nlohmann::json;
@@ -111,4 +111,4 @@ JsonlWriter::JsonlWriter(const std::string& path)
 
 void JsonlWriter::write(const std::string& line) { file_.append(line + '\n'); }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -1,5 +1,5 @@
 // Making, filling and closing a run directory.
-#include "train/run_dir.hpp"
+#include "observe/run_dir.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,13 +9,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/load.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "config/load.hpp"
 #include "core/log.hpp"
+#include "observe/trace_merge.hpp"
 #include "runtime/trace.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 namespace {
 
 namespace fs = std::filesystem;
@@ -106,8 +107,8 @@ std::optional<std::string> run_directory_from_env() {
 
 void finish_run_directory(const RunDirectory& run, int world_size, bool traced) {
   try {
-    const auto merge = traced ? runtime::merge_trace_parts(run.path, world_size, run.origin_us)
-                              : runtime::TraceMerge{};
+    const auto merge = traced ? observe::merge_trace_parts(run.path, world_size, run.origin_us)
+                              : observe::TraceMerge{};
     if (!traced) {
       spdlog::info("no trace (observe.trace_steps is 0)");
     } else if (merge.path.empty()) {
@@ -126,4 +127,4 @@ void finish_run_directory(const RunDirectory& run, int world_size, bool traced) 
   spdlog::info("run directory: {}", run.path);
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

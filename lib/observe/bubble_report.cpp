@@ -1,5 +1,5 @@
 // Measured against planned and simulated bubbles.
-#include "train/bubble_report.hpp"
+#include "observe/bubble_report.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/check.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 schedule::CostModel measured_cost_model(const schedule::Program& program,
                                         const std::vector<RankTiming>& timings) {
@@ -56,4 +56,4 @@ std::string format_bubble_report(const BubbleReport& report) {
   return out;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

@@ -1,5 +1,5 @@
 // RunObserver: trace, metrics.jsonl, progress line and peak memory of one worker.
-#include "train/observer.hpp"
+#include "observe/observer.hpp"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <fmt/format.h>
@@ -14,10 +14,10 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "observe/tensorboard_scalars.hpp"
 #include "runtime/memory.hpp"
-#include "train/tensorboard_scalars.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 namespace {
 
 /// Peak TFLOP/s per device for MFU (see RunObserver's constructor): the known GPU's bf16 tensor-core
@@ -203,4 +203,4 @@ void RunObserver::write_trace_part() noexcept {
   }
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

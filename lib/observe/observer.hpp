@@ -11,16 +11,16 @@
 #include <string>
 
 #include "comm/communicator.hpp"
-#include "interop/event_file.hpp"
 #include "config/job_spec.hpp"
+#include "interop/event_file.hpp"
+#include "observe/bubble_report.hpp"
+#include "observe/metrics.hpp"
+#include "observe/progress.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/action.hpp"
-#include "train/bubble_report.hpp"
-#include "train/metrics.hpp"
-#include "train/progress.hpp"
 
-namespace ppctl::train {
+namespace ppctl::observe {
 
 /// One per worker. Every rank records its trace (the first observe.trace_steps steps) and its peak
 /// memory; the rank holding the last stage (the one that sees the loss) also writes
@@ -106,4 +106,4 @@ class RunObserver {
   bool finished_ = false;
 };
 
-}  // namespace ppctl::train
+}  // namespace ppctl::observe

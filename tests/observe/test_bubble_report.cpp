@@ -2,10 +2,10 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include "observe/bubble_report.hpp"
 #include "schedule/generate.hpp"
-#include "train/bubble_report.hpp"
 
-using namespace ppctl::train;
+using namespace ppctl::observe;
 using Catch::Approx;
 
 namespace {
@@ -27,7 +27,7 @@ RankTiming timing(double f, double b, double schedule) {
 
 }  // namespace
 
-TEST_CASE("costs as the plan assumes: measured, planned and simulated bubbles agree", "[train][bubble]") {
+TEST_CASE("costs as the plan assumes: measured, planned and simulated bubbles agree", "[observe][bubble]") {
   const auto program = one_f_one_b();
   // F 1 ms, B 2 ms: the simulated 1F1B step of p = 2, m = 4 is (m + p - 1) * 3 = 15 ms.
   const auto report = compare_bubbles(program, {timing(1, 2, 15), timing(1, 2, 15)});
@@ -41,7 +41,7 @@ TEST_CASE("costs as the plan assumes: measured, planned and simulated bubbles ag
   CHECK(report.measured_step_ms == Approx(15.0));
 }
 
-TEST_CASE("a slow last stage: the simulation with measured costs shows the bubble it makes", "[train][bubble]") {
+TEST_CASE("a slow last stage: the simulation with measured costs shows the bubble it makes", "[observe][bubble]") {
   const auto program = one_f_one_b();
   // Rank 1 takes twice as long per action: rank 0 waits. Simulated with these costs rank 0 computes
   // 12 ms of a longer step; the plan (equal costs) does not see it.
@@ -57,7 +57,7 @@ TEST_CASE("a slow last stage: the simulation with measured costs shows the bubbl
   CHECK(text.find("measured 30.00 ms") != std::string::npos);
 }
 
-TEST_CASE("the measured cost model: each stage gets its rank's mean per kind", "[train][bubble]") {
+TEST_CASE("the measured cost model: each stage gets its rank's mean per kind", "[observe][bubble]") {
   const auto program = one_f_one_b();
   auto slow = timing(2, 4, 28);
   slow.compute_ms[2] = 9.0;  // I ran on no rank: a count of 0 keeps its cost at 0

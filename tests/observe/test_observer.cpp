@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "config/load.hpp"
+#include "observe/run_dir.hpp"
 #include "runtime/trace.hpp"
 #include "support/temp_dir.hpp"
 #include "train/local_job.hpp"
-#include "train/run_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -44,14 +44,14 @@ train: {steps: 4, on_nonfinite: stop}
 runtime: {comm_timeout_s: 60}
 )";
   const auto spec = config::load_job_spec(spec_path.string());
-  const train::RunDirectory run{(dir.path / "run").string(), runtime::wall_clock_us()};
+  const observe::RunDirectory run{(dir.path / "run").string(), runtime::wall_clock_us()};
   fs::create_directories(run.path);
 
   // NaN gradients on stage 1 at step 2: with on_nonfinite: stop every rank throws after the backward.
   const auto result = train::run_local_job(spec, 2, PPCTL_BINARY, spec_path.string(),
-                                           {"--inject-nan", "1:2"}, train::run_directory_env(run));
+                                           {"--inject-nan", "1:2"}, observe::run_directory_env(run));
   CHECK(result.exit_code != 0);
-  train::finish_run_directory(run, 2, /*traced=*/true);
+  observe::finish_run_directory(run, 2, /*traced=*/true);
 
   // The rank the launcher saw fail first exited by itself, after writing its part on the way out;
   // the other one may have been stopped by the launcher before it wrote its own.

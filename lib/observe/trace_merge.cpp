@@ -1,0 +1,62 @@
+// Merging the ranks' trace parts into one Chrome trace (trace_merge.hpp).
+#include "observe/trace_merge.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "core/atomic_file.hpp"
+#include "runtime/trace.hpp"
+#include "schedule/chrome_trace.hpp"
+
+namespace ppctl::observe {
+
+using nlohmann::json;
+using runtime::trace_part_name;
+
+TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t origin_us) {
+  namespace fs = std::filesystem;
+  TraceMerge merge;
+  json events = json::array();
+  events.push_back(schedule::chrome_process_name("ppctl train (measured)"));
+  std::vector<fs::path> merged_files;
+  for (int rank = 0; rank < world_size; ++rank) {
+    events.push_back(schedule::chrome_track_name(rank));
+    const fs::path part = fs::path(run_dir) / trace_part_name(rank);
+    std::ifstream in(part, std::ios::binary);
+    json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!in.is_open() || parsed.is_discarded() || !parsed.contains("traceEvents")) {
+      merge.ranks_missing.push_back(rank);
+      continue;
+    }
+    for (auto& event : parsed["traceEvents"]) {
+      if (event.value("ph", "") != "X") continue;  // the part's own track name is replaced above
+      event["ts"] = event["ts"].get<double>() - static_cast<double>(origin_us);
+      event["tid"] = rank;
+      events.push_back(std::move(event));
+      ++merge.events;
+    }
+    merge.ranks_merged.push_back(rank);
+    merged_files.push_back(part);
+  }
+  if (merge.ranks_merged.empty()) return merge;
+  // Track names first, then each track in time order, an enclosing slice before what it encloses.
+  std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
+    const bool meta_a = a["ph"] == "M", meta_b = b["ph"] == "M";
+    if (meta_a || meta_b) return meta_a && !meta_b;
+    const auto key = [](const json& e) {
+      return std::make_tuple(e["tid"].get<int>(), e["ts"].get<double>(), -e["dur"].get<double>());
+    };
+    return key(a) < key(b);
+  });
+  merge.path = (fs::path(run_dir) / "trace.json").string();
+  core::write_file_atomically(
+      merge.path, json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump());
+  std::error_code ignored;
+  for (const auto& file : merged_files) fs::remove(file, ignored);
+  return merge;
+}
+
+}  // namespace ppctl::observe
