@@ -23,6 +23,12 @@
 #include "data/prepare.hpp"
 #include "data/prepare_error.hpp"
 #include "interop/hf_export.hpp"
+#include "job/local_job.hpp"
+#include "job/prepared_job.hpp"
+#include "job/shared_run_dir.hpp"
+#include "job/verify.hpp"
+#include "job/worker.hpp"
+#include "job/worker_failure.hpp"
 #include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
 #include "observe/progress.hpp"
@@ -32,13 +38,7 @@
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
-#include "train/local_job.hpp"
-#include "train/prepared_job.hpp"
 #include "train/resume.hpp"
-#include "train/shared_run_dir.hpp"
-#include "train/verify.hpp"
-#include "train/worker.hpp"
-#include "train/worker_failure.hpp"
 
 namespace {
 
@@ -61,7 +61,7 @@ int interrupted_before_start(const std::optional<std::string>& run_dir) {
 
 /// `--resume [PATH]`: the checkpoint folder to continue from (PATH, else checkpoint.dir), checked
 /// against the spec before anything starts. Throws ppctl::CheckpointError.
-std::string resolve_resume(const ppctl::train::PreparedJob& planned, const std::string& path, int64_t dp) {
+std::string resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp) {
   const auto& spec = planned.spec;
   if (path.empty() && spec.checkpoint.dir.empty()) {
     throw ppctl::CheckpointError(fmt::format(
@@ -95,17 +95,17 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
     return kExitBadInput;
   }
   ppctl::core::setup_logging(info.rank);
-  const auto planned = ppctl::train::prepare_job(spec_path, {steps});
-  info.job_id += ", " + ppctl::train::job_fingerprint(planned);
+  const auto planned = ppctl::job::prepare_job(spec_path, {steps});
+  info.job_id += ", " + ppctl::job::job_fingerprint(planned);
   if (info.rank == 0) ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
-  if (const auto w = ppctl::train::external_restart_warning(planned.spec, ppctl::comm::to_string(mode));
+  if (const auto w = ppctl::job::external_restart_warning(planned.spec, ppctl::comm::to_string(mode));
       w && info.rank == 0) spdlog::warn("{}", *w);
   const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
   spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
                ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
                planned.spec.pipeline.stages, info.master_addr, info.master_port,
                info.host_store ? " (hosted here)" : "");
-  ppctl::train::WorkerOptions options;
+  ppctl::job::WorkerOptions options;
   options.spec_path = spec_path;
   options.steps = steps;
   options.identity = info;
@@ -114,20 +114,20 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   }
   // The run directory: rank 0 makes it and publishes its path through the store (shared_run_dir.hpp).
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(planned.spec.runtime.comm_timeout_s * 1000.0));
-  std::optional<ppctl::train::SharedRunDirectory> shared;
+  std::optional<ppctl::job::SharedRunDirectory> shared;
   int code = 0;
   try {
     if (info.world_size > 1) options.store = std::make_shared<ppctl::comm::JobStore>(info, timeout);
-    shared = ppctl::train::share_run_directory(options.store.get(), info.rank, planned, spec_path, run_dir, timeout);
+    shared = ppctl::job::share_run_directory(options.store.get(), info.rank, planned, spec_path, run_dir, timeout);
     options.run_dir = shared->path;
-    code = ppctl::train::run_worker(options);
-  } catch (const ppctl::train::RunDirectoryError& e) {  // --run-dir or observe.runs_dir unusable
+    code = ppctl::job::run_worker(options);
+  } catch (const ppctl::job::RunDirectoryError& e) {  // --run-dir or observe.runs_dir unusable
     return not_started(e);
   } catch (const std::exception& e) {  // bad input found by this worker (a checkpoint, data): exit 2
-    code = ppctl::train::report_worker_failure(e, false);
+    code = ppctl::job::report_worker_failure(e, false);
   }
   if (shared && shared->made) {  // rank 0: merge the trace parts (after a failure, give the others 3 s)
-    ppctl::train::finish_shared_run_directory(
+    ppctl::job::finish_shared_run_directory(
         *shared->made, static_cast<int>(planned.program.num_ranks()), planned.spec.observe.trace_steps > 0,
         code == 0 ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)) : std::chrono::seconds(3));
   }
@@ -144,8 +144,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   // Before anything is written: a Ctrl-C now lets the current write finish, then ends the run.
   const ppctl::launch::StopSignalScope stop_signals;
-  const auto planned = ppctl::train::prepare_job(spec_path, {steps});  // --steps validated with the spec
-  ppctl::train::check_device_available(planned.spec);
+  const auto planned = ppctl::job::prepare_job(spec_path, {steps});  // --steps validated with the spec
+  ppctl::job::check_device_available(planned.spec);
   std::vector<std::string> extra;
   if (steps) {
     extra = {"--steps", std::to_string(*steps)};
@@ -157,14 +157,14 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   if (!planned.spec.checkpoint.dir.empty()) {
     ppctl::checkpoint::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
-                                                ppctl::train::spec_field_location(planned, "checkpoint.dir"));
+                                                ppctl::job::spec_field_location(planned, "checkpoint.dir"));
   }
   if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops
     extra.push_back("--dump-gradients");
     extra.push_back(std::filesystem::absolute(dump_gradients).string());
   }
-  const auto plan_text = ppctl::train::run_plan_text(planned);  // with its memory WARNING lines
-  const std::string spec_text = ppctl::train::validated_spec_text(planned);
+  const auto plan_text = ppctl::job::run_plan_text(planned);  // with its memory WARNING lines
+  const std::string spec_text = ppctl::job::validated_spec_text(planned);
   if (const int code = interrupted_before_start(std::nullopt)) return code;
   ppctl::observe::RunDirectory run;
   try {
@@ -172,13 +172,13 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   } catch (const ppctl::Error& e) {  // --run-dir or observe.runs_dir unusable: bad input
     return not_started(e);
   }
-  std::cerr << ppctl::train::run_start_text(spec_path, spec_text, plan_text);
+  std::cerr << ppctl::job::run_start_text(spec_path, spec_text, plan_text);
   spdlog::info("run directory: {}", run.path);
   if (const int code = interrupted_before_start(run.path)) return code;
   auto worker_env = planned.worker_env;
   for (auto& variable : ppctl::observe::run_directory_env(run)) worker_env.push_back(std::move(variable));
   const int world_size = static_cast<int>(planned.layout.world_size);
-  const auto result = ppctl::train::run_local_job(planned.spec, world_size, self_executable(),
+  const auto result = ppctl::job::run_local_job(planned.spec, world_size, self_executable(),
                                                   spec_path, extra, worker_env);
   // With data parallelism only replica 0 (its pipeline ranks) traces and writes metrics.
   ppctl::observe::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
@@ -192,9 +192,9 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
 }
 
 int cmd_verify(const std::string& spec_path, double tolerance) {
-  const auto planned = ppctl::train::prepare_job(spec_path);
-  ppctl::train::check_device_available(planned.spec);
-  const auto report = ppctl::train::verify_job(planned.spec, static_cast<int>(planned.layout.world_size),
+  const auto planned = ppctl::job::prepare_job(spec_path);
+  ppctl::job::check_device_available(planned.spec);
+  const auto report = ppctl::job::verify_job(planned.spec, static_cast<int>(planned.layout.world_size),
                                                self_executable(), spec_path, tolerance,
                                                planned.worker_env);
   std::cout << report.text;
@@ -203,13 +203,13 @@ int cmd_verify(const std::string& spec_path, double tolerance) {
 
 /// A worker logs every failure itself (rank-prefixed) and tells the launcher its cause; the
 /// launcher then names the rank and stops the job. Bad input exits 2 (not restarted).
-int cmd_worker(const ppctl::train::WorkerOptions& options) {
+int cmd_worker(const ppctl::job::WorkerOptions& options) {
   const char* rank = std::getenv("RANK");
   ppctl::core::setup_logging(rank ? std::optional<int>(std::atoi(rank)) : std::nullopt);
   try {
-    return ppctl::train::run_worker(options);
+    return ppctl::job::run_worker(options);
   } catch (const std::exception& e) {
-    return ppctl::train::report_worker_failure(e, true);
+    return ppctl::job::report_worker_failure(e, true);
   }
 }
 
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
                     "are sharded with model.safetensors.index.json",
                     "SIZE");
 
-  ppctl::train::WorkerOptions worker_options;
+  ppctl::job::WorkerOptions worker_options;
   auto* worker = app.add_subcommand("worker", "Internal: run one rank (started by `ppctl train`)");
   worker->group("");  // hidden from --help
   worker->add_option("spec", worker_options.spec_path, "Job spec (YAML)")->required();

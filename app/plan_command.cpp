@@ -12,10 +12,10 @@
 #include "cli_checks.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "job/prepared_job.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "schedule/split_time.hpp"
-#include "train/prepared_job.hpp"
 
 namespace ppctl::app {
 namespace {
@@ -63,17 +63,17 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
 }
 
 int run_plan(const std::string& spec_path, const PlanOptions& options) {
-  auto planned = ppctl::train::prepare_job(spec_path);
+  auto planned = ppctl::job::prepare_job(spec_path);
   if (options.balance) {
     if (!planned.spec.pipeline.layers_per_stage.empty()) {
       spdlog::warn("--balance: the spec's pipeline.layers_per_stage [{}] is set aside for this plan; the job "
                    "itself would run with it",
                    fmt::join(planned.spec.pipeline.layers_per_stage, ", "));
     }
-    ppctl::train::use_balance_auto(planned);
+    ppctl::job::use_balance_auto(planned);
   }
   std::optional<ppctl::schedule::GivenLayerCosts> layer_costs;
-  if (!options.layer_costs.empty()) layer_costs = ppctl::train::use_layer_costs(planned, options.layer_costs, options.balance);
+  if (!options.layer_costs.empty()) layer_costs = ppctl::job::use_layer_costs(planned, options.layer_costs, options.balance);
   const auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times, options.p2p_latency)
                                  : cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);

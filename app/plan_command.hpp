@@ -26,7 +26,7 @@ struct PlanOptions {
 /// `options` (both must outlive `app.parse`). Returns the subcommand (true after parsing when it was given).
 CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& options);
 
-/// Runs `ppctl plan`: prepares the job (train::prepare_job: the whole spec validated, the program built and
+/// Runs `ppctl plan`: prepares the job (job::prepare_job: the whole spec validated, the program built and
 /// checked), simulates one step and prints the plan to stdout (plus the timeline, the trace file, as asked).
 /// Returns 0; throws ppctl::ConfigError, ppctl::PlanError or ppctl::ScheduleError for bad input (the caller
 /// maps them to exit code 2).

@@ -73,7 +73,7 @@ int slurm_port(long long job_id);
 /// agent_store, store_prefix). job_id: PPCTL_JOB_ID when set; else, under Slurm,
 /// "slurm job J step S world N" (SLURM_JOB_ID, SLURM_STEP_ID); under torchrun, "torchrun run R
 /// restart K world N" (TORCHELASTIC_RUN_ID, default "none"; TORCHELASTIC_RESTART_COUNT, default 0).
-/// The caller appends the spec's fingerprint (train::job_fingerprint), so two jobs differ when
+/// The caller appends the spec's fingerprint (job::job_fingerprint), so two jobs differ when
 /// their ids or their specs do. Throws ppctl::CommError naming the variable and its value
 /// when one is missing, not an integer, out of range (rank >= world size, port outside
 /// [1, 65535]), or when both a Slurm node list and MASTER_ADDR are absent.

@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "config/load.hpp"
+#include "job/local_job.hpp"
 #include "observe/run_dir.hpp"
 #include "runtime/trace.hpp"
 #include "support/temp_dir.hpp"
-#include "train/local_job.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -48,7 +48,7 @@ runtime: {comm_timeout_s: 60}
   fs::create_directories(run.path);
 
   // NaN gradients on stage 1 at step 2: with on_nonfinite: stop every rank throws after the backward.
-  const auto result = train::run_local_job(spec, 2, PPCTL_BINARY, spec_path.string(),
+  const auto result = job::run_local_job(spec, 2, PPCTL_BINARY, spec_path.string(),
                                            {"--inject-nan", "1:2"}, observe::run_directory_env(run));
   CHECK(result.exit_code != 0);
   observe::finish_run_directory(run, 2, /*traced=*/true);

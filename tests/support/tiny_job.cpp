@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "config/load.hpp"
+#include "job/local_job.hpp"
 #include "support/temp_dir.hpp"
-#include "train/local_job.hpp"
 
 namespace ppctl::test {
 namespace fs = std::filesystem;
@@ -68,7 +68,7 @@ Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
     const Restore restore{saved_out, saved_err};
     const auto start = std::chrono::steady_clock::now();
     const auto world = spec.pipeline.stages * std::max<int64_t>(spec.pipeline.data_parallel, 1);  // dp x pp
-    run.result = train::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY,
+    run.result = job::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY,
                                       spec_path.string(), args);
     run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

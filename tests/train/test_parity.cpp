@@ -13,11 +13,11 @@
 
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "job/local_job.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/generate.hpp"
-#include "train/local_job.hpp"
-#include "train/oracle.hpp"
 #include "support/temp_dir.hpp"
+#include "train/oracle.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -65,7 +65,7 @@ runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
 train::GradientMap pipelined_gradients(const config::JobSpec& spec, const fs::path& spec_path,
                                        int64_t ranks, const fs::path& dump_dir) {
   fs::create_directories(dump_dir);
-  const auto result = train::run_local_job(spec, static_cast<int>(ranks), PPCTL_BINARY,
+  const auto result = job::run_local_job(spec, static_cast<int>(ranks), PPCTL_BINARY,
                                            spec_path.string(), {"--dump-gradients", dump_dir.string()});
   REQUIRE(result.exit_code == 0);
   return train::load_gradient_dumps(dump_dir.string(), ranks);

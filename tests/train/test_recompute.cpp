@@ -13,12 +13,12 @@
 
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "job/local_job.hpp"
 #include "plan/layout.hpp"
 #include "runtime/executor.hpp"
-#include "train/local_job.hpp"
-#include "train/oracle.hpp"
 #include "support/temp_dir.hpp"
 #include "support/whole_model_step.hpp"
+#include "train/oracle.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;
@@ -72,7 +72,7 @@ train::GradientMap pipelined_gradients(const fs::path& spec_path, const fs::path
   const auto spec = config::load_job_spec(spec_path.string());
   fs::create_directories(dump_dir);
   const auto result =
-      train::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
+      job::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
                            spec_path.string(), {"--dump-gradients", dump_dir.string()});
   REQUIRE(result.exit_code == 0);
   return train::load_gradient_dumps(dump_dir.string(), spec.pipeline.stages);

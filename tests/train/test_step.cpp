@@ -23,15 +23,15 @@
 
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "job/local_job.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
-#include "train/fault_injection.hpp"
-#include "train/grad_norm.hpp"
-#include "train/local_job.hpp"
-#include "train/lr_schedule.hpp"
-#include "train/oracle.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_job.hpp"
+#include "train/fault_injection.hpp"
+#include "train/grad_norm.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/oracle.hpp"
 
 namespace fs = std::filesystem;
 using namespace ppctl;

@@ -1,5 +1,5 @@
 // The run directory shared by the ranks of a torchrun or Slurm job: made by rank 0, found by the rest.
-#include "train/shared_run_dir.hpp"
+#include "job/shared_run_dir.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,12 +12,12 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "job/worker.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
-#include "train/worker.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 using observe::create_run_directory;
 using observe::RunDirectory;
 using observe::finish_run_directory;
@@ -155,4 +155,4 @@ void finish_shared_run_directory(const RunDirectory& run, int pipeline_ranks, bo
   finish_run_directory(run, pipeline_ranks, traced);
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

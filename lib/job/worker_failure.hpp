@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-namespace ppctl::train {
+namespace ppctl::job {
 
 /// Exit code of a worker whose failure is bad input (core/error.hpp is_bad_input): the launcher
 /// does not restart it (train.max_restarts).
@@ -23,4 +23,4 @@ std::string one_line_cause(const std::exception& e);
 /// store (bounded by a few seconds; nothing happens when the store is gone). Never throws.
 int report_worker_failure(const std::exception& e, bool publish);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

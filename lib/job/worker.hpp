@@ -12,7 +12,7 @@
 #include "config/job_spec.hpp"
 #include "train/fault_injection.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 
 /// What `ppctl worker` (started by the launcher) is asked to do.
 struct WorkerOptions {
@@ -21,7 +21,7 @@ struct WorkerOptions {
   std::string dump_gradients_dir;      ///< testing: after step 1's backward, write this rank's
                                        ///< gradients (after clipping), the loss and the global
                                        ///< gradient norm to DIR/rank<R>.pt and stop
-  std::optional<NanInjection> inject_nan;  ///< testing: poison one stage's gradients at one step
+  std::optional<train::NanInjection> inject_nan;  ///< testing: poison one stage's gradients at one step
   std::string resume_from;  ///< a checkpoint folder to continue from (resolved by `ppctl train --resume`)
   /// testing: (step, files): SIGKILL this worker after it wrote `files` unit files of the
   /// checkpoint of `step` (--inject-crash-in-checkpoint STEP:FILES)
@@ -57,4 +57,4 @@ void check_device_available(const config::JobSpec& spec);
 /// exits non-zero, which makes the launcher stop the job).
 int run_worker(const WorkerOptions& options);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

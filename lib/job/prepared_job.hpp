@@ -11,7 +11,7 @@
 #include "schedule/action.hpp"
 #include "schedule/layer_costs.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 
 /// Everything `plan` shows and `train` / `verify` run.
 struct PreparedJob {
@@ -48,4 +48,4 @@ schedule::GivenLayerCosts use_layer_costs(PreparedJob& job, const std::string& s
 /// value; external launches append it to the job identity (comm::RendezvousInfo::job_id).
 std::string job_fingerprint(const PreparedJob& job);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -1,6 +1,6 @@
 // Local job: rendezvous store plus supervised worker processes, restarted from the latest
 // checkpoint after a failure (train.max_restarts), and the stall report from the workers' progress.
-#include "train/local_job.hpp"
+#include "job/local_job.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,7 +22,7 @@
 #include "launch/stop_signals.hpp"
 #include "observe/run_dir.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 using observe::kRunDirVariable;
 using checkpoint::resolve_checkpoint;
 namespace {
@@ -231,4 +231,4 @@ std::optional<std::string> external_restart_warning(const config::JobSpec& spec,
                             "unless the command has --resume, which the first attempt also needs a checkpoint for");
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -1,5 +1,5 @@
 // Worker process set-up: threads, identity, spec, schedule, process group, this rank's stages.
-#include "train/worker.hpp"
+#include "job/worker.hpp"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -29,7 +29,7 @@
 #include "train/data_parallel.hpp"
 #include "train/loop.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 using observe::RunObserver;
 using observe::run_directory_from_env;
 namespace {
@@ -132,7 +132,7 @@ int run_worker(const WorkerOptions& options) {
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  auto groups = make_worker_groups(info, layout, spec.model.tie_embeddings,
+  auto groups = train::make_worker_groups(info, layout, spec.model.tie_embeddings,
                                    backend_kind(spec.runtime), timeout, device, options.store.get());
   for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);
@@ -185,7 +185,7 @@ int run_worker(const WorkerOptions& options) {
                        coords.dp == 0 ? run_dir : std::nullopt, steps, coords.dp == 0);
   executor.set_trace(&observer.trace());
   executor.set_progress(&progress.position);
-  LoopContext ctx{spec,   program,       static_cast<int>(coords.pp), executor, stages, dataset.get(),
+  train::LoopContext ctx{spec,   program,       static_cast<int>(coords.pp), executor, stages, dataset.get(),
                   steps, options.dump_gradients_dir, comm, options.inject_nan, &observer};
   ctx.resume_from = options.resume_from;
   ctx.crash_in_checkpoint = options.crash_in_checkpoint;
@@ -196,7 +196,7 @@ int run_worker(const WorkerOptions& options) {
   ctx.embedding = groups.embedding.get();
   ctx.progress = &progress;
   try {
-    run_training(ctx);
+    train::run_training(ctx);
   } catch (...) {
     observer.write_trace_part();  // what ran until the failure
     throw;
@@ -211,4 +211,4 @@ int run_worker(const WorkerOptions& options) {
   return 0;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

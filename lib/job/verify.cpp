@@ -1,5 +1,5 @@
 // `ppctl verify`: pipelined step vs unpipelined step, compared tensor by tensor.
-#include "train/verify.hpp"
+#include "job/verify.hpp"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -9,10 +9,10 @@
 #include <filesystem>
 
 #include "core/error.hpp"
-#include "train/local_job.hpp"
+#include "job/local_job.hpp"
 #include "train/oracle.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 namespace {
 
 /// A temporary folder removed when the object goes out of scope.
@@ -40,10 +40,10 @@ VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::
   if (result.exit_code != 0) {
     return {fmt::format("the pipelined step failed: {}\n", result.message), result.exit_code};
   }
-  const auto pipelined = load_gradient_dumps(dumps.path, world_size);
+  const auto pipelined = train::load_gradient_dumps(dumps.path, world_size);
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
-  const auto reference = reference_gradients(spec);
-  auto rows = compare_gradients(pipelined, reference);
+  const auto reference = train::reference_gradients(spec);
+  auto rows = train::compare_gradients(pipelined, reference);
 
   VerifyReport report;
   report.text = fmt::format("{}: schedule {}, {} ranks, one step, pipelined vs unpipelined\n\n",
@@ -52,8 +52,8 @@ VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::
   double worst = 0.0;
   std::string worst_name;
   for (const auto& row : rows) {
-    const std::string name = row.name == kLossKey       ? "(loss)"
-                             : row.name == kGradNormKey ? "(grad norm)"
+    const std::string name = row.name == train::kLossKey       ? "(loss)"
+                             : row.name == train::kGradNormKey ? "(grad norm)"
                                                         : row.name;
     report.text += fmt::format("{:<28} {:>14.3e} {:>14.3e}\n", name, row.max_relative_difference,
                                row.reference_max_abs);
@@ -70,4 +70,4 @@ VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::
   return report;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -7,7 +7,7 @@
 
 #include "config/job_spec.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 
 /// Exit code of `ppctl verify` when a difference exceeds the tolerance.
 constexpr int kExitVerifyMismatch = 3;
@@ -27,4 +27,4 @@ VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::
                         const std::string& spec_path, double tolerance,
                         const std::vector<std::pair<std::string, std::string>>& worker_env = {});
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -1,5 +1,5 @@
 // A failing worker's last words: log line, exit code, failure report in the launcher's store.
-#include "train/worker_failure.hpp"
+#include "job/worker_failure.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -12,7 +12,7 @@
 #include "core/bad_input.hpp"
 #include "core/error.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 namespace {
 
 /// How long a failing worker tries to reach the launcher's store: it is on this machine and up.
@@ -42,4 +42,4 @@ int report_worker_failure(const std::exception& e, bool publish) {
   return code;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -1,5 +1,5 @@
 // prepare_job: read, validate and plan a job once, for the launcher and `ppctl plan` (torch-free).
-#include "train/prepared_job.hpp"
+#include "job/prepared_job.hpp"
 
 #include <fmt/format.h>
 
@@ -12,12 +12,12 @@
 #include "core/atomic_file.hpp"
 #include "data/check_data.hpp"
 #include "interop/hf_folder.hpp"
+#include "job/worker.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/split_time.hpp"
-#include "train/worker.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 namespace {
 
 /// A file's text, or nothing when it is a folder or cannot be opened.
@@ -84,4 +84,4 @@ std::string job_fingerprint(const PreparedJob& job) {
   return fmt::format("spec {:016x}", core::fnv1a64(all));
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -10,10 +10,10 @@
 #include "comm/job_store.hpp"
 #include "config/job_spec.hpp"
 #include "core/error.hpp"
+#include "job/prepared_job.hpp"
 #include "observe/run_dir.hpp"
-#include "train/prepared_job.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 
 /// The store key under which rank 0 publishes the run directory: JSON {"path": ABSOLUTE_PATH}, or
 /// {"error": MESSAGE} when it could not make it.
@@ -68,4 +68,4 @@ SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const Pr
 void finish_shared_run_directory(const observe::RunDirectory& run, int pipeline_ranks, bool traced,
                                  std::chrono::milliseconds grace);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

@@ -8,7 +8,7 @@
 #include "config/job_spec.hpp"
 #include "launch/launcher.hpp"
 
-namespace ppctl::train {
+namespace ppctl::job {
 
 /// Hosts the job's TCPStore on runtime.master_addr (runtime.master_port; 0 = any free port), then
 /// starts `world_size` workers `EXECUTABLE worker SPEC_PATH EXTRA_ARGS...` with launch::run_workers
@@ -33,4 +33,4 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
 /// names the launcher's own way to restart. None when train.max_restarts is 0.
 std::optional<std::string> external_restart_warning(const config::JobSpec& spec, const std::string& launcher);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::job

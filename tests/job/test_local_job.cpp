@@ -1,4 +1,4 @@
-// Tests of train::run_local_job's restart loop (train.max_restarts): how often the workers are
+// Tests of job::run_local_job's restart loop (train.max_restarts): how often the workers are
 // started, with which --resume, and the final result. The workers are a shell script (no torch).
 #include <sys/stat.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "job/local_job.hpp"
 #include "observe/run_dir.hpp"
 #include "support/temp_dir.hpp"
-#include "train/local_job.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
@@ -57,7 +57,7 @@ ppctl::launch::LaunchResult run_fake_job(const fs::path& dir, const ppctl::confi
                                          const std::vector<std::pair<std::string, std::string>>& env = {},
                                          const std::string& on_start = ":") {
   const auto worker = write_fake_worker(dir, fail_code, fail_times, on_start);
-  return ppctl::train::run_local_job(spec, 1, worker.string(), (dir / "job.yaml").string(), args, env);
+  return ppctl::job::run_local_job(spec, 1, worker.string(), (dir / "job.yaml").string(), args, env);
 }
 
 }  // namespace
