@@ -10,7 +10,7 @@ namespace ppctl::core {
 /// `[HH:MM:SS.mmm] [launcher|rank R] level: message`. `rank` empty means the launcher / CLI.
 /// Safe to call more than once (the last call wins). When stderr is a terminal every line begins with
 /// "\r\x1b[K" (back to the line's start, erase it), so a line replaces a progress line drawn there
-/// (train/progress.hpp) instead of running into it; not on a pipe or file.
+/// (observe/progress.hpp) instead of running into it; not on a pipe or file.
 void setup_logging(std::optional<int> rank);
 
 /// Also writes every later log line of this process to `path` (appended; without colours or the

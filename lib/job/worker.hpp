@@ -30,7 +30,7 @@ struct WorkerOptions {
   /// store); unset for workers of the local launcher, which read RANK etc. it set.
   std::optional<comm::RendezvousInfo> identity;
   /// With `identity`: this rank's connection to the job's store, made for the run directory
-  /// (train/shared_run_dir.hpp); the process groups are built on it. Null for a one-rank job.
+  /// (job/shared_run_dir.hpp); the process groups are built on it. Null for a one-rank job.
   std::shared_ptr<comm::JobStore> store;
   /// With `identity`: the run directory this rank writes into (none when it cannot see it); its
   /// rank log is added already. Local workers read kRunDirVariable instead.

@@ -25,7 +25,7 @@ namespace ppctl::observe {
 /// One per worker. Every rank records its trace (the first observe.trace_steps steps) and its peak
 /// memory; the rank holding the last stage (the one that sees the loss) also writes
 /// `<run dir>/metrics.jsonl`, the same numbers as TensorBoard scalars into `<run dir>/tb/`
-/// (observe.tensorboard; train/tensorboard_scalars.hpp) and, when stderr is a terminal, draws the
+/// (observe.tensorboard; observe/tensorboard_scalars.hpp) and, when stderr is a terminal, draws the
 /// progress line. Without a run
 /// directory nothing is written (the progress line and the log suffix still work).
 /// Observing never touches tensors: the training numbers are the same with it or without it.
@@ -70,7 +70,7 @@ class RunObserver {
   /// After the last step, on every rank together (one all-reduce over `comm`, when not null):
   /// closes the progress line and gathers every rank's peak memory and timing (steps after the
   /// first); the last-stage rank logs the peak memory per rank and the bubble report (measured,
-  /// planned and simulated with the measured costs, train/bubble_report.hpp) and writes the `end`
+  /// planned and simulated with the measured costs, observe/bubble_report.hpp) and writes the `end`
   /// line of metrics.jsonl; then every rank writes its trace part.
   void finish(comm::Communicator* comm);
 

@@ -1,5 +1,5 @@
 // What a run shows in TensorBoard: the scalars of each step, evaluation and the end of the run, taken
-// from the same numbers as metrics.jsonl (train/metrics.hpp). Written by RunObserver into
+// from the same numbers as metrics.jsonl (observe/metrics.hpp). Written by RunObserver into
 // <run dir>/tb/ (observe.tensorboard). No torch.
 //
 // Tags (TensorBoard groups charts by the part before the first '/'):
