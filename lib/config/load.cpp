@@ -7,13 +7,10 @@
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +18,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -29,193 +25,14 @@
 
 #include "config/hf_config.hpp"
 #include "config/suggest.hpp"
-#include "core/echo.hpp"
+#include "config/yaml_reader.hpp"
 #include "core/error.hpp"
-#include "core/integer_text.hpp"
 
 namespace ppctl::config {
 namespace {
 
 namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------------------------------------
-// Problems: the collected messages.
-
-/// One problem, kept with its line so that the final list reads from the top of the file down.
-struct Problem {
-  int line;
-  std::string text;
-};
-
-/// Collects problems for one spec and throws them together.
-class Problems {
- public:
-  explicit Problems(std::string source) : source_(std::move(source)) {}
-
-  /// Adds `SOURCE:LINE: PATH: value VALUE: RULE (fix: HINT)`; an empty `path` or absent `value` is left out
-  /// (for problems with the whole document, or with a key rather than its value).
-  void add(int line, const std::string& path, const std::optional<std::string>& value, const std::string& rule,
-           const std::string& hint) {
-    std::string text = fmt::format("{}:{}: ", source_, line);
-    if (!path.empty()) text += core::echo_value(path) + ": ";
-    if (value) text += "value " + core::echo_value(*value) + ": ";
-    text += fmt::format("{} (fix: {})", rule, hint);
-    problems_.push_back({line, std::move(text)});
-  }
-
-  /// As add, for a message that already ends in its own "(fix: ...)" (an error thrown by a reader of
-  /// another file, e.g. a Hugging Face config.json), so that each problem carries one fix.
-  void add_with_fix(int line, const std::string& path, const std::optional<std::string>& value,
-                    const std::string& message) {
-    std::string text = fmt::format("{}:{}: {}: ", source_, line, core::echo_value(path));
-    if (value) text += "value " + core::echo_value(*value) + ": ";
-    problems_.push_back({line, text + message});
-  }
-
-  /// Adds `OPTION VALUE: RULE (fix: HINT)` for a command-line value (SpecOverrides); listed before the spec's.
-  void add_option(const std::string& option, const std::string& value, const std::string& rule,
-                  const std::string& hint) {
-    problems_.push_back({0, fmt::format("{} {}: {} (fix: {})", option, core::echo_value(value), rule, hint)});
-  }
-
-  /// Throws ConfigError with every problem, ordered by line (stable), if there is any.
-  void throw_if_any() {
-    if (problems_.empty()) return;
-    std::stable_sort(problems_.begin(), problems_.end(),
-                     [](const Problem& a, const Problem& b) { return a.line < b.line; });
-    std::vector<std::string> lines;
-    for (auto& problem : problems_) lines.push_back(std::move(problem.text));
-    throw ConfigError(std::move(lines));
-  }
-
- private:
-  std::string source_;
-  std::vector<Problem> problems_;
-};
-
-// ---------------------------------------------------------------------------------------------------------
-// Scalars: how values are shown in messages and parsed. Plain (unquoted) scalars are typed by their text as
-// in YAML 1.2's core schema; a quoted scalar is always a string, so `heads: "4"` is not an integer.
-
-/// 1-based line of a node; 1 when yaml-cpp has no position for it.
-int line_of(const YAML::Mark& mark) { return mark.is_null() || mark.line < 0 ? 1 : mark.line + 1; }
-int line_of(const YAML::Node& node) { return line_of(node.Mark()); }
-
-/// True for `"x"`, `'x'` and `!!str x`: the text is a string whatever it looks like.
-bool is_string_tagged(const YAML::Node& node) {
-  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
-}
-
-bool is_integer_text(const std::string& text) {
-  static const std::regex pattern("[-+]?[0-9]+");
-  return std::regex_match(text, pattern);
-}
-
-bool is_float_text(const std::string& text) {
-  static const std::regex pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  return std::regex_match(text, pattern);
-}
-
-bool is_non_finite_text(const std::string& text) {
-  static const std::regex pattern(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
-  return std::regex_match(text, pattern);
-}
-
-/// Plain scalars YAML reads as something other than a string (numbers, booleans): shown unquoted.
-bool is_literal_text(const std::string& text) {
-  static const std::regex booleans("true|True|TRUE|false|False|FALSE");
-  return is_float_text(text) || is_non_finite_text(text) || std::regex_match(text, booleans);
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-/// A value as the message shows it: `5`, `2.5`, `"four"`, `null`, `[1, 2]`, `{a: 1}` (long ones cut).
-std::string describe(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "null";
-  if (node.IsScalar()) {
-    const std::string& text = node.Scalar();
-    return !is_string_tagged(node) && is_literal_text(text) ? text : quoted(text);
-  }
-  YAML::Emitter out;
-  out.SetSeqFormat(YAML::Flow);
-  out.SetMapFormat(YAML::Flow);
-  out << node;
-  std::string text = out.c_str();
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;  // cut by Problems::add (core::echo_value)
-}
-
-/// What a scalar field got instead of a scalar, for hints: "a list", "a mapping", "an empty value".
-std::string shape_name(const YAML::Node& node) {
-  if (node.IsSequence()) return "a list";
-  if (node.IsMap()) return "a mapping";
-  return "an empty value";
-}
-
-enum class Parse { Ok, NotANumber, OutOfRange };
-
-/// Decimal integer (optional sign) -> int64.
-Parse parse_int(const std::string& text, int64_t& out) {
-  if (!is_integer_text(text)) return Parse::NotANumber;
-  const char* first = text.data() + (text[0] == '+' ? 1 : 0);
-  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), out);
-  if (ec == std::errc::result_out_of_range) return Parse::OutOfRange;
-  return ec == std::errc() && end == text.data() + text.size() ? Parse::Ok : Parse::NotANumber;
-}
-
-/// Finite YAML float or integer -> double (`.inf` and `.nan` are NotANumber; 1e999 is OutOfRange).
-Parse parse_double(const std::string& text, double& out) {
-  if (!is_float_text(text)) return Parse::NotANumber;
-  const char* first = text.data() + (text[0] == '+' ? 1 : 0);
-  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), out);
-  if (ec == std::errc::result_out_of_range) return Parse::OutOfRange;
-  return ec == std::errc() && end == text.data() + text.size() ? Parse::Ok : Parse::NotANumber;
-}
-
-/// `a` or `a or b` (used to offer one or two example values).
-std::string one_or_two(const std::optional<int64_t>& a, const std::optional<int64_t>& b) {
-  if (a && b) return fmt::format("{} or {}", *a, *b);
-  return fmt::format("{}", a ? *a : *b);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Ranges.
-
-/// Closed integer range; `why` (optional) explains the bound in the rule text.
-struct IntRange {
-  int64_t lo;
-  int64_t hi;
-  const char* why = nullptr;
-
-  bool contains(int64_t v) const { return lo <= v && v <= hi; }
-  std::string text() const { return fmt::format("[{}, {}]", lo, hi); }
-};
-
-/// Real range whose ends may be open: (0, 10], [0, 1), ...
-struct RealRange {
-  double lo;
-  bool lo_open;
-  double hi;
-  bool hi_open;
-
-  bool contains(double v) const {
-    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  }
-  std::string text() const { return fmt::format("{}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']'); }
-};
+using namespace detail;
 
 constexpr int64_t kMillion = 1'000'000;
 constexpr int64_t kBillion = 1'000'000'000;
@@ -223,145 +40,7 @@ constexpr int64_t kMaxLayers = 10'000;   // model.layers' upper bound
 constexpr int64_t kMaxSteps = kBillion;  // train.steps' upper bound
 
 // ---------------------------------------------------------------------------------------------------------
-// Field readers. Each reads one YAML value into a JobSpec field, or reports why it cannot and returns false.
-
-/// A value to read: its dotted YAML path (`model.heads`, `data.path[1]`), its line and the node.
-struct Entry {
-  std::string path;
-  int line;
-  YAML::Node value;
-};
-
-/// What readers share: the problem list and the folder relative data paths are resolved against.
-struct Context {
-  Problems& problems;
-  std::string base_dir;  ///< absolute
-
-  /// Reports a problem with the value of `entry`.
-  void bad(const Entry& entry, const std::string& rule, const std::string& hint) {
-    problems.add(entry.line, entry.path, describe(entry.value), rule, hint);
-  }
-};
-
-/// The text of `e` when it is one plain (unquoted) scalar; otherwise reports `rule` with a hint built from
-/// `kind` ("whole number", "number") and `example`, and returns nothing. Common start of the number readers.
-std::optional<std::string> plain_scalar(Context& c, const Entry& e, const std::string& rule, const std::string& kind,
-                                        const std::string& example) {
-  if (!e.value.IsScalar()) {
-    c.bad(e, rule, fmt::format("write one {} such as {}, not {}", kind, example, shape_name(e.value)));
-    return std::nullopt;
-  }
-  if (is_string_tagged(e.value)) {
-    c.bad(e, rule,
-          is_float_text(e.value.Scalar()) ? "remove the quotes: a quoted value is a string"
-                                          : fmt::format("write a {} such as {}", kind, example));
-    return std::nullopt;
-  }
-  return e.value.Scalar();
-}
-
-/// Reports that `e` lies outside `range_text`, adding `why` to the rule when given.
-void out_of_range(Context& c, const Entry& e, const std::string& range_text, const char* why,
-                  const std::string& example) {
-  std::string rule = "must be in " + range_text;
-  if (why != nullptr) rule += std::string("; ") + why;
-  c.bad(e, rule, fmt::format("use a value in {} such as {}", range_text, example));
-}
-
-/// Reads an integer in `range` into `out`; `example` (the field's default) appears in hints.
-bool read_int(Context& c, const Entry& e, const IntRange& range, int64_t example, int64_t& out) {
-  const std::string rule = "must be an integer";
-  const auto text = plain_scalar(c, e, rule, "whole number", std::to_string(example));
-  if (!text) return false;
-  int64_t value = 0;
-  const Parse parsed = parse_int(*text, value);
-  if (parsed != Parse::NotANumber && !core::is_plain_integer_text(*text)) {
-    // `+3`, `007`, `-0`: YAML 1.2 reads them as integers, YAML 1.1 reads `010` as octal 8; one spelling only.
-    c.bad(e, "must be an integer written in plain decimal digits, without a '+' sign or leading zeros",
-          parsed == Parse::Ok ? fmt::format("write {}", value) : fmt::format("write a whole number such as {}", example));
-    return false;
-  }
-  if (parsed == Parse::NotANumber) {
-    std::string hint = fmt::format("write a whole number such as {}", example);
-    // Beyond 9e15 a real has no fraction and does not convert to int64 (found by tests/fuzz): the plain hint.
-    if (double real = 0; parse_double(*text, real) == Parse::Ok && std::abs(real) < 9e15) {
-      const bool whole = real == std::floor(real);
-      hint = whole ? fmt::format("write it in digits: {}", static_cast<int64_t>(real))
-                   : fmt::format("use a whole number such as {}",
-                                 one_or_two(static_cast<int64_t>(std::floor(real)),
-                                            static_cast<int64_t>(std::ceil(real))));
-    }
-    c.bad(e, rule, hint);
-    return false;
-  }
-  if (parsed == Parse::OutOfRange || !range.contains(value)) {
-    out_of_range(c, e, range.text(), range.why, std::to_string(example));
-    return false;
-  }
-  out = value;
-  return true;
-}
-
-/// Reads a finite real number in `range` into `out`; integers are accepted. `example` appears in hints.
-bool read_real(Context& c, const Entry& e, const RealRange& range, double example, double& out) {
-  const std::string example_text = fmt::format("{}", example);
-  const auto text = plain_scalar(c, e, "must be a number", "number", example_text);
-  if (!text) return false;
-  if (is_non_finite_text(*text)) {
-    c.bad(e, "must be a finite number", fmt::format("use a value in {} such as {}", range.text(), example_text));
-    return false;
-  }
-  double value = 0;
-  const Parse parsed = parse_double(*text, value);
-  if (parsed == Parse::NotANumber) {
-    c.bad(e, "must be a number", fmt::format("write a number such as {}", example_text));
-    return false;
-  }
-  if (parsed == Parse::OutOfRange || !range.contains(value)) {
-    out_of_range(c, e, range.text(), nullptr, example_text);
-    return false;
-  }
-  out = value;
-  return true;
-}
-
-/// Other names users write for an enum value; used only for the did-you-mean hint, never accepted.
-using HintAliases = std::vector<std::pair<std::string, std::string>>;
-
-/// Reads one of `values` spelled as to_string() spells it (lower case, exact).
-template <typename Enum>
-bool read_enum(Context& c, const Entry& e, const std::vector<Enum>& values, const HintAliases& aliases, Enum& out) {
-  std::vector<std::string> names;
-  for (Enum v : values) names.push_back(to_string(v));
-  if (e.value.IsScalar()) {
-    for (Enum v : values) {
-      if (e.value.Scalar() == to_string(v)) {
-        out = v;
-        return true;
-      }
-    }
-  }
-  std::optional<std::string> match;
-  if (e.value.IsScalar()) {
-    for (const auto& [alias, name] : aliases) {
-      if (edit_distance(e.value.Scalar(), alias) == 0) match = name;
-    }
-    if (!match) match = closest_match(e.value.Scalar(), names);
-  }
-  c.bad(e, "must be one of " + join_names(names),
-        match ? "did you mean '" + *match + "'?" : "write one of the listed values");
-  return false;
-}
-
-/// Reads a non-empty string as written: a host name, a path. `what` names it in the rule, `example` in the hint.
-bool read_text(Context& c, const Entry& e, const std::string& what, const std::string& example, std::string& out) {
-  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
-    c.bad(e, "must be a non-empty " + what, "write " + example);
-    return false;
-  }
-  out = e.value.Scalar();
-  return true;
-}
+// Field readers of their own shape (the common ones are in yaml_reader.hpp).
 
 /// Reads `betas: [beta1, beta2]`, each in [0, 1).
 bool read_betas(Context& c, const Entry& e, double& beta1, double& beta2) {
@@ -560,10 +239,6 @@ Field enum_field(std::string key, Enum& out, std::vector<Enum> values, HintAlias
 }
 
 /// `path` made absolute against `base_dir` when relative, normalised.
-std::string resolve_against(const std::string& base_dir, const std::string& path) {
-  const fs::path p(path);
-  return (p.is_absolute() ? p : fs::path(base_dir) / p).lexically_normal().string();
-}
 
 /// Every section and key of a job spec, reading into `spec`. Ranges match the comments in job_spec.hpp.
 std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
@@ -1106,7 +781,7 @@ class Loader {
     const bool custom = p.schedule == ScheduleKind::Custom;
     if (!custom && !p.schedule_file.empty()) {
       combination_problem(
-          path, "pipeline.schedule", config::quoted(p.schedule_file),
+          path, "pipeline.schedule", detail::quoted(p.schedule_file),
           fmt::format("is only read with schedule custom (pipeline.schedule is {})", to_string(p.schedule)),
           "leave pipeline.schedule_file out, or set pipeline.schedule: custom");
       return;
@@ -1121,7 +796,7 @@ class Loader {
       return;
     }
     const fs::path file = resolve_against(c_.base_dir, p.schedule_file);
-    const std::string value = config::quoted(p.schedule_file);
+    const std::string value = detail::quoted(p.schedule_file);
     struct stat info {};
     if (::stat(file.c_str(), &info) != 0) {
       combination_problem(path, "pipeline.schedule", value,
@@ -1193,7 +868,7 @@ class Loader {
       return;
     }
     if (!usable("checkpoint.dir")) return;
-    const std::string value = config::quoted(k.dir);
+    const std::string value = detail::quoted(k.dir);
     spec_.checkpoint.dir = resolve_against(c_.base_dir, k.dir);
     std::error_code ignored;
     fs::path existing = k.dir;
@@ -1385,39 +1060,6 @@ class Loader {
   std::map<std::string, Seen> seen_;
 };
 
-/// Notes where each YAML document starts and ignores every other event.
-class DocumentStarts : public YAML::EventHandler {
- public:
-  std::vector<YAML::Mark> marks;
-  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-/// yaml-cpp 0.7's LoadAll never returns when a document starts with a token its parser does not consume
-/// (a ',' outside [...] / {...} at the start of the text or after a top-level `- item`; found by
-/// tests/fuzz/fuzz_spec_yaml.cpp): each call yields another empty document at the same place. This walks the
-/// documents with DocumentStarts first and throws YAML::ParserException where a document starts where the one
-/// before it did, so that LoadAll afterwards always ends.
-void refuse_stuck_documents(const std::string& yaml_text) {
-  std::istringstream in(yaml_text);
-  YAML::Parser parser(in);
-  DocumentStarts starts;
-  while (parser.HandleNextDocument(starts)) {
-    const auto& m = starts.marks;
-    if (m.size() >= 2 && m.back().pos == m[m.size() - 2].pos) {
-      const auto at = static_cast<size_t>(std::max(m.back().pos, 0));
-      throw YAML::ParserException(m.back(), fmt::format("unexpected '{}' where a value or key should start",
-                                                        at < yaml_text.size() ? yaml_text.substr(at, 1) : ""));
-    }
-  }
-}
 
 }  // namespace
 
