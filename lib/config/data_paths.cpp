@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
+#include <utility>
 
 namespace ppctl::config::detail {
 namespace {
@@ -115,6 +117,65 @@ bool read_source_path(Context& c, const Entry& e, DataSource& source) {
   std::string resolved;
   if (!read_token_path(c, e, source.format, resolved)) return false;
   source.files = {resolved};
+  return true;
+}
+
+bool read_blend(Context& c, KeyWalk& walk, const Entry& e, DataSpec& data) {
+  const std::string example = "blend: [{weight: 0.7, path: a/train}, {weight: 0.3, path: b/train}]";
+  if (!e.value.IsSequence() || e.value.size() == 0) {
+    c.bad(e, "must be a non-empty list of {weight, path} entries", "write " + example);
+    return false;
+  }
+  bool ok = true;
+  double total = 0;
+  std::vector<DataSource> sources;
+  for (std::size_t i = 0; i < e.value.size(); ++i) {
+    const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
+    if (!item.value.IsMap()) {
+      c.bad(item, "must be a mapping {weight: W, path: P}", "write " + example);
+      ok = false;
+      continue;
+    }
+    DataSource source{0.0, data.format, data.dtype, "", {}};
+    std::optional<Entry> path;
+    bool item_ok = true;
+    bool has_weight = false;
+    walk.for_each_key(item.value, item.path, {"weight", "path", "format", "dtype"},
+                      [&](const std::string& key, const Entry& field) {
+                        bool field_ok = true;
+                        if (key == "weight") {
+                          has_weight = true;
+                          field_ok = read_real(c, field, {0, true, 1e9, false}, 1.0, source.weight);
+                        } else if (key == "path") {
+                          path = field;
+                        } else if (key == "format") {
+                          field_ok = read_enum(
+                              c, field, std::vector{DataFormat::Text, DataFormat::Tokens, DataFormat::Megatron}, {},
+                              source.format);
+                        } else {
+                          field_ok = read_enum(
+                              c, field, std::vector{TokenDType::Uint16, TokenDType::Uint32, TokenDType::Int32}, {},
+                              source.dtype);
+                        }
+                        item_ok = item_ok && field_ok;
+                        return field_ok;
+                      });
+    for (const auto& [missing, present] : {std::pair{"weight", has_weight}, std::pair{"path", path.has_value()}}) {
+      if (present) continue;
+      c.problems.add(item.line, item.path + "." + missing, std::nullopt, "required key is missing",
+                     "write each entry as {weight: 0.5, path: corpus/train}");
+      item_ok = false;
+    }
+    if (item_ok) item_ok = read_source_path(c, *path, source);
+    if (item_ok) {
+      total += source.weight;
+      sources.push_back(std::move(source));
+    }
+    ok = ok && item_ok;
+  }
+  if (!ok) return false;
+  for (auto& source : sources) source.weight /= total;
+  data.sources = std::move(sources);
   return true;
 }
 

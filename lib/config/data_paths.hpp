@@ -1,5 +1,5 @@
 // The job spec's data sources: data.path as globs (text) or one path (tokens, megatron) resolved against the
-// spec's folder. Internal to config/; callers use load.hpp.
+// spec's folder, and data.blend's weighted list of them. Internal to config/; callers use load.hpp.
 #pragma once
 
 #include <string>
@@ -18,5 +18,10 @@ bool read_data_paths(Context& c, const Entry& e, std::vector<std::string>& paths
 /// file for text, the one path made absolute for tokens and megatron. Reports a problem and returns false when
 /// `e` cannot be read that way.
 bool read_source_path(Context& c, const Entry& e, DataSource& source);
+
+/// Reads data.blend: a non-empty list of {weight, path, format, dtype} (format and dtype default to data.format
+/// and data.dtype), walked by `walk`; weights > 0, normalised to sum 1. Fills data.sources and returns true, or
+/// reports every problem and returns false.
+bool read_blend(Context& c, KeyWalk& walk, const Entry& e, DataSpec& data);
 
 }  // namespace ppctl::config::detail

@@ -13,8 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <map>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -36,12 +34,6 @@ using namespace detail;
 // ---------------------------------------------------------------------------------------------------------
 // The loader: walks the document against the schema, then checks required keys and combinations.
 
-/// Where a key was seen (line of the key) and whether its value was accepted.
-struct Seen {
-  int line;
-  bool ok;
-};
-
 class Loader {
  public:
   Loader(JobSpec& spec, Context& context, const SpecOverrides& overrides)
@@ -51,7 +43,7 @@ class Loader {
   void read(const YAML::Node& root) {
     std::vector<std::string> names;
     for (const auto& section : sections_) names.push_back(section.name);
-    for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
+    walk_.for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
       return read_section(section_named(name), e);
     });
     apply_overrides();
@@ -88,46 +80,8 @@ class Loader {
     return *std::find_if(sections_.begin(), sections_.end(), [&](const Section& s) { return s.name == name; });
   }
 
-  /// Walks the keys of `map`: reports non-string, duplicate and unknown keys, hands the rest to `read_key`
-  /// and records each as seen.
-  void for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
-                    const std::function<bool(const std::string&, const Entry&)>& read_key) {
-    std::map<std::string, int> first_line;
-    for (const auto& pair : map) {
-      const YAML::Node& key = pair.first;
-      const int line = line_of(key);
-      const std::string name = key.IsScalar() ? key.Scalar() : describe(key);
-      const std::string path = prefix.empty() ? name : prefix + "." + name;
-      if (const auto it = first_line.find(name); it != first_line.end()) {
-        c_.problems.add(line, path, std::nullopt, "duplicate key",
-                        fmt::format("keep one of them; the first is on line {}", it->second));
-        continue;
-      }
-      first_line[name] = line;
-      if (!key.IsScalar() || std::find(known.begin(), known.end(), name) == known.end()) {
-        c_.problems.add(line, path, std::nullopt, "unknown key", unknown_key_hint(name, prefix, known));
-        continue;
-      }
-      const bool ok = read_key(name, Entry{path, line, pair.second});
-      seen_[path] = {line, ok};
-    }
-  }
-
-  /// Where a key of another section belongs, or "did you mean 'hidden'?", or the valid keys.
-  std::string unknown_key_hint(const std::string& name, const std::string& prefix,
-                               const std::vector<std::string>& known) const {
-    for (const auto& section : sections_) {
-      if (section.name == prefix) continue;
-      for (const auto& field : section.fields) {
-        if (field.key == name) return fmt::format("move it under '{}:' ({}.{})", section.name, section.name, name);
-      }
-    }
-    if (auto match = closest_match(name, known)) return "did you mean '" + *match + "'?";
-    return (prefix.empty() ? "valid sections are " : "valid keys are ") + join_names(known);
-  }
-
   /// Reads one section: null (no keys) is fine, anything else must be a mapping. Returns whether it was one;
-  /// each key's own result is recorded by for_each_key.
+  /// each key's own result is recorded by the walk.
   bool read_section(const Section& section, const Entry& e) {
     if (e.value.IsNull()) return true;
     if (!e.value.IsMap()) {
@@ -135,7 +89,7 @@ class Loader {
              fmt::format("indent its keys below '{}:' (valid keys are {})", section.name, key_names(section)));
       return false;
     }
-    for_each_key(e.value, section.name, key_names_vector(section), [&](const std::string& key, const Entry& entry) {
+    walk_.for_each_key(e.value, section.name, key_names_vector(section), [&](const std::string& key, const Entry& entry) {
       const auto field = std::find_if(section.fields.begin(), section.fields.end(),
                                       [&](const Field& f) { return f.key == key; });
       return field->read(c_, entry);
@@ -242,66 +196,7 @@ class Loader {
       if (ok) d.sources.push_back(std::move(source));
       seen_["data.path"].ok = ok;
     }
-    if (data_entries_.blend) seen_["data.blend"].ok = read_blend(*data_entries_.blend);
-  }
-
-  /// data.blend: a non-empty list of {weight, path, format, dtype} (format and dtype default to data.format
-  /// and data.dtype); weights > 0, normalised to sum 1.
-  bool read_blend(const Entry& e) {
-    const std::string example = "blend: [{weight: 0.7, path: a/train}, {weight: 0.3, path: b/train}]";
-    if (!e.value.IsSequence() || e.value.size() == 0) {
-      c_.bad(e, "must be a non-empty list of {weight, path} entries", "write " + example);
-      return false;
-    }
-    bool ok = true;
-    double total = 0;
-    std::vector<DataSource> sources;
-    for (std::size_t i = 0; i < e.value.size(); ++i) {
-      const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
-      if (!item.value.IsMap()) {
-        c_.bad(item, "must be a mapping {weight: W, path: P}", "write " + example);
-        ok = false;
-        continue;
-      }
-      DataSource source{0.0, spec_.data.format, spec_.data.dtype, "", {}};
-      std::optional<Entry> path;
-      bool item_ok = true;
-      bool has_weight = false;
-      for_each_key(item.value, item.path, {"weight", "path", "format", "dtype"},
-                   [&](const std::string& key, const Entry& field) {
-                     bool field_ok = true;
-                     if (key == "weight") {
-                       has_weight = true;
-                       field_ok = read_real(c_, field, {0, true, 1e9, false}, 1.0, source.weight);
-                     } else if (key == "path") {
-                       path = field;
-                     } else if (key == "format") {
-                       field_ok = read_enum(c_, field, std::vector{DataFormat::Text, DataFormat::Tokens, DataFormat::Megatron},
-                                            {}, source.format);
-                     } else {
-                       field_ok = read_enum(c_, field, std::vector{TokenDType::Uint16, TokenDType::Uint32, TokenDType::Int32},
-                                            {}, source.dtype);
-                     }
-                     item_ok = item_ok && field_ok;
-                     return field_ok;
-                   });
-      for (const auto& [missing, present] : {std::pair{"weight", has_weight}, std::pair{"path", path.has_value()}}) {
-        if (present) continue;
-        c_.problems.add(item.line, item.path + "." + missing, std::nullopt, "required key is missing",
-                        "write each entry as {weight: 0.5, path: corpus/train}");
-        item_ok = false;
-      }
-      if (item_ok) item_ok = read_source_path(c_, *path, source);
-      if (item_ok) {
-        total += source.weight;
-        sources.push_back(std::move(source));
-      }
-      ok = ok && item_ok;
-    }
-    if (!ok) return false;
-    for (auto& source : sources) source.weight /= total;
-    spec_.data.sources = std::move(sources);
-    return true;
+    if (data_entries_.blend) seen_["data.blend"].ok = read_blend(c_, walk_, *data_entries_.blend, spec_.data);
   }
 
   /// model.vocab_size >= 256 when any source is text (bytes are ids 0..255).
@@ -717,7 +612,11 @@ class Loader {
   const SpecOverrides& overrides_;
   DataEntries data_entries_;
   std::vector<Section> sections_;
-  std::map<std::string, Seen> seen_;
+  SeenKeys seen_;
+  KeyWalk walk_{c_, seen_, [this](const std::string& name, const std::string& prefix,
+                                  const std::vector<std::string>& known) {
+                  return unknown_key_hint(sections_, name, prefix, known);
+                }};
 };
 
 

@@ -216,4 +216,16 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
   };
 }
 
+std::string unknown_key_hint(const std::vector<Section>& sections, const std::string& name, const std::string& prefix,
+                             const std::vector<std::string>& known) {
+  for (const auto& section : sections) {
+    if (section.name == prefix) continue;
+    for (const auto& field : section.fields) {
+      if (field.key == name) return fmt::format("move it under '{}:' ({}.{})", section.name, section.name, name);
+    }
+  }
+  if (auto match = closest_match(name, known)) return "did you mean '" + *match + "'?";
+  return (prefix.empty() ? "valid sections are " : "valid keys are ") + join_names(known);
+}
+
 }  // namespace ppctl::config::detail

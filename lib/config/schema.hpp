@@ -43,4 +43,10 @@ struct Section {
 /// data.path and data.blend are only kept in `data_entries`, to be read once data.format is known.
 std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries);
 
+/// The fix for an unknown key `name` in the mapping at `prefix` whose keys are `known` (a
+/// KeyWalk::UnknownKeyHint over `sections`): where it belongs when another section has it ("move it under
+/// 'model:' (model.layers)"), else "did you mean 'hidden'?", else the valid keys (or sections, at the top).
+std::string unknown_key_hint(const std::vector<Section>& sections, const std::string& name, const std::string& prefix,
+                             const std::vector<std::string>& known);
+
 }  // namespace ppctl::config::detail

@@ -254,6 +254,29 @@ bool read_text(Context& c, const Entry& e, const std::string& what, const std::s
   return true;
 }
 
+void KeyWalk::for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
+                           const KeyReader& read_key) {
+  std::map<std::string, int> first_line;
+  for (const auto& pair : map) {
+    const YAML::Node& key = pair.first;
+    const int line = line_of(key);
+    const std::string name = key.IsScalar() ? key.Scalar() : describe(key);
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    if (const auto it = first_line.find(name); it != first_line.end()) {
+      c_.problems.add(line, path, std::nullopt, "duplicate key",
+                      fmt::format("keep one of them; the first is on line {}", it->second));
+      continue;
+    }
+    first_line[name] = line;
+    if (!key.IsScalar() || std::find(known.begin(), known.end(), name) == known.end()) {
+      c_.problems.add(line, path, std::nullopt, "unknown key", unknown_key_hint_(name, prefix, known));
+      continue;
+    }
+    const bool ok = read_key(name, Entry{path, line, pair.second});
+    seen_[path] = {line, ok};
+  }
+}
+
 void refuse_stuck_documents(const std::string& yaml_text) {
   std::istringstream in(yaml_text);
   YAML::Parser parser(in);

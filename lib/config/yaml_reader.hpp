@@ -6,6 +6,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -159,6 +161,43 @@ bool read_enum(Context& c, const Entry& e, const std::vector<Enum>& values, cons
 
 /// Reads a non-empty string as written: a host name, a path. `what` names it in the rule, `example` in the hint.
 bool read_text(Context& c, const Entry& e, const std::string& what, const std::string& example, std::string& out);
+
+// ---------------------------------------------------------------------------------------------------------
+// Mappings: the walk over their keys.
+
+/// Where a key was seen (line of the key) and whether its value was accepted.
+struct Seen {
+  int line;
+  bool ok;
+};
+
+/// Every key walked so far by its dotted path (`model`, `model.heads`, `data.blend[0].weight`).
+using SeenKeys = std::map<std::string, Seen>;
+
+/// Walks the mappings of a document key by key: reports the keys no reader gets (non-string, duplicate and
+/// unknown ones) and records each other key in `seen` with its line and whether its reader accepted it.
+class KeyWalk {
+ public:
+  /// The fix for the unknown key `name` in the mapping at `prefix` ("" at the top level) whose keys are
+  /// `known`.
+  using UnknownKeyHint = std::function<std::string(const std::string& name, const std::string& prefix,
+                                                   const std::vector<std::string>& known)>;
+  /// Reads the value of the key `name`; returns whether it was accepted.
+  using KeyReader = std::function<bool(const std::string& name, const Entry& entry)>;
+
+  KeyWalk(Context& c, SeenKeys& seen, UnknownKeyHint unknown_key_hint)
+      : c_(c), seen_(seen), unknown_key_hint_(std::move(unknown_key_hint)) {}
+
+  /// Walks the keys of `map`, whose dotted path is `prefix`: a repeated key is reported naming the line of
+  /// the first, a key not in `known` with unknown_key_hint's fix; the others go to `read_key`.
+  void for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
+                    const KeyReader& read_key);
+
+ private:
+  Context& c_;
+  SeenKeys& seen_;
+  UnknownKeyHint unknown_key_hint_;
+};
 
 // ---------------------------------------------------------------------------------------------------------
 // The document.
