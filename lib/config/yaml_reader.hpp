@@ -61,7 +61,8 @@ class Problems {
 int line_of(const YAML::Mark& mark);
 int line_of(const YAML::Node& node);
 
-/// `text` in double quotes, with `"` and `\` escaped and newlines and tabs written `\n`, `\t`.
+/// `text` in double quotes, with `"` and `\` escaped and newlines and tabs written `\n`, `\t`. Call it as
+/// `detail::quoted` on a non-const string: argument-dependent lookup finds std::quoted too, a closer match.
 std::string quoted(const std::string& text);
 
 /// A value as the message shows it: `5`, `2.5`, `"four"`, `null`, `[1, 2]`, `{a: 1}` (long ones cut).
