@@ -78,24 +78,15 @@ class Loader {
     if (e.value.IsNull()) return true;
     if (!e.value.IsMap()) {
       c_.bad(e, "must be a mapping of keys",
-             fmt::format("indent its keys below '{}:' (valid keys are {})", section.name, key_names(section)));
+             fmt::format("indent its keys below '{}:' (valid keys are {})", section.name,
+                         join_names(section.keys())));
       return false;
     }
-    walk_.for_each_key(e.value, section.name, key_names_vector(section),
-                       [&](const std::string& key, const Entry& entry) {
-                         const auto field = std::find_if(section.fields.begin(), section.fields.end(),
-                                                         [&](const Field& f) { return f.key == key; });
-                         return field->read(c_, entry);
-                       });
+    walk_.for_each_key(e.value, section.name, section.keys(), [&](const std::string& key, const Entry& entry) {
+      return section.field(key)->read(c_, entry);
+    });
     return true;
   }
-
-  static std::vector<std::string> key_names_vector(const Section& section) {
-    std::vector<std::string> names;
-    for (const auto& field : section.fields) names.push_back(field.key);
-    return names;
-  }
-  static std::string key_names(const Section& section) { return join_names(key_names_vector(section)); }
 
   /// model.init_from: the folder made absolute, and its config.json merged into the model section. A
   /// field the spec does not write takes config.json's value (read by the field's own reader, so its
@@ -124,9 +115,8 @@ class Loader {
     const std::string file = (fs::path(m.init_from) / "config.json").string();
     for (const auto& f : hf.fields) {
       const std::string path = "model." + f.key;
-      const auto field = std::find_if(model.fields.begin(), model.fields.end(),
-                                      [&](const Field& candidate) { return candidate.key == f.key; });
-      if (field == model.fields.end()) continue;  // a field this build does not have
+      const Field* field = model.field(f.key);
+      if (field == nullptr) continue;  // a field this build does not have
       const auto written = seen_.find(path);
       if (written == seen_.end()) {
         const Entry entry{fmt::format("{} (from {} {})", path, file, f.source), line, YAML::Node(f.value)};
@@ -213,7 +203,6 @@ class Loader {
                   return unknown_key_hint(sections_, name, prefix, known);
                 }};
 };
-
 
 }  // namespace
 

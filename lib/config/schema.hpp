@@ -1,4 +1,6 @@
-// The job spec's schema: every section and key with its reader. Internal to config/; callers use load.hpp.
+// The job spec's schema: one table of every section and key, each with its type, range, default, a one-line
+// doc and its reader. Adding a plain field takes its JobSpec member (job_spec.hpp) and one row in schema.cpp;
+// a rule that spans fields goes to rules.cpp. Internal to config/; callers use load.hpp.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,8 @@ constexpr int64_t kBillion = 1'000'000'000;
 constexpr int64_t kMaxLayers = 10'000;   // model.layers' upper bound
 constexpr int64_t kMaxSteps = kBillion;  // train.steps' upper bound
 
-/// data.path and data.blend as read by the schema; resolved by Loader::resolve_data once data.format and
-/// data.dtype are known (YAML keys come in any order).
+/// data.path and data.blend as read by the schema; resolved by the loader once data.format and data.dtype
+/// are known (YAML keys come in any order).
 struct DataEntries {
   std::optional<Entry> path;
   std::optional<Entry> blend;
@@ -27,9 +29,27 @@ struct DataEntries {
 /// Reads one value into its JobSpec field; reports a problem and returns false when it cannot.
 using Reader = std::function<bool(Context&, const Entry&)>;
 
-/// One key of a section and how its value is read.
+/// How a field's value is written, and so which reader reads it.
+enum class FieldType {
+  Integer,    ///< a whole number in `ints` (read_int)
+  Real,       ///< a finite number in `reals` (read_real)
+  Boolean,    ///< `true` or `false`, unquoted
+  Choice,     ///< one of `choices`, spelled exactly (read_enum)
+  Text,       ///< a non-empty string: a path, a host (read_text)
+  Integers,   ///< a non-empty list of whole numbers, each in `ints`
+  Reals,      ///< a list of numbers, each in `reals`
+  DataPaths,  ///< data.path and data.blend: kept in DataEntries and read by data_paths.hpp
+};
+
+/// One row of the schema: a key of a section, what its value may be, and how it is read.
 struct Field {
   std::string key;
+  FieldType type;
+  std::string doc;                   ///< what the value means, in one line (configs/README.md tells the rest)
+  std::string default_text;          ///< the JobSpec member's initial value as YAML writes it; "" when none
+  std::optional<IntRange> ints;      ///< Integer and Integers: the values allowed (for each entry)
+  std::optional<RealRange> reals;    ///< Real and Reals: the values allowed (for each entry)
+  std::vector<std::string> choices;  ///< Boolean and Choice: every spelling accepted, in order
   Reader read;
 };
 
@@ -37,9 +57,16 @@ struct Field {
 struct Section {
   std::string name;
   std::vector<Field> fields;
+
+  /// The keys of `fields`, in order.
+  std::vector<std::string> keys() const;
+
+  /// The field named `key`; nullptr when the section has none.
+  const Field* field(const std::string& key) const;
 };
 
-/// Every section and key of a job spec, reading into `spec`. Ranges match the comments in job_spec.hpp.
+/// Every section and key of a job spec, reading into `spec`; each field's default is the value `spec` holds
+/// now (a fresh JobSpec's, as the loader uses it). Ranges match the comments in job_spec.hpp.
 /// data.path and data.blend are only kept in `data_entries`, to be read once data.format is known.
 std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries);
 
