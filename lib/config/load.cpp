@@ -1,5 +1,7 @@
-// Reading and validating a job spec: YAML (yaml-cpp) -> JobSpec. Every problem is collected, each as one
-// line `FILE:LINE: YAML.PATH: value V: RULE (fix: HINT)`, and thrown once as a ppctl::ConfigError.
+// Reading and validating a job spec: YAML (yaml-cpp) -> JobSpec. The loader walks the document against the
+// schema (schema.hpp), then applies overrides, data paths, model.init_from and defaults and checks the rules
+// (rules.hpp). Every problem is collected, each as one line `FILE:LINE: YAML.PATH: value V: RULE (fix: HINT)`,
+// and thrown once as a ppctl::ConfigError.
 #include "config/load.hpp"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// Reading YAML values for the job spec loader: problems collected and thrown together, scalars typed by their
-// text (YAML 1.2 core schema), integers in plain decimal only, values echoed in messages, and the readers.
+// Reading YAML for the job spec loader: problems collected and thrown together, scalars typed by their text
+// (YAML 1.2 core schema), integers in plain decimal only, values echoed in messages, the readers, the key walk.
 #include "config/yaml_reader.hpp"
 
 #include <fmt/format.h>

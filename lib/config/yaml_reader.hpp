@@ -1,5 +1,6 @@
-// Reading YAML values for the job spec loader: the collected problems, lines, how scalars are typed, parsed and
-// echoed, and the typed readers of one value. Internal to config/; callers use load.hpp.
+// Reading YAML for the job spec loader: the collected problems, lines, how scalars are typed, parsed and
+// echoed, the typed readers of one value and the walk over a mapping's keys. Internal to config/; callers use
+// load.hpp.
 #pragma once
 
 #include <fmt/format.h>
