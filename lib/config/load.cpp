@@ -57,12 +57,13 @@ class Loader {
 
  private:
   /// SpecOverrides replace their fields here, before every check that spans fields; a value outside the
-  /// field's range is a problem naming the option.
+  /// field's range (the schema's) is a problem naming the option.
   void apply_overrides() {
     if (!overrides_.steps) return;
     const int64_t steps = *overrides_.steps;
-    if (steps < 1 || steps > kMaxSteps) {
-      c_.problems.add_option("--steps", std::to_string(steps), fmt::format("must be in [1, {}]", kMaxSteps),
+    const IntRange& range = *section_named("train").field("steps")->ints;
+    if (!range.contains(steps)) {
+      c_.problems.add_option("--steps", std::to_string(steps), "must be in " + range.text(),
                              "give a step count of at least 1");
       return;
     }
