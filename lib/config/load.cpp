@@ -1,711 +1,39 @@
-// Reading and validating a job spec: YAML (yaml-cpp) -> JobSpec. Every problem is collected, each as one
-// line `FILE:LINE: YAML.PATH: value V: RULE (fix: HINT)`, and thrown once as a ppctl::ConfigError.
+// Reading and validating a job spec: YAML (yaml-cpp) -> JobSpec. The loader walks the document against the
+// schema (schema.hpp), then applies overrides, data paths, model.init_from and defaults and checks the rules
+// (rules.hpp). Every problem is collected, each as one line `FILE:LINE: YAML.PATH: value V: RULE (fix: HINT)`,
+// and thrown once as a ppctl::ConfigError.
 #include "config/load.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <glob.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <limits>
-#include <map>
 #include <optional>
-#include <regex>
-#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "config/data_paths.hpp"
 #include "config/hf_config.hpp"
+#include "config/rules.hpp"
+#include "config/schema.hpp"
 #include "config/suggest.hpp"
-#include "core/echo.hpp"
+#include "config/yaml_reader.hpp"
 #include "core/error.hpp"
-#include "core/integer_text.hpp"
 
 namespace ppctl::config {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace detail;
 
 // ---------------------------------------------------------------------------------------------------------
-// Problems: the collected messages.
-
-/// One problem, kept with its line so that the final list reads from the top of the file down.
-struct Problem {
-  int line;
-  std::string text;
-};
-
-/// Collects problems for one spec and throws them together.
-class Problems {
- public:
-  explicit Problems(std::string source) : source_(std::move(source)) {}
-
-  /// Adds `SOURCE:LINE: PATH: value VALUE: RULE (fix: HINT)`; an empty `path` or absent `value` is left out
-  /// (for problems with the whole document, or with a key rather than its value).
-  void add(int line, const std::string& path, const std::optional<std::string>& value, const std::string& rule,
-           const std::string& hint) {
-    std::string text = fmt::format("{}:{}: ", source_, line);
-    if (!path.empty()) text += core::echo_value(path) + ": ";
-    if (value) text += "value " + core::echo_value(*value) + ": ";
-    text += fmt::format("{} (fix: {})", rule, hint);
-    problems_.push_back({line, std::move(text)});
-  }
-
-  /// As add, for a message that already ends in its own "(fix: ...)" (an error thrown by a reader of
-  /// another file, e.g. a Hugging Face config.json), so that each problem carries one fix.
-  void add_with_fix(int line, const std::string& path, const std::optional<std::string>& value,
-                    const std::string& message) {
-    std::string text = fmt::format("{}:{}: {}: ", source_, line, core::echo_value(path));
-    if (value) text += "value " + core::echo_value(*value) + ": ";
-    problems_.push_back({line, text + message});
-  }
-
-  /// Adds `OPTION VALUE: RULE (fix: HINT)` for a command-line value (SpecOverrides); listed before the spec's.
-  void add_option(const std::string& option, const std::string& value, const std::string& rule,
-                  const std::string& hint) {
-    problems_.push_back({0, fmt::format("{} {}: {} (fix: {})", option, core::echo_value(value), rule, hint)});
-  }
-
-  /// Throws ConfigError with every problem, ordered by line (stable), if there is any.
-  void throw_if_any() {
-    if (problems_.empty()) return;
-    std::stable_sort(problems_.begin(), problems_.end(),
-                     [](const Problem& a, const Problem& b) { return a.line < b.line; });
-    std::vector<std::string> lines;
-    for (auto& problem : problems_) lines.push_back(std::move(problem.text));
-    throw ConfigError(std::move(lines));
-  }
-
- private:
-  std::string source_;
-  std::vector<Problem> problems_;
-};
-
-// ---------------------------------------------------------------------------------------------------------
-// Scalars: how values are shown in messages and parsed. Plain (unquoted) scalars are typed by their text as
-// in YAML 1.2's core schema; a quoted scalar is always a string, so `heads: "4"` is not an integer.
-
-/// 1-based line of a node; 1 when yaml-cpp has no position for it.
-int line_of(const YAML::Mark& mark) { return mark.is_null() || mark.line < 0 ? 1 : mark.line + 1; }
-int line_of(const YAML::Node& node) { return line_of(node.Mark()); }
-
-/// True for `"x"`, `'x'` and `!!str x`: the text is a string whatever it looks like.
-bool is_string_tagged(const YAML::Node& node) {
-  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
-}
-
-bool is_integer_text(const std::string& text) {
-  static const std::regex pattern("[-+]?[0-9]+");
-  return std::regex_match(text, pattern);
-}
-
-bool is_float_text(const std::string& text) {
-  static const std::regex pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  return std::regex_match(text, pattern);
-}
-
-bool is_non_finite_text(const std::string& text) {
-  static const std::regex pattern(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
-  return std::regex_match(text, pattern);
-}
-
-/// Plain scalars YAML reads as something other than a string (numbers, booleans): shown unquoted.
-bool is_literal_text(const std::string& text) {
-  static const std::regex booleans("true|True|TRUE|false|False|FALSE");
-  return is_float_text(text) || is_non_finite_text(text) || std::regex_match(text, booleans);
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-/// A value as the message shows it: `5`, `2.5`, `"four"`, `null`, `[1, 2]`, `{a: 1}` (long ones cut).
-std::string describe(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "null";
-  if (node.IsScalar()) {
-    const std::string& text = node.Scalar();
-    return !is_string_tagged(node) && is_literal_text(text) ? text : quoted(text);
-  }
-  YAML::Emitter out;
-  out.SetSeqFormat(YAML::Flow);
-  out.SetMapFormat(YAML::Flow);
-  out << node;
-  std::string text = out.c_str();
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;  // cut by Problems::add (core::echo_value)
-}
-
-/// What a scalar field got instead of a scalar, for hints: "a list", "a mapping", "an empty value".
-std::string shape_name(const YAML::Node& node) {
-  if (node.IsSequence()) return "a list";
-  if (node.IsMap()) return "a mapping";
-  return "an empty value";
-}
-
-enum class Parse { Ok, NotANumber, OutOfRange };
-
-/// Decimal integer (optional sign) -> int64.
-Parse parse_int(const std::string& text, int64_t& out) {
-  if (!is_integer_text(text)) return Parse::NotANumber;
-  const char* first = text.data() + (text[0] == '+' ? 1 : 0);
-  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), out);
-  if (ec == std::errc::result_out_of_range) return Parse::OutOfRange;
-  return ec == std::errc() && end == text.data() + text.size() ? Parse::Ok : Parse::NotANumber;
-}
-
-/// Finite YAML float or integer -> double (`.inf` and `.nan` are NotANumber; 1e999 is OutOfRange).
-Parse parse_double(const std::string& text, double& out) {
-  if (!is_float_text(text)) return Parse::NotANumber;
-  const char* first = text.data() + (text[0] == '+' ? 1 : 0);
-  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), out);
-  if (ec == std::errc::result_out_of_range) return Parse::OutOfRange;
-  return ec == std::errc() && end == text.data() + text.size() ? Parse::Ok : Parse::NotANumber;
-}
-
-/// `a` or `a or b` (used to offer one or two example values).
-std::string one_or_two(const std::optional<int64_t>& a, const std::optional<int64_t>& b) {
-  if (a && b) return fmt::format("{} or {}", *a, *b);
-  return fmt::format("{}", a ? *a : *b);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Ranges.
-
-/// Closed integer range; `why` (optional) explains the bound in the rule text.
-struct IntRange {
-  int64_t lo;
-  int64_t hi;
-  const char* why = nullptr;
-
-  bool contains(int64_t v) const { return lo <= v && v <= hi; }
-  std::string text() const { return fmt::format("[{}, {}]", lo, hi); }
-};
-
-/// Real range whose ends may be open: (0, 10], [0, 1), ...
-struct RealRange {
-  double lo;
-  bool lo_open;
-  double hi;
-  bool hi_open;
-
-  bool contains(double v) const {
-    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  }
-  std::string text() const { return fmt::format("{}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']'); }
-};
-
-constexpr int64_t kMillion = 1'000'000;
-constexpr int64_t kBillion = 1'000'000'000;
-constexpr int64_t kMaxLayers = 10'000;   // model.layers' upper bound
-constexpr int64_t kMaxSteps = kBillion;  // train.steps' upper bound
-
-// ---------------------------------------------------------------------------------------------------------
-// Field readers. Each reads one YAML value into a JobSpec field, or reports why it cannot and returns false.
-
-/// A value to read: its dotted YAML path (`model.heads`, `data.path[1]`), its line and the node.
-struct Entry {
-  std::string path;
-  int line;
-  YAML::Node value;
-};
-
-/// What readers share: the problem list and the folder relative data paths are resolved against.
-struct Context {
-  Problems& problems;
-  std::string base_dir;  ///< absolute
-
-  /// Reports a problem with the value of `entry`.
-  void bad(const Entry& entry, const std::string& rule, const std::string& hint) {
-    problems.add(entry.line, entry.path, describe(entry.value), rule, hint);
-  }
-};
-
-/// The text of `e` when it is one plain (unquoted) scalar; otherwise reports `rule` with a hint built from
-/// `kind` ("whole number", "number") and `example`, and returns nothing. Common start of the number readers.
-std::optional<std::string> plain_scalar(Context& c, const Entry& e, const std::string& rule, const std::string& kind,
-                                        const std::string& example) {
-  if (!e.value.IsScalar()) {
-    c.bad(e, rule, fmt::format("write one {} such as {}, not {}", kind, example, shape_name(e.value)));
-    return std::nullopt;
-  }
-  if (is_string_tagged(e.value)) {
-    c.bad(e, rule,
-          is_float_text(e.value.Scalar()) ? "remove the quotes: a quoted value is a string"
-                                          : fmt::format("write a {} such as {}", kind, example));
-    return std::nullopt;
-  }
-  return e.value.Scalar();
-}
-
-/// Reports that `e` lies outside `range_text`, adding `why` to the rule when given.
-void out_of_range(Context& c, const Entry& e, const std::string& range_text, const char* why,
-                  const std::string& example) {
-  std::string rule = "must be in " + range_text;
-  if (why != nullptr) rule += std::string("; ") + why;
-  c.bad(e, rule, fmt::format("use a value in {} such as {}", range_text, example));
-}
-
-/// Reads an integer in `range` into `out`; `example` (the field's default) appears in hints.
-bool read_int(Context& c, const Entry& e, const IntRange& range, int64_t example, int64_t& out) {
-  const std::string rule = "must be an integer";
-  const auto text = plain_scalar(c, e, rule, "whole number", std::to_string(example));
-  if (!text) return false;
-  int64_t value = 0;
-  const Parse parsed = parse_int(*text, value);
-  if (parsed != Parse::NotANumber && !core::is_plain_integer_text(*text)) {
-    // `+3`, `007`, `-0`: YAML 1.2 reads them as integers, YAML 1.1 reads `010` as octal 8; one spelling only.
-    c.bad(e, "must be an integer written in plain decimal digits, without a '+' sign or leading zeros",
-          parsed == Parse::Ok ? fmt::format("write {}", value) : fmt::format("write a whole number such as {}", example));
-    return false;
-  }
-  if (parsed == Parse::NotANumber) {
-    std::string hint = fmt::format("write a whole number such as {}", example);
-    // Beyond 9e15 a real has no fraction and does not convert to int64 (found by tests/fuzz): the plain hint.
-    if (double real = 0; parse_double(*text, real) == Parse::Ok && std::abs(real) < 9e15) {
-      const bool whole = real == std::floor(real);
-      hint = whole ? fmt::format("write it in digits: {}", static_cast<int64_t>(real))
-                   : fmt::format("use a whole number such as {}",
-                                 one_or_two(static_cast<int64_t>(std::floor(real)),
-                                            static_cast<int64_t>(std::ceil(real))));
-    }
-    c.bad(e, rule, hint);
-    return false;
-  }
-  if (parsed == Parse::OutOfRange || !range.contains(value)) {
-    out_of_range(c, e, range.text(), range.why, std::to_string(example));
-    return false;
-  }
-  out = value;
-  return true;
-}
-
-/// Reads a finite real number in `range` into `out`; integers are accepted. `example` appears in hints.
-bool read_real(Context& c, const Entry& e, const RealRange& range, double example, double& out) {
-  const std::string example_text = fmt::format("{}", example);
-  const auto text = plain_scalar(c, e, "must be a number", "number", example_text);
-  if (!text) return false;
-  if (is_non_finite_text(*text)) {
-    c.bad(e, "must be a finite number", fmt::format("use a value in {} such as {}", range.text(), example_text));
-    return false;
-  }
-  double value = 0;
-  const Parse parsed = parse_double(*text, value);
-  if (parsed == Parse::NotANumber) {
-    c.bad(e, "must be a number", fmt::format("write a number such as {}", example_text));
-    return false;
-  }
-  if (parsed == Parse::OutOfRange || !range.contains(value)) {
-    out_of_range(c, e, range.text(), nullptr, example_text);
-    return false;
-  }
-  out = value;
-  return true;
-}
-
-/// Other names users write for an enum value; used only for the did-you-mean hint, never accepted.
-using HintAliases = std::vector<std::pair<std::string, std::string>>;
-
-/// Reads one of `values` spelled as to_string() spells it (lower case, exact).
-template <typename Enum>
-bool read_enum(Context& c, const Entry& e, const std::vector<Enum>& values, const HintAliases& aliases, Enum& out) {
-  std::vector<std::string> names;
-  for (Enum v : values) names.push_back(to_string(v));
-  if (e.value.IsScalar()) {
-    for (Enum v : values) {
-      if (e.value.Scalar() == to_string(v)) {
-        out = v;
-        return true;
-      }
-    }
-  }
-  std::optional<std::string> match;
-  if (e.value.IsScalar()) {
-    for (const auto& [alias, name] : aliases) {
-      if (edit_distance(e.value.Scalar(), alias) == 0) match = name;
-    }
-    if (!match) match = closest_match(e.value.Scalar(), names);
-  }
-  c.bad(e, "must be one of " + join_names(names),
-        match ? "did you mean '" + *match + "'?" : "write one of the listed values");
-  return false;
-}
-
-/// Reads a non-empty string as written: a host name, a path. `what` names it in the rule, `example` in the hint.
-bool read_text(Context& c, const Entry& e, const std::string& what, const std::string& example, std::string& out) {
-  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
-    c.bad(e, "must be a non-empty " + what, "write " + example);
-    return false;
-  }
-  out = e.value.Scalar();
-  return true;
-}
-
-/// Reads `betas: [beta1, beta2]`, each in [0, 1).
-bool read_betas(Context& c, const Entry& e, double& beta1, double& beta2) {
-  if (!e.value.IsSequence() || e.value.size() != 2) {
-    c.bad(e, "must be a list of two numbers [beta1, beta2]", fmt::format("write betas: [{}, {}]", beta1, beta2));
-    return false;
-  }
-  const RealRange range{0, false, 1, true};
-  bool ok = true;
-  double* outs[] = {&beta1, &beta2};
-  for (std::size_t i = 0; i < 2; ++i) {
-    const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
-    ok = read_real(c, item, range, *outs[i], *outs[i]) && ok;
-  }
-  return ok;
-}
-
-/// Reads `layers_per_stage: [a, b, ...]`: a non-empty list of integers, each in [1, kMaxLayers].
-bool read_layer_counts(Context& c, const Entry& e, IntRange range, std::vector<int64_t>& out) {
-  if (!e.value.IsSequence() || e.value.size() == 0) {
-    c.bad(e, "must be a non-empty list of block counts, one per stage (stages x virtual_stages entries)",
-          "write e.g. layers_per_stage: [3, 3, 3, 2], or leave it out for pipeline.balance");
-    return false;
-  }
-  bool ok = true;
-  std::vector<int64_t> counts(e.value.size(), 0);
-  for (std::size_t i = 0; i < e.value.size(); ++i) {
-    const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
-    ok = read_int(c, item, range, 1, counts[i]) && ok;
-  }
-  if (ok) out = std::move(counts);
-  return ok;
-}
-
-/// `pattern` with glob(3)'s special characters escaped, so a folder name like `runs[1]` matches itself.
-std::string glob_escaped(const std::string& pattern) {
-  std::string out;
-  for (char ch : pattern) {
-    if (std::strchr("*?[]\\", ch) != nullptr) out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
-/// Expands one data.path entry with glob(3): absolute and `~` entries as written, relative ones under
-/// `base_dir`. Returns every match that is a regular file after following symlinks, as a normalised
-/// absolute path; sets `only_dirs` when something matched but none of it was a regular file.
-std::vector<std::string> expand_data_entry(const std::string& entry, const std::string& base_dir, bool& only_dirs) {
-  const bool as_written = entry.front() == '/' || entry.front() == '~';
-  const std::string pattern = as_written ? entry : glob_escaped(base_dir) + "/" + entry;
-  glob_t matches{};
-  const int rc = ::glob(pattern.c_str(), GLOB_TILDE, nullptr, &matches);
-  std::vector<std::string> files;
-  only_dirs = false;
-  if (rc == 0) {
-    for (std::size_t i = 0; i < matches.gl_pathc; ++i) {
-      struct stat info {};
-      if (::stat(matches.gl_pathv[i], &info) != 0) continue;  // dangling symlink
-      if (S_ISREG(info.st_mode)) {
-        files.push_back(fs::path(matches.gl_pathv[i]).lexically_normal().string());
-      } else if (S_ISDIR(info.st_mode)) {
-        only_dirs = true;
-      }
-    }
-    if (!files.empty()) only_dirs = false;
-  }
-  ::globfree(&matches);
-  return files;
-}
-
-/// Reads `data.path` (one path or glob, or a list of them), resolves it and fills data.paths and data.files.
-bool read_data_paths(Context& c, const Entry& e, std::vector<std::string>& paths, std::vector<std::string>& files_out) {
-  std::vector<Entry> entries;
-  if (e.value.IsScalar()) {
-    entries.push_back(e);
-  } else if (e.value.IsSequence() && e.value.size() > 0) {
-    for (std::size_t i = 0; i < e.value.size(); ++i) {
-      entries.push_back({fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]});
-    }
-  } else {
-    c.bad(e, "must be a path or glob, or a list of them", "write path: corpus/*.txt or path: [a.txt, b.txt]");
-    return false;
-  }
-  bool ok = true;
-  std::set<std::string> files;
-  for (const Entry& entry : entries) {
-    if (!entry.value.IsScalar() || entry.value.Scalar().empty()) {
-      c.bad(entry, "must be a non-empty path or glob", "write a path such as corpus/*.txt");
-      ok = false;
-      continue;
-    }
-    const std::string& text = entry.value.Scalar();
-    paths.push_back(text);
-    bool only_dirs = false;
-    const std::vector<std::string> matched = expand_data_entry(text, c.base_dir, only_dirs);
-    if (matched.empty()) {
-      const bool relative = text.front() != '/' && text.front() != '~';
-      c.bad(entry, "matches no regular file",
-            only_dirs  ? "it names only folders; name the files in them, e.g. " + text + "/*.txt"
-            : relative ? "check the path; relative paths are resolved against " + c.base_dir
-                       : std::string("check the path"));
-      ok = false;
-    }
-    files.insert(matched.begin(), matched.end());
-  }
-  files_out.assign(files.begin(), files.end());
-  return ok;
-}
-
-/// data.path and data.blend as read by the schema; resolved by Loader::resolve_data once data.format and
-/// data.dtype are known (YAML keys come in any order).
-struct DataEntries {
-  std::optional<Entry> path;
-  std::optional<Entry> blend;
-};
-
-/// A `tokens` file or `megatron` prefix of `e`: one non-empty path (no glob), made absolute against
-/// `base_dir`. Whether the files exist and hold a dataset is checked by data::check_data.
-bool read_token_path(Context& c, const Entry& e, DataFormat format, std::string& out) {
-  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
-    c.bad(e, fmt::format("must be one path with data.format {}", to_string(format)),
-          format == DataFormat::Megatron ? "name the dataset's PREFIX (PREFIX.bin and PREFIX.idx), e.g. path: corpus/train_text_document"
-                                         : "name the token file, e.g. path: corpus/train.bin");
-    return false;
-  }
-  const std::string& text = e.value.Scalar();
-  const fs::path p(text.front() == '~' && std::getenv("HOME") != nullptr ? std::getenv("HOME") + text.substr(1) : text);
-  out = (p.is_absolute() ? p : fs::path(c.base_dir) / p).lexically_normal().string();
-  return true;
-}
-
-/// Fills `source.files` from `e` (data.path or a blend entry's path) for the source's format.
-bool read_source_path(Context& c, const Entry& e, DataSource& source) {
-  source.path = e.value.IsScalar() ? e.value.Scalar() : describe(e.value);
-  if (source.format == DataFormat::Text) {
-    std::vector<std::string> written;
-    return read_data_paths(c, e, written, source.files);
-  }
-  std::string resolved;
-  if (!read_token_path(c, e, source.format, resolved)) return false;
-  source.files = {resolved};
-  return true;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The schema: sections of keys, each key with its reader.
-
-using Reader = std::function<bool(Context&, const Entry&)>;
-
-struct Field {
-  std::string key;
-  Reader read;
-};
-
-struct Section {
-  std::string name;
-  std::vector<Field> fields;
-};
-
-template <typename Int>
-Field int_field(std::string key, Int& out, IntRange range) {
-  const auto example = static_cast<int64_t>(out);
-  return {std::move(key), [&out, range, example](Context& c, const Entry& e) {
-            int64_t value = 0;
-            if (!read_int(c, e, range, example, value)) return false;
-            out = static_cast<Int>(value);
-            return true;
-          }};
-}
-
-Field real_field(std::string key, double& out, RealRange range) {
-  const double example = out;
-  return {std::move(key), [&out, range, example](Context& c, const Entry& e) {
-            return read_real(c, e, range, example, out);
-          }};
-}
-
-/// A YAML boolean written `true` or `false` (lower case, unquoted).
-Field bool_field(std::string key, bool& out) {
-  return {std::move(key), [&out](Context& c, const Entry& e) {
-            if (e.value.IsScalar() && e.value.Tag() != "!" &&
-                (e.value.Scalar() == "true" || e.value.Scalar() == "false")) {
-              out = e.value.Scalar() == "true";
-              return true;
-            }
-            c.bad(e, "must be true or false", "write true or false");
-            return false;
-          }};
-}
-
-template <typename Enum>
-Field enum_field(std::string key, Enum& out, std::vector<Enum> values, HintAliases aliases = {}) {
-  return {std::move(key), [&out, values = std::move(values), aliases = std::move(aliases)](Context& c, const Entry& e) {
-            return read_enum(c, e, values, aliases, out);
-          }};
-}
-
-/// `path` made absolute against `base_dir` when relative, normalised.
-std::string resolve_against(const std::string& base_dir, const std::string& path) {
-  const fs::path p(path);
-  return (p.is_absolute() ? p : fs::path(base_dir) / p).lexically_normal().string();
-}
-
-/// Every section and key of a job spec, reading into `spec`. Ranges match the comments in job_spec.hpp.
-std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
-  ModelSpec& m = spec.model;
-  PipelineSpec& p = spec.pipeline;
-  OptimizerSpec& o = spec.optimizer;
-  TrainSpec& t = spec.train;
-  RuntimeSpec& r = spec.runtime;
-  return {
-      {"model",
-       {int_field("vocab_size", m.vocab_size, {1, kMillion}),
-        int_field("layers", m.layers, {1, kMaxLayers}),
-        int_field("hidden", m.hidden, {1, 65'536}),
-        int_field("heads", m.heads, {1, 65'536}),
-        int_field("seq_len", m.seq_len, {1, kMillion}),
-        real_field("dropout", m.dropout, {0, false, 1, true}),
-        bool_field("tie_embeddings", m.tie_embeddings),
-        // Checked against model.arch once every key is read (Loader::check_arch_fields).
-        enum_field("arch", m.arch, std::vector{Arch::Gpt2, Arch::Llama},
-                   {{"gpt-2", "gpt2"}, {"llama2", "llama"}, {"llama3", "llama"}, {"mistral", "llama"}}),
-        enum_field("activation", m.activation, std::vector{Activation::Gelu, Activation::GeluTanh},
-                   {{"gelu_new", "gelu_tanh"}, {"gelu_pytorch_tanh", "gelu_tanh"}, {"tanh", "gelu_tanh"}}),
-        real_field("norm_eps", m.norm_eps, {0, true, 1, true}),
-        real_field("rope_theta", m.rope_theta, {1, true, 1e12, false}),
-        int_field("ffn_hidden", m.ffn_hidden, {0, kMillion}),
-        int_field("kv_heads", m.kv_heads, {0, 65'536}),
-        {"init_from",  // resolved and merged with its config.json by Loader::apply_init_from
-         [&m](Context& c, const Entry& e) {
-           return read_text(c, e, "folder path", "init_from: models/gpt2", m.init_from);
-         }}}},
-      {"pipeline",
-       {int_field("stages", p.stages, {1, 1024}),
-        enum_field("schedule", p.schedule,
-                   std::vector{ScheduleKind::OneFOneB, ScheduleKind::GPipe, ScheduleKind::Interleaved1F1B,
-                               ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::Custom},
-                   {{"interleaved", "interleaved-1f1b"}, {"zbh1", "zb-h1"}, {"zb1p", "zb-h1"}, {"zb-v", "zbv"},
-                    {"csv", "custom"}}),
-        int_field("microbatches", p.microbatches, {1, kMillion}),
-        int_field("micro_batch_size", p.micro_batch_size, {1, kMillion}),
-        int_field("virtual_stages", p.virtual_stages, {1, 64}),
-        int_field("microbatch_group_size", p.microbatch_group_size, {0, kMillion}),
-        int_field("data_parallel", p.data_parallel, {0, 65'536}),
-        // Checked against the schedule once every key is read (Loader::check_schedule_file).
-        {"schedule_file", [&p](Context& c, const Entry& e) {
-           return read_text(c, e, "path", "a path such as schedules/mine.csv", p.schedule_file);
-         }},
-        // Checked against model.layers, the stage count and pipeline.balance by Loader::check_layer_split.
-        {"layers_per_stage", [&p](Context& c, const Entry& e) {
-           return read_layer_counts(c, e, {1, kMaxLayers, "every stage holds at least one block"},
-                                    p.layers_per_stage);
-         }},
-        {"balance", [&p](Context& c, const Entry& e) {
-           if (e.value.IsScalar() && (e.value.Scalar() == "uniform" || e.value.Scalar() == "auto")) {
-             p.balance = e.value.Scalar();
-             return true;
-           }
-           const auto match = e.value.IsScalar() ? closest_match(e.value.Scalar(), {"uniform", "auto"})
-                                                 : std::nullopt;
-           c.bad(e, "must be one of uniform, auto",
-                 match ? "did you mean '" + *match + "'?" : "write balance: auto or balance: uniform");
-           return false;
-         }}}},
-      {"data",
-       {{"path", [&data_entries](Context&, const Entry& e) {
-          data_entries.path = e;  // resolved by Loader::resolve_data once data.format is known
-          return true;
-        }},
-        real_field("eval_fraction", spec.data.eval_fraction, {0, false, 0.5, false}),
-        enum_field("format", spec.data.format,
-                   std::vector{DataFormat::Text, DataFormat::Tokens, DataFormat::Megatron},
-                   {{"bytes", "text"}, {"bin", "tokens"}, {"indexed", "megatron"}, {"mmap", "megatron"}}),
-        enum_field("dtype", spec.data.dtype, std::vector{TokenDType::Uint16, TokenDType::Uint32, TokenDType::Int32},
-                   {{"u16", "uint16"}, {"u32", "uint32"}, {"i32", "int32"}, {"int16", "uint16"}}),
-        {"blend", [&data_entries](Context&, const Entry& e) {
-          data_entries.blend = e;  // read by Loader::resolve_data
-          return true;
-        }}}},
-      {"optimizer",
-       {real_field("lr", o.lr, {0, true, 10, false}),
-        {"betas", [&o](Context& c, const Entry& e) { return read_betas(c, e, o.beta1, o.beta2); }},
-        real_field("eps", o.eps, {0, true, 1, false}),
-        real_field("weight_decay", o.weight_decay, {0, false, 10, false}),
-        enum_field("lr_schedule", o.lr_schedule,
-                   std::vector{LrSchedule::Constant, LrSchedule::Cosine, LrSchedule::Linear}),
-        int_field("warmup_steps", o.warmup_steps, {0, kBillion}),
-        real_field("min_lr", o.min_lr, {0, false, 10, false}),
-        real_field("clip_grad_norm", o.clip_grad_norm, {0, false, 1e6, false})}},
-      {"train",
-       {int_field("steps", t.steps, {1, kBillion}),
-        int_field("seed", t.seed, {0, std::numeric_limits<int64_t>::max()}),
-        int_field("log_interval", t.log_interval, {1, kBillion}),
-        enum_field("on_nonfinite", t.on_nonfinite, std::vector{NonFinitePolicy::Stop, NonFinitePolicy::Skip}),
-        enum_field("recompute", t.recompute, std::vector{Recompute::None, Recompute::Full, Recompute::Blocks}),
-        int_field("recompute_every", t.recompute_every, {1, 10'000}),
-        int_field("max_restarts", t.max_restarts, {0, 1000}),
-        real_field("restart_backoff_s", t.restart_backoff_s, {0, false, 3600, false})}},
-      {"eval",
-       {int_field("interval", spec.eval.interval, {0, kBillion}),
-        int_field("batches", spec.eval.batches, {1, kMillion})}},
-      {"checkpoint",
-       {{"dir",  // resolved against the spec's folder by Loader::check_checkpoint
-         [&spec](Context& c, const Entry& e) {
-           return read_text(c, e, "folder path", "dir: checkpoints/my-job", spec.checkpoint.dir);
-         }},
-        int_field("interval", spec.checkpoint.interval, {0, kBillion}),
-        int_field("keep", spec.checkpoint.keep, {1, kMillion})}},
-      {"runtime",
-       {enum_field("device", r.device, std::vector{Device::Cpu, Device::Cuda}, {{"gpu", "cuda"}}),
-        enum_field("backend", r.backend, std::vector{Backend::Auto, Backend::Gloo, Backend::Nccl}),
-        {"master_addr",
-         [&r](Context& c, const Entry& e) {
-           return read_text(c, e, "host name or address", "a host such as 127.0.0.1 or node01", r.master_addr);
-         }},
-        int_field("master_port", r.master_port, {0, 65'535}),
-        real_field("comm_timeout_s", r.comm_timeout_s, {0, true, 86'400, false}),
-        int_field("threads_per_worker", r.threads_per_worker, {1, 1024}),
-        enum_field("precision", r.precision, std::vector{Precision::Fp32, Precision::Bf16},
-                   {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}}),
-        real_field("device_memory_gib", r.device_memory_gib, {0, false, 1e6, false}),
-        enum_field("cpu_binding", r.cpu_binding, std::vector{CpuBinding::Cores, CpuBinding::None},
-                   {{"core", "cores"}, {"off", "none"}, {"numa", "cores"}}),
-        enum_field("p2p_dtype", r.p2p_dtype, std::vector{P2pDtype::Auto, P2pDtype::Fp32, P2pDtype::Bf16},
-                   {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}})}},
-      {"observe",
-       {{"runs_dir",
-         [&spec](Context& c, const Entry& e) {
-           return read_text(c, e, "folder", "a folder such as runs or /scratch/runs", spec.observe.runs_dir);
-         }},
-        int_field("trace_steps", spec.observe.trace_steps, {0, kMillion}),
-        real_field("peak_tflops", spec.observe.peak_tflops, {0, false, 1e6, false}),
-        bool_field("tensorboard", spec.observe.tensorboard)}},
-  };
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The loader: walks the document against the schema, then checks required keys and combinations.
-
-/// Where a key was seen (line of the key) and whether its value was accepted.
-struct Seen {
-  int line;
-  bool ok;
-};
+// The loader: walks the document against the schema, then checks required keys and the rules.
 
 class Loader {
  public:
@@ -716,7 +44,7 @@ class Loader {
   void read(const YAML::Node& root) {
     std::vector<std::string> names;
     for (const auto& section : sections_) names.push_back(section.name);
-    for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
+    walk_.for_each_key(root, "", names, [&](const std::string& name, const Entry& e) {
       return read_section(section_named(name), e);
     });
     apply_overrides();
@@ -724,18 +52,18 @@ class Loader {
     apply_init_from(root);
     check_required(line_of(root));
     apply_schedule_defaults();
-    check_combinations();
-    check_schedule();
+    check_rules(state_);
   }
 
  private:
   /// SpecOverrides replace their fields here, before every check that spans fields; a value outside the
-  /// field's range is a problem naming the option.
+  /// field's range (the schema's) is a problem naming the option.
   void apply_overrides() {
     if (!overrides_.steps) return;
     const int64_t steps = *overrides_.steps;
-    if (steps < 1 || steps > kMaxSteps) {
-      c_.problems.add_option("--steps", std::to_string(steps), fmt::format("must be in [1, {}]", kMaxSteps),
+    const IntRange& range = *section_named("train").field("steps")->ints;
+    if (!range.contains(steps)) {
+      c_.problems.add_option("--steps", std::to_string(steps), "must be in " + range.text(),
                              "give a step count of at least 1");
       return;
     }
@@ -743,77 +71,25 @@ class Loader {
     if (const auto written = seen_.find("train.steps"); written != seen_.end()) written->second.ok = true;
   }
 
-  /// How messages name train.steps: `train.steps (6)`, or `the step count (--steps 4)` when overridden.
-  std::string steps_named() const {
-    return overrides_.steps ? fmt::format("the step count (--steps {})", spec_.train.steps)
-                            : fmt::format("train.steps ({})", spec_.train.steps);
-  }
-
   const Section& section_named(const std::string& name) const {
     return *std::find_if(sections_.begin(), sections_.end(), [&](const Section& s) { return s.name == name; });
   }
 
-  /// Walks the keys of `map`: reports non-string, duplicate and unknown keys, hands the rest to `read_key`
-  /// and records each as seen.
-  void for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
-                    const std::function<bool(const std::string&, const Entry&)>& read_key) {
-    std::map<std::string, int> first_line;
-    for (const auto& pair : map) {
-      const YAML::Node& key = pair.first;
-      const int line = line_of(key);
-      const std::string name = key.IsScalar() ? key.Scalar() : describe(key);
-      const std::string path = prefix.empty() ? name : prefix + "." + name;
-      if (const auto it = first_line.find(name); it != first_line.end()) {
-        c_.problems.add(line, path, std::nullopt, "duplicate key",
-                        fmt::format("keep one of them; the first is on line {}", it->second));
-        continue;
-      }
-      first_line[name] = line;
-      if (!key.IsScalar() || std::find(known.begin(), known.end(), name) == known.end()) {
-        c_.problems.add(line, path, std::nullopt, "unknown key", unknown_key_hint(name, prefix, known));
-        continue;
-      }
-      const bool ok = read_key(name, Entry{path, line, pair.second});
-      seen_[path] = {line, ok};
-    }
-  }
-
-  /// Where a key of another section belongs, or "did you mean 'hidden'?", or the valid keys.
-  std::string unknown_key_hint(const std::string& name, const std::string& prefix,
-                               const std::vector<std::string>& known) const {
-    for (const auto& section : sections_) {
-      if (section.name == prefix) continue;
-      for (const auto& field : section.fields) {
-        if (field.key == name) return fmt::format("move it under '{}:' ({}.{})", section.name, section.name, name);
-      }
-    }
-    if (auto match = closest_match(name, known)) return "did you mean '" + *match + "'?";
-    return (prefix.empty() ? "valid sections are " : "valid keys are ") + join_names(known);
-  }
-
   /// Reads one section: null (no keys) is fine, anything else must be a mapping. Returns whether it was one;
-  /// each key's own result is recorded by for_each_key.
+  /// each key's own result is recorded by the walk.
   bool read_section(const Section& section, const Entry& e) {
     if (e.value.IsNull()) return true;
     if (!e.value.IsMap()) {
       c_.bad(e, "must be a mapping of keys",
-             fmt::format("indent its keys below '{}:' (valid keys are {})", section.name, key_names(section)));
+             fmt::format("indent its keys below '{}:' (valid keys are {})", section.name,
+                         join_names(section.keys())));
       return false;
     }
-    for_each_key(e.value, section.name, key_names_vector(section), [&](const std::string& key, const Entry& entry) {
-      const auto field = std::find_if(section.fields.begin(), section.fields.end(),
-                                      [&](const Field& f) { return f.key == key; });
-      return field->read(c_, entry);
+    walk_.for_each_key(e.value, section.name, section.keys(), [&](const std::string& key, const Entry& entry) {
+      return section.field(key)->read(c_, entry);
     });
     return true;
   }
-
-  static std::vector<std::string> key_names_vector(const Section& section) {
-    std::vector<std::string> names;
-    for (const auto& field : section.fields) names.push_back(field.key);
-    return names;
-  }
-  static std::string key_names(const Section& section) { return join_names(key_names_vector(section)); }
 
   /// model.init_from: the folder made absolute, and its config.json merged into the model section. A
   /// field the spec does not write takes config.json's value (read by the field's own reader, so its
@@ -821,7 +97,7 @@ class Loader {
   /// model's longest context. Each disagreement is a problem naming both values.
   void apply_init_from(const YAML::Node& root) {
     ModelSpec& m = spec_.model;
-    if (m.init_from.empty() || !usable("model.init_from")) return;
+    if (m.init_from.empty() || !state_.usable("model.init_from")) return;
     m.init_from = resolve_against(c_.base_dir, m.init_from);
     const int line = seen_.at("model.init_from").line;
     std::error_code ec;
@@ -842,9 +118,8 @@ class Loader {
     const std::string file = (fs::path(m.init_from) / "config.json").string();
     for (const auto& f : hf.fields) {
       const std::string path = "model." + f.key;
-      const auto field = std::find_if(model.fields.begin(), model.fields.end(),
-                                      [&](const Field& candidate) { return candidate.key == f.key; });
-      if (field == model.fields.end()) continue;  // a field this build does not have
+      const Field* field = model.field(f.key);
+      if (field == nullptr) continue;  // a field this build does not have
       const auto written = seen_.find(path);
       if (written == seen_.end()) {
         const Entry entry{fmt::format("{} (from {} {})", path, file, f.source), line, YAML::Node(f.value)};
@@ -875,7 +150,7 @@ class Loader {
 
   /// data.path (or data.blend) is the only required key.
   void check_required(int root_line) {
-    if (seen_.count("data.path") || seen_.count("data.blend") || !usable("data")) return;  // reported already
+    if (seen_.count("data.path") || seen_.count("data.blend") || !state_.usable("data")) return;  // reported already
     const auto data = seen_.find("data");
     c_.problems.add(data != seen_.end() ? data->second.line : root_line, "data.path", std::nullopt,
                     "required key is missing", "name the training text, e.g. data: {path: corpus/*.txt}");
@@ -885,7 +160,7 @@ class Loader {
   /// data.format and data.dtype as read. Marks the key unusable on a problem.
   void resolve_data() {
     DataSpec& d = spec_.data;
-    if (!usable("data.format") || !usable("data.dtype")) return;
+    if (!state_.usable("data.format") || !state_.usable("data.dtype")) return;
     if (data_entries_.path && data_entries_.blend) {
       c_.problems.add(data_entries_.blend->line, "data.blend", std::nullopt,
                       "data.path and data.blend exclude each other",
@@ -907,473 +182,15 @@ class Loader {
       if (ok) d.sources.push_back(std::move(source));
       seen_["data.path"].ok = ok;
     }
-    if (data_entries_.blend) seen_["data.blend"].ok = read_blend(*data_entries_.blend);
-  }
-
-  /// data.blend: a non-empty list of {weight, path, format, dtype} (format and dtype default to data.format
-  /// and data.dtype); weights > 0, normalised to sum 1.
-  bool read_blend(const Entry& e) {
-    const std::string example = "blend: [{weight: 0.7, path: a/train}, {weight: 0.3, path: b/train}]";
-    if (!e.value.IsSequence() || e.value.size() == 0) {
-      c_.bad(e, "must be a non-empty list of {weight, path} entries", "write " + example);
-      return false;
-    }
-    bool ok = true;
-    double total = 0;
-    std::vector<DataSource> sources;
-    for (std::size_t i = 0; i < e.value.size(); ++i) {
-      const Entry item{fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]};
-      if (!item.value.IsMap()) {
-        c_.bad(item, "must be a mapping {weight: W, path: P}", "write " + example);
-        ok = false;
-        continue;
-      }
-      DataSource source{0.0, spec_.data.format, spec_.data.dtype, "", {}};
-      std::optional<Entry> path;
-      bool item_ok = true;
-      bool has_weight = false;
-      for_each_key(item.value, item.path, {"weight", "path", "format", "dtype"},
-                   [&](const std::string& key, const Entry& field) {
-                     bool field_ok = true;
-                     if (key == "weight") {
-                       has_weight = true;
-                       field_ok = read_real(c_, field, {0, true, 1e9, false}, 1.0, source.weight);
-                     } else if (key == "path") {
-                       path = field;
-                     } else if (key == "format") {
-                       field_ok = read_enum(c_, field, std::vector{DataFormat::Text, DataFormat::Tokens, DataFormat::Megatron},
-                                            {}, source.format);
-                     } else {
-                       field_ok = read_enum(c_, field, std::vector{TokenDType::Uint16, TokenDType::Uint32, TokenDType::Int32},
-                                            {}, source.dtype);
-                     }
-                     item_ok = item_ok && field_ok;
-                     return field_ok;
-                   });
-      for (const auto& [missing, present] : {std::pair{"weight", has_weight}, std::pair{"path", path.has_value()}}) {
-        if (present) continue;
-        c_.problems.add(item.line, item.path + "." + missing, std::nullopt, "required key is missing",
-                        "write each entry as {weight: 0.5, path: corpus/train}");
-        item_ok = false;
-      }
-      if (item_ok) item_ok = read_source_path(c_, *path, source);
-      if (item_ok) {
-        total += source.weight;
-        sources.push_back(std::move(source));
-      }
-      ok = ok && item_ok;
-    }
-    if (!ok) return false;
-    for (auto& source : sources) source.weight /= total;
-    spec_.data.sources = std::move(sources);
-    return true;
-  }
-
-  /// model.vocab_size >= 256 when any source is text (bytes are ids 0..255).
-  void check_vocab_covers_bytes() {
-    const auto& sources = spec_.data.sources;
-    const bool text = std::any_of(sources.begin(), sources.end(),
-                                  [](const DataSource& s) { return s.format == DataFormat::Text; });
-    if (text && usable("model.vocab_size") && spec_.model.vocab_size < 256) {
-      combination_problem("model.vocab_size", "data.format", std::to_string(spec_.model.vocab_size),
-                          "must be at least 256 with data.format text (the data are bytes, ids 0..255)",
-                          "use vocab_size: 256 or more, or train on tokenized data (data.format tokens or megatron)");
-    }
-  }
-
-  /// True when `path` and its section were either absent (default applies) or read without problems,
-  /// so a combination check on it would not repeat an error already reported.
-  bool usable(const std::string& path) const {
-    const std::string section = path.substr(0, path.find('.'));
-    for (const auto& p : {section, path}) {
-      if (const auto it = seen_.find(p); it != seen_.end() && !it->second.ok) return false;
-    }
-    return true;
-  }
-
-  /// Reports a combination problem on `path` (the later key of the pair in the spec layout), at its line, or
-  /// at the line of `other` when `path` was left at its default.
-  void combination_problem(const std::string& path, const std::string& other, const std::string& value,
-                           const std::string& rule, const std::string& hint) {
-    const auto here = seen_.find(path);
-    const bool present = here != seen_.end();
-    const auto there = seen_.find(other);
-    const int line = present ? here->second.line : there != seen_.end() ? there->second.line : 1;
-    c_.problems.add(line, path, present ? value : value + " (default)", rule, hint);
-  }
-
-  /// Nearest divisors of `n` below and above `near` (e.g. 4 or 8 for n = 128, near = 5).
-  static std::string divisors_near(int64_t n, int64_t near) {
-    std::optional<int64_t> below;
-    std::optional<int64_t> above;
-    for (int64_t d = std::min(near, n); d >= 1 && !below; --d) {
-      if (n % d == 0) below = d;
-    }
-    for (int64_t d = near + 1; d <= n && !above; ++d) {
-      if (n % d == 0) above = d;
-    }
-    return one_or_two(below, above);
+    if (data_entries_.blend) seen_["data.blend"].ok = read_blend(c_, walk_, *data_entries_.blend, spec_.data);
   }
 
   /// pipeline.virtual_stages defaults to 2 for the schedules that need several stages per rank.
   void apply_schedule_defaults() {
     PipelineSpec& p = spec_.pipeline;
     const bool chunked = p.schedule == ScheduleKind::ZBV || p.schedule == ScheduleKind::Interleaved1F1B;
-    if (chunked && usable("pipeline.schedule") && !seen_.count("pipeline.virtual_stages")) p.virtual_stages = 2;
-  }
-
-  /// Every stage holds at least one layer: layers >= stages x virtual_stages. Reported on pipeline.stages
-  /// when there is one stage per rank, else on pipeline.virtual_stages.
-  void check_layers_cover_stages() {
-    const ModelSpec& m = spec_.model;
-    const PipelineSpec& p = spec_.pipeline;
-    if (!usable("model.layers") || !usable("pipeline.stages") || !usable("pipeline.virtual_stages")) return;
-    if (virtual_stages_problem()) return;  // reported by check_schedule
-    if (p.virtual_stages == 1 && m.layers < p.stages) {
-      combination_problem(
-          "pipeline.stages", "model.layers", std::to_string(p.stages),
-          fmt::format("must not exceed model.layers ({})", m.layers),
-          fmt::format("use at most {} stages, or raise model.layers to {} or more", m.layers, p.stages));
-    } else if (m.layers < p.stages * p.virtual_stages) {
-      std::vector<std::string> fixes;  // only values inside each field's range
-      if (p.stages * p.virtual_stages <= kMaxLayers)
-        fixes.push_back(fmt::format("raise model.layers to {} or more", p.stages * p.virtual_stages));
-      if (m.layers / p.virtual_stages >= 1)
-        fixes.push_back(fmt::format("lower pipeline.stages to {}", m.layers / p.virtual_stages));
-      if (p.schedule == ScheduleKind::Interleaved1F1B && m.layers / p.stages >= 2)
-        fixes.push_back(fmt::format("lower pipeline.virtual_stages to {}", m.layers / p.stages));
-      if (fixes.empty()) fixes.push_back("use fewer pipeline.stages or pipeline.virtual_stages");
-      const std::string hint = fmt::format("{}", fmt::join(fixes, ", or "));
-      combination_problem("pipeline.virtual_stages",
-                          seen_.count("pipeline.stages") ? "pipeline.stages" : "pipeline.schedule",
-                          std::to_string(p.virtual_stages),
-                          fmt::format("pipeline.stages x pipeline.virtual_stages = {} x {} = {} stages must not exceed "
-                                      "model.layers ({})",
-                                      p.stages, p.virtual_stages, p.stages * p.virtual_stages, m.layers),
-                          hint);
-    }
-  }
-
-  /// The rule and hint pipeline.virtual_stages breaks for its schedule, if any: gpipe, 1f1b and zb-h1 run one
-  /// stage per rank, zbv two, interleaved-1f1b two or more; custom schedules any number.
-  std::optional<std::pair<std::string, std::string>> virtual_stages_problem() const {
-    const PipelineSpec& p = spec_.pipeline;
-    if (!usable("pipeline.schedule") || !usable("pipeline.virtual_stages")) return std::nullopt;
-    switch (p.schedule) {
-      case ScheduleKind::ZBV:
-        if (p.virtual_stages == 2) return std::nullopt;
-        return std::pair{std::string("must be 2 with schedule zbv (two stages per rank, in a V)"),
-                         std::string("set pipeline.virtual_stages: 2, or leave it out (2 is zbv's default)")};
-      case ScheduleKind::Interleaved1F1B:
-        if (p.virtual_stages >= 2) return std::nullopt;
-        return std::pair{std::string("must be at least 2 with schedule interleaved-1f1b"),
-                         std::string("set pipeline.virtual_stages: 2 or more (2 is the default), or use schedule 1f1b")};
-      case ScheduleKind::Custom:
-        return std::nullopt;
-      default:
-        if (p.virtual_stages == 1) return std::nullopt;
-        return std::pair{fmt::format("must be 1 with schedule {} (one stage per rank)", to_string(p.schedule)),
-                         std::string("leave pipeline.virtual_stages out, or use schedule interleaved-1f1b or zbv for "
-                                     "several stages per rank")};
-    }
-  }
-
-  /// The schedule's own keys: stages per rank, the group size, and the file of a custom schedule.
-  void check_schedule() {
-    const PipelineSpec& p = spec_.pipeline;
-    if (!usable("pipeline.schedule")) return;
-    if (const auto problem = virtual_stages_problem()) {
-      combination_problem("pipeline.virtual_stages", "pipeline.schedule", std::to_string(p.virtual_stages),
-                          problem->first, problem->second);
-    }
-    if (usable("pipeline.microbatch_group_size") && p.microbatch_group_size != 0 &&
-        p.schedule != ScheduleKind::Interleaved1F1B) {
-      combination_problem("pipeline.microbatch_group_size", "pipeline.schedule",
-                          std::to_string(p.microbatch_group_size),
-                          fmt::format("only applies to schedule interleaved-1f1b (pipeline.schedule is {})",
-                                      to_string(p.schedule)),
-                          "leave pipeline.microbatch_group_size out, or set pipeline.schedule: interleaved-1f1b");
-    }
-    check_schedule_file();
-  }
-
-  /// pipeline.schedule_file: required with schedule custom, not allowed otherwise; resolved against the spec's
-  /// folder to an absolute path naming a readable regular file.
-  void check_schedule_file() {
-    PipelineSpec& p = spec_.pipeline;
-    const std::string path = "pipeline.schedule_file";
-    if (!usable(path)) return;
-    const bool custom = p.schedule == ScheduleKind::Custom;
-    if (!custom && !p.schedule_file.empty()) {
-      combination_problem(
-          path, "pipeline.schedule", config::quoted(p.schedule_file),
-          fmt::format("is only read with schedule custom (pipeline.schedule is {})", to_string(p.schedule)),
-          "leave pipeline.schedule_file out, or set pipeline.schedule: custom");
-      return;
-    }
-    if (!custom) return;
-    if (p.schedule_file.empty()) {
-      const auto schedule = seen_.find("pipeline.schedule");
-      c_.problems.add(
-          schedule->second.line, path, std::nullopt,
-          "required key is missing: schedule custom reads its actions from a CSV file",
-          "add pipeline.schedule_file: my_schedule.csv (one row of actions per rank; see configs/README.md)");
-      return;
-    }
-    const fs::path file = resolve_against(c_.base_dir, p.schedule_file);
-    const std::string value = config::quoted(p.schedule_file);
-    struct stat info {};
-    if (::stat(file.c_str(), &info) != 0) {
-      combination_problem(path, "pipeline.schedule", value,
-                          fmt::format("names no readable file ({}: {})", file.string(), std::strerror(errno)),
-                          "check the path; a relative path is resolved against " + c_.base_dir);
-    } else if (!S_ISREG(info.st_mode)) {
-      combination_problem(path, "pipeline.schedule", value,
-                          S_ISDIR(info.st_mode) ? "names a folder, not a regular file"
-                                                : "names a device, pipe or socket, not a regular file",
-                          "name the CSV file itself");
-    } else if (::access(file.c_str(), R_OK) != 0) {
-      combination_problem(path, "pipeline.schedule", value,
-                          fmt::format("cannot be read ({}: {})", file.string(), std::strerror(errno)),
-                          "check the file's permissions");
-    } else {
-      p.schedule_file = file.string();
-    }
-  }
-
-  /// The text must hold at least one training sequence: seq_len + 1 bytes over all data files.
-  void check_data_covers_a_sequence() {
-    if (!usable("data.path") || !usable("model.seq_len") || spec_.data.files.empty()) return;
-    const std::uintmax_t bytes = text_bytes();
-    const auto needed = static_cast<std::uintmax_t>(spec_.model.seq_len) + 1;
-    if (bytes < needed) {
-      combination_problem(
-          "data.path", "model.seq_len", fmt::format("{} file(s), {} bytes", spec_.data.files.size(), bytes),
-          fmt::format("must hold at least model.seq_len + 1 = {} bytes of text", needed),
-          // model.seq_len is at least 1: lowering it is a fix only when the text holds 2 bytes or more.
-          bytes >= 2 ? fmt::format("add text, or lower model.seq_len to {} or less", bytes - 1)
-                     : fmt::format("add text: model.seq_len {} needs {} bytes (its smallest value, 1, needs 2)",
-                                   spec_.model.seq_len, needed));
-    }
-  }
-
-  /// eval.interval needs held-out text, and the split must leave sequences on both sides.
-  void check_eval() {
-    const double fraction = spec_.data.eval_fraction;
-    if (usable("eval.interval") && usable("data.eval_fraction") && spec_.eval.interval > 0 && fraction == 0.0) {
-      combination_problem("eval.interval", "data.eval_fraction", std::to_string(spec_.eval.interval),
-                          "needs held-out text, but data.eval_fraction is 0",
-                          "set data.eval_fraction: 0.05 (the last 5% of the sequences), or eval.interval: 0");
-    }
-    if (fraction == 0.0 || !usable("data.eval_fraction") || !usable("data.path") || !usable("model.seq_len")) return;
-    const int64_t sequences = text_sequences();
-    if (sequences < 0) return;  // too short for one sequence: reported by check_data_covers_a_sequence
-    const int64_t held_out = held_out_sequences(sequences, fraction);
-    if (sequences - held_out < 1) {
-      combination_problem("data.eval_fraction", "data.path", fmt::format("{:g}", fraction),
-                          fmt::format("leaves no training sequence: the text holds {} sequence(s) of "
-                                      "model.seq_len + 1 bytes and {} would be held out",
-                                      sequences, held_out),
-                          "add text, lower model.seq_len, or set data.eval_fraction: 0");
-    }
-  }
-
-  /// checkpoint.interval and checkpoint.keep need checkpoint.dir; the folder must be a folder (or not exist
-  /// yet) under a writable parent.
-  void check_checkpoint() {
-    CheckpointSpec& k = spec_.checkpoint;
-    if (k.dir.empty()) {
-      for (const char* key : {"checkpoint.interval", "checkpoint.keep"}) {
-        if (!seen_.count(key) || !usable(key)) continue;
-        combination_problem(key, "checkpoint", key == std::string("checkpoint.interval") ? std::to_string(k.interval)
-                                                                                          : std::to_string(k.keep),
-                            "needs checkpoint.dir (the folder to write checkpoints to)",
-                            "add checkpoint: {dir: checkpoints/my-job}");
-      }
-      return;
-    }
-    if (!usable("checkpoint.dir")) return;
-    const std::string value = config::quoted(k.dir);
-    spec_.checkpoint.dir = resolve_against(c_.base_dir, k.dir);
-    std::error_code ignored;
-    fs::path existing = k.dir;
-    while (!existing.empty() && !fs::exists(existing, ignored)) existing = existing.parent_path();
-    if (existing == fs::path(k.dir) && !fs::is_directory(existing, ignored)) {
-      combination_problem("checkpoint.dir", "checkpoint", value, "names a file, not a folder",
-                          "name a folder (it is created when missing)");
-    } else if (!existing.empty() && !fs::is_directory(existing, ignored)) {
-      combination_problem("checkpoint.dir", "checkpoint", value,
-                          fmt::format("lies under {}, which is a file, not a folder", existing.string()),
-                          "name a folder (it is created when missing)");
-    } else if (!existing.empty() && ::access(existing.c_str(), W_OK | X_OK) != 0) {
-      combination_problem("checkpoint.dir", "checkpoint", value,
-                          fmt::format("cannot be written: {} is not writable ({})", existing.string(),
-                                      std::strerror(errno)),
-                          "choose a folder you can write to, or fix its permissions");
-    }
-  }
-
-  /// Bytes in the data files together.
-  std::uintmax_t text_bytes() const {
-    std::uintmax_t bytes = 0;
-    for (const auto& file : spec_.data.files) {
-      std::error_code ignored;
-      const auto size = fs::file_size(file, ignored);
-      if (!ignored) bytes += size;
-    }
-    return bytes;
-  }
-
-  /// Sequences of model.seq_len + 1 bytes (stride seq_len) in the data files; -1 when not even one.
-  int64_t text_sequences() const {
-    const std::uintmax_t bytes = text_bytes();
-    const auto seq = static_cast<std::uintmax_t>(spec_.model.seq_len);
-    return bytes < seq + 1 ? -1 : static_cast<int64_t>((bytes - 1) / seq);
-  }
-
-  /// optimizer.min_lr is a floor below optimizer.lr.
-  void check_min_lr() {
-    const OptimizerSpec& o = spec_.optimizer;
-    if (usable("optimizer.min_lr") && usable("optimizer.lr") && o.min_lr > o.lr) {
-      combination_problem("optimizer.min_lr", "optimizer.lr", fmt::format("{:g}", o.min_lr),
-                          fmt::format("must not exceed optimizer.lr ({:g})", o.lr),
-                          fmt::format("use a floor of at most {:g}, e.g. {:g}", o.lr, o.lr / 10));
-    }
-  }
-
-  /// The learning-rate schedule fits in train.steps, and optimizer.min_lr is only written for a schedule that
-  /// decays to it. Warmup (steps 0 .. warmup_steps - 1) reaches optimizer.lr at its last step, so a constant
-  /// schedule needs warmup_steps <= train.steps; cosine and linear decay to min_lr over the steps after warmup
-  /// (train/lr_schedule.cpp), so they need at least one: warmup_steps < train.steps.
-  void check_lr_schedule() {
-    const OptimizerSpec& o = spec_.optimizer;
-    if (!usable("optimizer.lr_schedule")) return;
-    const bool decays = o.lr_schedule != LrSchedule::Constant;
-    const std::string schedule =
-        to_string(o.lr_schedule) + (seen_.count("optimizer.lr_schedule") ? "" : ", the default");
-    if (usable("optimizer.warmup_steps") && usable("train.steps")) {
-      const int64_t steps = spec_.train.steps;
-      const int64_t most = decays ? steps - 1 : steps;
-      if (o.warmup_steps > most) {
-        const std::string rule =
-            decays ? fmt::format("must be below {} for lr_schedule {}: warmup would take every step, "
-                                 "so the decay to optimizer.min_lr never happens",
-                                 steps_named(), schedule)
-                   : fmt::format("must not exceed {}: the run would end during warmup, before "
-                                 "reaching optimizer.lr",
-                                 steps_named());
-        const std::string lower = most == 0 ? "set optimizer.warmup_steps: 0"
-                                            : fmt::format("lower optimizer.warmup_steps to at most {}", most);
-        const int64_t fewest = decays ? o.warmup_steps + 1 : o.warmup_steps;
-        const std::string raise = overrides_.steps ? fmt::format("pass --steps {} or more", fewest)
-                                                   : fmt::format("raise train.steps to at least {}", fewest);
-        combination_problem("optimizer.warmup_steps", "train.steps", std::to_string(o.warmup_steps), rule,
-                            fewest > kMaxSteps ? lower : lower + ", or " + raise);
-      }
-    }
-    if (!decays && seen_.count("optimizer.min_lr") && usable("optimizer.min_lr")) {
-      combination_problem("optimizer.min_lr", "optimizer.lr_schedule", fmt::format("{:g}", o.min_lr),
-                          fmt::format("applies only to lr_schedule cosine or linear (lr_schedule is {})", schedule),
-                          "remove optimizer.min_lr, or set optimizer.lr_schedule: cosine (or linear)");
-    }
-  }
-
-  /// The model fields that belong to one architecture, grouped-query heads, RoPE's even head size, and
-  /// model.tie_embeddings' per-architecture default (false for llama when not written).
-  void check_arch_fields() {
-    ModelSpec& m = spec_.model;
-    if (!usable("model.arch")) return;
-    const std::string arch = to_string(m.arch);
-    const auto only_for = [&](const std::string& key, Arch owner, const std::string& value) {
-      if (m.arch == owner || !seen_.count("model." + key)) return;
-      combination_problem("model." + key, "model.arch", value,
-                          fmt::format("applies only to model.arch {} (model.arch is {}{})", to_string(owner), arch,
-                                      seen_.count("model.arch") ? "" : ", the default"),
-                          fmt::format("remove model.{}, or set model.arch: {}", key, to_string(owner)));
-    };
-    only_for("activation", Arch::Gpt2, quoted(to_string(m.activation)));
-    only_for("rope_theta", Arch::Llama, fmt::format("{:g}", m.rope_theta));
-    only_for("kv_heads", Arch::Llama, std::to_string(m.kv_heads));
-    if (m.arch == Arch::Llama && !seen_.count("model.tie_embeddings")) m.tie_embeddings = false;
-    if (m.arch == Arch::Llama && usable("model.kv_heads") && usable("model.heads") && m.kv_heads > 0 &&
-        m.heads % m.kv_heads != 0) {
-      combination_problem("model.kv_heads", "model.heads", std::to_string(m.kv_heads),
-                          fmt::format("must divide model.heads ({})", m.heads),
-                          fmt::format("use a divisor of {} such as {}, or 0 for kv_heads = heads", m.heads,
-                                      divisors_near(m.heads, m.kv_heads)));
-    }
-    if (m.arch == Arch::Llama && usable("model.hidden") && usable("model.heads") && m.hidden % m.heads == 0 &&
-        (m.hidden / m.heads) % 2 != 0) {
-      combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
-                          fmt::format("gives an odd head size hidden / heads = {}; rotary embeddings (llama) "
-                                      "rotate pairs of features, so it must be even",
-                                      m.hidden / m.heads),
-                          "choose heads so that model.hidden / model.heads is even");
-    }
-  }
-
-  /// pipeline.layers_per_stage: one entry per stage (stages x virtual_stages), summing to model.layers, and
-  /// not together with balance auto (which chooses the split itself).
-  void check_layer_split() {
-    const PipelineSpec& p = spec_.pipeline;
-    const std::string path = "pipeline.layers_per_stage";
-    if (p.layers_per_stage.empty() || !usable(path)) return;
-    const std::string value = fmt::format("[{}]", fmt::join(p.layers_per_stage, ", "));
-    const auto count = static_cast<int64_t>(p.layers_per_stage.size());
-    if (usable("pipeline.balance") && p.balance == "auto") {
-      combination_problem(path, "pipeline.balance", value,
-                          "excludes pipeline.balance auto (an explicit split, or one chosen by ppctl, not both)",
-                          "remove pipeline.layers_per_stage to let balance auto choose, or remove balance: auto");
-    }
-    if (usable("pipeline.stages") && usable("pipeline.virtual_stages") && !virtual_stages_problem() &&
-        count != p.stages * p.virtual_stages) {
-      combination_problem(path, "pipeline.stages", value,
-                          fmt::format("has {} entries but pipeline.stages x pipeline.virtual_stages = {} x {} = {}",
-                                      count, p.stages, p.virtual_stages, p.stages * p.virtual_stages),
-                          fmt::format("give one block count per stage ({} entries), in stage order",
-                                      p.stages * p.virtual_stages));
-    }
-    int64_t sum = 0;
-    for (const int64_t n : p.layers_per_stage) sum += n;
-    if (usable("model.layers") && sum != spec_.model.layers) {
-      combination_problem(path, "model.layers", value,
-                          fmt::format("sums to {} but model.layers is {}", sum, spec_.model.layers),
-                          fmt::format("make the entries add up to {} (or set model.layers: {})",
-                                      spec_.model.layers, sum));
-    }
-  }
-
-  void check_combinations() {
-    const ModelSpec& m = spec_.model;
-    const RuntimeSpec& r = spec_.runtime;
-    check_layers_cover_stages();
-    check_layer_split();
-    check_min_lr();
-    check_lr_schedule();
-    check_data_covers_a_sequence();
-    check_vocab_covers_bytes();
-    check_eval();
-    check_checkpoint();
-    check_arch_fields();
-    if (usable("model.hidden") && usable("model.heads") && m.hidden % m.heads != 0) {
-      combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
-                          fmt::format("must divide model.hidden ({})", m.hidden),
-                          fmt::format("use a divisor of {} such as {}", m.hidden, divisors_near(m.hidden, m.heads)));
-    }
-    if (usable("runtime.device") && usable("runtime.backend") && r.backend == Backend::Nccl &&
-        r.device == Device::Cpu) {
-      combination_problem("runtime.backend", "runtime.device", quoted(to_string(r.backend)),
-                          fmt::format("needs runtime.device cuda (runtime.device is cpu{})",
-                                      seen_.count("runtime.device") ? "" : ", the default"),
-                          "use backend gloo or auto on cpu, or set runtime.device: cuda");
-    }
-    // bf16 on the wire under fp32 arithmetic would round an otherwise exact fp32 step: refused.
-    if (usable("runtime.p2p_dtype") && usable("runtime.precision") && r.p2p_dtype == P2pDtype::Bf16 &&
-        r.precision == Precision::Fp32) {
-      combination_problem("runtime.p2p_dtype", "runtime.precision", quoted(to_string(r.p2p_dtype)),
-                          fmt::format("needs runtime.precision bf16 (runtime.precision is fp32{})",
-                                      seen_.count("runtime.precision") ? "" : ", the default"),
-                          "set runtime.precision: bf16, or p2p_dtype auto or fp32");
+    if (chunked && state_.usable("pipeline.schedule") && !seen_.count("pipeline.virtual_stages")) {
+      p.virtual_stages = 2;
     }
   }
 
@@ -1382,42 +199,13 @@ class Loader {
   const SpecOverrides& overrides_;
   DataEntries data_entries_;
   std::vector<Section> sections_;
-  std::map<std::string, Seen> seen_;
+  SpecState state_{spec_, c_, {}, overrides_.steps.has_value()};
+  SeenKeys& seen_ = state_.seen;
+  KeyWalk walk_{c_, seen_, [this](const std::string& name, const std::string& prefix,
+                                  const std::vector<std::string>& known) {
+                  return unknown_key_hint(sections_, name, prefix, known);
+                }};
 };
-
-/// Notes where each YAML document starts and ignores every other event.
-class DocumentStarts : public YAML::EventHandler {
- public:
-  std::vector<YAML::Mark> marks;
-  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-/// yaml-cpp 0.7's LoadAll never returns when a document starts with a token its parser does not consume
-/// (a ',' outside [...] / {...} at the start of the text or after a top-level `- item`; found by
-/// tests/fuzz/fuzz_spec_yaml.cpp): each call yields another empty document at the same place. This walks the
-/// documents with DocumentStarts first and throws YAML::ParserException where a document starts where the one
-/// before it did, so that LoadAll afterwards always ends.
-void refuse_stuck_documents(const std::string& yaml_text) {
-  std::istringstream in(yaml_text);
-  YAML::Parser parser(in);
-  DocumentStarts starts;
-  while (parser.HandleNextDocument(starts)) {
-    const auto& m = starts.marks;
-    if (m.size() >= 2 && m.back().pos == m[m.size() - 2].pos) {
-      const auto at = static_cast<size_t>(std::max(m.back().pos, 0));
-      throw YAML::ParserException(m.back(), fmt::format("unexpected '{}' where a value or key should start",
-                                                        at < yaml_text.size() ? yaml_text.substr(at, 1) : ""));
-    }
-  }
-}
 
 }  // namespace
 
