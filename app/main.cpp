@@ -20,8 +20,6 @@
 #include "command_line.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "data/prepare.hpp"
-#include "data/prepare_error.hpp"
 #include "interop/hf_export.hpp"
 #include "job/local_job.hpp"
 #include "job/prepared_job.hpp"
@@ -35,6 +33,8 @@
 #include "observe/run_dir.hpp"
 #include "plan/parallel.hpp"
 #include "plan_command.hpp"
+#include "prepare/prepare.hpp"
+#include "prepare/prepare_error.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
@@ -213,15 +213,15 @@ int cmd_worker(const ppctl::job::WorkerOptions& options) {
   }
 }
 
-/// `ppctl data prepare`: bad input (data::PrepareError) exits 2 with nothing written.
-int cmd_data_prepare(ppctl::data::PrepareOptions options, const std::string& input_format,
+/// `ppctl data prepare`: bad input (prepare::PrepareError) exits 2 with nothing written.
+int cmd_data_prepare(ppctl::prepare::PrepareOptions options, const std::string& input_format,
                      const std::string& append_eod_id) {
   if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by integer_check
   options.progress = ppctl::observe::stderr_is_terminal();
   try {
-    options.input.format = ppctl::data::parse_input_format(input_format);
-    std::cout << ppctl::data::format_prepare_report(ppctl::data::prepare_dataset(options)) << '\n';
-  } catch (const ppctl::data::PrepareError& e) {
+    options.input.format = ppctl::prepare::parse_input_format(input_format);
+    std::cout << ppctl::prepare::format_prepare_report(ppctl::prepare::prepare_dataset(options)) << '\n';
+  } catch (const ppctl::prepare::PrepareError& e) {
     std::cerr << "error: " << e.what() << "\nnothing was written\n";
     return kExitBadInput;
   }
@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
                     "the checkpoint of step STEP",
                     "STEP:FILES");
 
-  ppctl::data::PrepareOptions prepare_options;
+  ppctl::prepare::PrepareOptions prepare_options;
   std::string input_format = "auto", append_eod_id;
   auto* data = app.add_subcommand("data", "Datasets: `ppctl data prepare` tokenizes text into an indexed dataset");
   data->require_subcommand(1);

@@ -24,7 +24,7 @@ class AddressError : public CommError {
 };
 
 /// True when `e` reports bad input, which retrying cannot fix (exit code 2): ConfigError, PlanError,
-/// ScheduleError, CheckpointError, DataError (and data::PrepareError, derived from it), AddressError.
+/// ScheduleError, CheckpointError, DataError (and prepare::PrepareError, derived from it), AddressError.
 bool is_bad_input(const std::exception& e);
 
 }  // namespace ppctl

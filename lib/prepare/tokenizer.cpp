@@ -1,15 +1,15 @@
 // Byte and SentencePiece tokenizers.
-#include "data/tokenizer.hpp"
+#include "prepare/tokenizer.hpp"
 
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
 
 #include <filesystem>
 
-#include "data/document_reader.hpp"
-#include "data/prepare_error.hpp"
+#include "prepare/document_reader.hpp"
+#include "prepare/prepare_error.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 namespace {
 
 class BytesTokenizer final : public Tokenizer {
@@ -76,4 +76,4 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
                                                   std::move(sp));
 }
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

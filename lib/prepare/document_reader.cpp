@@ -1,5 +1,5 @@
 // Reading documents from JSONL and text inputs.
-#include "data/document_reader.hpp"
+#include "prepare/document_reader.hpp"
 
 #include <fmt/format.h>
 #include <fcntl.h>
@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "data/prepare_error.hpp"
+#include "prepare/prepare_error.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 namespace {
 
 namespace fs = std::filesystem;
@@ -194,4 +194,4 @@ void read_documents(const std::string& path, const InputOptions& options,
   }
 }
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

@@ -4,7 +4,7 @@
 
 #include "core/bad_input.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 
 /// Bad input to `ppctl data prepare`: a missing or unreadable input file, a JSONL line that is not
 /// JSON or lacks the text field, an unusable tokenizer model, an output folder that does not exist.
@@ -15,4 +15,4 @@ class PrepareError : public DataError {
   using DataError::DataError;
 };
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 
 /// How an input file is read.
 enum class InputFormat {
@@ -19,7 +19,7 @@ enum class InputFormat {
   kJsonl,  ///< one JSON object per line
 };
 
-/// Parses "auto" | "text" | "jsonl". Throws data::PrepareError naming the value otherwise.
+/// Parses "auto" | "text" | "jsonl". Throws prepare::PrepareError naming the value otherwise.
 InputFormat parse_input_format(const std::string& text);
 
 /// Options of the input side of `ppctl data prepare`.
@@ -39,22 +39,22 @@ struct InputOptions {
 InputFormat resolved_format(const std::string& path, const InputOptions& options);
 
 /// Checks before anything is written that every input is a readable regular file. Throws
-/// data::PrepareError naming the first that is missing, a folder, or unreadable. Returns the
+/// prepare::PrepareError naming the first that is missing, a folder, or unreadable. Returns the
 /// total size of the inputs in bytes (for the progress line's ETA).
 int64_t check_inputs(const std::vector<std::string>& paths);
 
-/// The whole content of `path`, read with read(2). Throws data::PrepareError "WHAT PATH: cannot
+/// The whole content of `path`, read with read(2). Throws prepare::PrepareError "WHAT PATH: cannot
 /// read it: REASON" (`what` names the role: "input", "--model") when it cannot be opened or read.
 std::string read_input_file(const std::string& path, const std::string& what);
 
 /// Calls `on_document(text)` for every document of `path`, in file order, and
 /// `on_bytes(n)` after each n bytes of the file consumed (progress). JSONL: a line that holds only
 /// white space is skipped; every other line must be a JSON object whose `json_key` is a string
-/// (an empty string is an empty document). Throws data::PrepareError naming the file and its
+/// (an empty string is an empty document). Throws prepare::PrepareError naming the file and its
 /// 1-based line number when a line is not JSON, not an object, or lacks the key (or it is not a
 /// string), and naming the file when it cannot be read.
 void read_documents(const std::string& path, const InputOptions& options,
                     const std::function<void(std::string_view)>& on_document,
                     const std::function<void(int64_t)>& on_bytes);
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

@@ -1,5 +1,5 @@
 // `ppctl data prepare`: check everything, then read, tokenize and write; report.
-#include "data/prepare.hpp"
+#include "prepare/prepare.hpp"
 
 #include <fmt/format.h>
 
@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/live_line.hpp"
-#include "data/indexed_writer.hpp"
-#include "data/prepare_error.hpp"
-#include "data/tokenizer.hpp"
+#include "prepare/indexed_writer.hpp"
+#include "prepare/prepare_error.hpp"
+#include "prepare/tokenizer.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 namespace {
 
 namespace fs = std::filesystem;
@@ -87,7 +87,7 @@ std::string format_prepare_report(const PrepareReport& r) {
   return fmt::format(
       "{}.{{bin,idx}}: {} documents, {} tokens ({}, vocabulary {}, {}) from {:.2f} MB in {:.2f} s = "
       "{:.2f} MB/s",
-      r.output_prefix, r.documents, r.tokens, megatron::dtype_name(r.dtype), r.vocab_size,
+      r.output_prefix, r.documents, r.tokens, data::megatron::dtype_name(r.dtype), r.vocab_size,
       r.eod_id ? fmt::format("eod {}", *r.eod_id) : std::string("no eod"), r.bytes_in / kMB, r.seconds,
       r.seconds > 0 ? r.bytes_in / kMB / r.seconds : 0.0);
 }
@@ -118,7 +118,7 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
   report.tokenizer = tokenizer->kind();
   report.eod_id = eod;
   report.vocab_size = std::max(tokenizer->vocab_size(), eod ? *eod + 1 : 0);
-  report.dtype = megatron::optimal_dtype(report.vocab_size);
+  report.dtype = data::megatron::optimal_dtype(report.vocab_size);
 
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&start] {
@@ -160,4 +160,4 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
   return report;
 }
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

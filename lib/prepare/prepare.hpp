@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "data/document_reader.hpp"
 #include "data/megatron_format.hpp"
+#include "prepare/document_reader.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 
 /// What to prepare (the command line of `ppctl data prepare`).
 struct PrepareOptions {
@@ -34,7 +34,7 @@ struct PrepareReport {
   std::string tokenizer;
   int64_t vocab_size = 0;  ///< max(tokenizer vocabulary, eod id + 1)
   std::optional<int64_t> eod_id;
-  megatron::DType dtype = megatron::DType::kUint16;
+  data::megatron::DType dtype = data::megatron::DType::kUint16;
   int64_t documents = 0;
   int64_t tokens = 0;
   int64_t max_token_id = -1;
@@ -46,9 +46,9 @@ struct PrepareReport {
 /// Runs the whole preparation. Everything the user named is checked before anything is written
 /// (inputs readable, model valid, output folder exists, eod id usable); input errors found while
 /// reading (a bad JSONL line) stop it with nothing left behind. The dtype is Megatron's choice
-/// (megatron::optimal_dtype of the vocabulary: uint16 below 65500 ids, else int32). A dataset
+/// (data::megatron::optimal_dtype of the vocabulary: uint16 below 65500 ids, else int32). A dataset
 /// whose documents are all empty is refused (no token to train on; numpy cannot map an empty .bin).
-/// Throws data::PrepareError for bad input (exit 2), ppctl::Error for a system failure.
+/// Throws prepare::PrepareError for bad input (exit 2), ppctl::Error for a system failure.
 PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress_out = stderr);
 
 /// The dataset's PREFIX.tokenizer.json (interfaces: format "ppctl-tokenizer", version 1, tokenizer,
@@ -63,4 +63,4 @@ std::string format_prepare_progress(int64_t bytes_done, int64_t bytes_total, int
 /// eod E) from B MB in S s = R MB/s".
 std::string format_prepare_report(const PrepareReport& report);
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

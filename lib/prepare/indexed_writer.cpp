@@ -1,5 +1,5 @@
-// The indexed dataset writer: buffered .bin writes, the .idx from megatron::encode_index, renames.
-#include "data/indexed_writer.hpp"
+// The indexed dataset writer: buffered .bin writes, the .idx from data::megatron::encode_index, renames.
+#include "prepare/indexed_writer.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 namespace {
 
 constexpr size_t kBufferBytes = size_t{4} << 20;
@@ -58,9 +58,9 @@ void rename_onto(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, megatron::DType dtype)
+IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, data::megatron::DType dtype)
     : prefix_(std::move(prefix)), dtype_(dtype) {
-  if (dtype_ != megatron::DType::kUint16 && dtype_ != megatron::DType::kInt32) {
+  if (dtype_ != data::megatron::DType::kUint16 && dtype_ != data::megatron::DType::kInt32) {
     throw InternalError("IndexedDatasetWriter: only uint16 and int32 token files are written");
   }
   const std::string suffix = fmt::format(".tmp.{}", ::getpid());
@@ -79,10 +79,10 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
   }
 }
 
-int64_t IndexedDatasetWriter::bin_bytes() const { return tokens_ * megatron::dtype_size(dtype_); }
+int64_t IndexedDatasetWriter::bin_bytes() const { return tokens_ * data::megatron::dtype_size(dtype_); }
 
 void IndexedDatasetWriter::add_document(const std::vector<int32_t>& ids) {
-  const bool narrow = dtype_ == megatron::DType::kUint16;
+  const bool narrow = dtype_ == data::megatron::DType::kUint16;
   const size_t width = narrow ? 2 : 4;
   size_t done = 0;
   while (done < ids.size()) {
@@ -97,7 +97,7 @@ void IndexedDatasetWriter::add_document(const std::vector<int32_t>& ids) {
       if (id < 0 || (narrow && id > 0xffff)) {
         buffer_.resize(at);
         throw InternalError(fmt::format("token id {} does not fit the dataset's {}", id,
-                                        megatron::dtype_name(dtype_)));
+                                        data::megatron::dtype_name(dtype_)));
       }
       const auto value = static_cast<uint32_t>(id);
       for (size_t b = 0; b < width; ++b) *out++ = static_cast<unsigned char>(value >> (8 * b));
@@ -121,7 +121,7 @@ void IndexedDatasetWriter::commit(std::string_view sidecar) {
   fd_ = -1;
   std::vector<int64_t> document_indices(lengths_.size() + 1);
   std::iota(document_indices.begin(), document_indices.end(), int64_t{0});
-  write_synced(idx_tmp_, megatron::encode_index(dtype_, lengths_, document_indices));
+  write_synced(idx_tmp_, data::megatron::encode_index(dtype_, lengths_, document_indices));
   write_synced(sidecar_tmp_, sidecar);
   remove_if_there(prefix_ + ".tokenizer.json");
   remove_if_there(prefix_ + ".idx");
@@ -133,4 +133,4 @@ void IndexedDatasetWriter::commit(std::string_view sidecar) {
   core::sync_directory(folder.empty() ? std::filesystem::path(".") : folder);
 }
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

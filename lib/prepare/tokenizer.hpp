@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 
 /// Turns the text of one document into token ids. Implementations are stateless after construction.
 class Tokenizer {
@@ -36,8 +36,8 @@ std::unique_ptr<Tokenizer> make_bytes_tokenizer();
 
 /// Loads a SentencePiece model (`.model`, a serialized ModelProto as spm_train writes it).
 /// Encoding is sentencepiece::SentencePieceProcessor::Encode, so the ids equal Python
-/// sentencepiece's `encode(text)` for the same model. Throws data::PrepareError naming `path` when
+/// sentencepiece's `encode(text)` for the same model. Throws prepare::PrepareError naming `path` when
 /// the file is missing, unreadable, or not a valid model.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path);
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare

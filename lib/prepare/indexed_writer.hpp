@@ -9,7 +9,7 @@
 
 #include "data/megatron_format.hpp"
 
-namespace ppctl::data {
+namespace ppctl::prepare {
 
 /// Appends documents, one sequence per document (as Megatron's tools/preprocess_data.py without
 /// --split-sentences), to PREFIX.bin.tmp.PID; commit() writes the index and puts everything under the
@@ -21,7 +21,7 @@ class IndexedDatasetWriter {
   /// Creates the temporary .bin for ids stored as `dtype` (kUint16 or kInt32, the two dtypes
   /// Megatron's DType.optimal_dtype picks). The folder of `prefix` must exist (the caller checks it
   /// and reports bad input). Throws ppctl::Error naming the file when it cannot be created.
-  IndexedDatasetWriter(std::string prefix, megatron::DType dtype);
+  IndexedDatasetWriter(std::string prefix, data::megatron::DType dtype);
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
   IndexedDatasetWriter& operator=(const IndexedDatasetWriter&) = delete;
   ~IndexedDatasetWriter();
@@ -49,7 +49,7 @@ class IndexedDatasetWriter {
   void flush();
 
   std::string prefix_;
-  megatron::DType dtype_;
+  data::megatron::DType dtype_;
   std::string bin_tmp_, idx_tmp_, sidecar_tmp_;
   int fd_ = -1;
   std::vector<char> buffer_;
@@ -59,4 +59,4 @@ class IndexedDatasetWriter {
   bool committed_ = false;
 };
 
-}  // namespace ppctl::data
+}  // namespace ppctl::prepare
