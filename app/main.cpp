@@ -17,6 +17,7 @@
 #include "cli_checks.hpp"
 #include "comm/error_text.hpp"
 #include "comm/launch_env.hpp"
+#include "config/load.hpp"
 #include "command_line.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -157,7 +158,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   }
   if (!planned.spec.checkpoint.dir.empty()) {
     ppctl::checkpoint::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
-                                                ppctl::job::spec_field_location(planned, "checkpoint.dir"));
+                                                     ppctl::job::spec_field_location(planned, "checkpoint.dir"));
   }
   if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops
     extra.push_back("--dump-gradients");
@@ -179,10 +180,10 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   for (auto& variable : ppctl::observe::run_directory_env(run)) worker_env.push_back(std::move(variable));
   const int world_size = static_cast<int>(planned.layout.world_size);
   const auto result = ppctl::job::run_local_job(planned.spec, world_size, self_executable(),
-                                                  spec_path, extra, worker_env);
+                                                spec_path, extra, worker_env);
   // With data parallelism only replica 0 (its pipeline ranks) traces and writes metrics.
   ppctl::observe::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
-                                     planned.spec.observe.trace_steps > 0);
+                                       planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else {
@@ -195,8 +196,8 @@ int cmd_verify(const std::string& spec_path, double tolerance) {
   const auto planned = ppctl::job::prepare_job(spec_path);
   ppctl::job::check_device_available(planned.spec);
   const auto report = ppctl::job::verify_job(planned.spec, static_cast<int>(planned.layout.world_size),
-                                               self_executable(), spec_path, tolerance,
-                                               planned.worker_env);
+                                             self_executable(), spec_path, tolerance,
+                                             planned.worker_env);
   std::cout << report.text;
   return report.exit_code;
 }
@@ -258,10 +259,12 @@ int main(int argc, char** argv) {
   auto* plan = ppctl::app::add_plan_command(app, spec_path, plan_options);
 
   std::optional<int64_t> steps;
+  const auto [steps_lo, steps_hi] = ppctl::config::integer_field_range("train.steps");
+  const CLI::Validator steps_check = ppctl::app::integer_check(steps_lo, steps_hi);
   auto* train = app.add_subcommand("train", "Train: spawn one worker per rank and supervise them");
   train->add_option("spec", spec_path, "Job spec (YAML)")->required();
   train->add_option("--steps", steps, "Override train.steps")
-      ->check(ppctl::app::integer_check(1, 1000000000));
+      ->check(steps_check);
   std::string resume_path;
   auto* resume = train->add_option(
       "--resume", resume_path,
@@ -306,7 +309,7 @@ int main(int argc, char** argv) {
   worker->group("");  // hidden from --help
   worker->add_option("spec", worker_options.spec_path, "Job spec (YAML)")->required();
   worker->add_option("--steps", worker_options.steps, "Override train.steps")
-      ->check(ppctl::app::integer_check(1, 1000000000));
+      ->check(steps_check);
   worker->add_option("--dump-gradients", worker_options.dump_gradients_dir,
                      "Testing: write step 1's gradients (after clipping), loss and global "
                      "gradient norm to DIR/rank<R>.pt and stop");

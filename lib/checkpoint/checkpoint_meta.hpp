@@ -1,7 +1,7 @@
 // Checkpoint metadata (meta.json): what a checkpoint records besides its tensors, its JSON form, and
 // whether a job spec continues its model, data and batch (the learning-rate schedule's horizon is
-// checked above, in train/resume.hpp, which knows the schedule's math). Torch-free, so the launcher side and the fuzz targets use it
-// without LibTorch.
+// checked above, in train/resume.hpp, which knows the schedule's math). Torch-free, so the launcher side
+// and the fuzz targets use it without LibTorch.
 #pragma once
 
 #include <cstdint>

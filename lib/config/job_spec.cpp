@@ -1,5 +1,5 @@
-// Lower-case YAML spelling of the job-spec enums (the inverse of what config/load.cpp accepts), and the
-// model fields whose 0 means an architecture's rule, resolved.
+// Lower-case YAML spelling of the job-spec enums (the inverse of what config/schema.cpp accepts), and
+// the model fields whose 0 means an architecture's rule, resolved.
 #include "config/job_spec.hpp"
 
 #include "core/error.hpp"

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -245,6 +246,18 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   }
   problems.throw_if_any();
   return spec;
+}
+
+std::pair<int64_t, int64_t> integer_field_range(const std::string& field) {
+  JobSpec spec;
+  DataEntries entries;
+  const auto dot = field.find('.');
+  for (const Section& section : schema(spec, entries)) {
+    if (dot == std::string::npos || section.name != field.substr(0, dot)) continue;
+    const Field* row = section.field(field.substr(dot + 1));
+    if (row != nullptr && row->ints && row->type == FieldType::Integer) return {row->ints->lo, row->ints->hi};
+  }
+  throw std::invalid_argument("not an integer field of the job spec: " + field);
 }
 
 std::string field_location(const std::string& yaml_text, const std::string& source_name, const std::string& field) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "config/job_spec.hpp"
 
@@ -31,6 +32,11 @@ JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides = 
 /// for nccl on cpu), at that key's line, or at the other key's line when the later one was left at its default.
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name,
                        const std::string& base_dir, const SpecOverrides& overrides = {});
+
+/// The closed range [first, second] of the integer spec field `field` (a dotted path: `train.steps`), as
+/// the schema reads it: for command-line options that stand for a field (`--steps`), so that their check
+/// and the spec's agree. Throws std::invalid_argument when `field` is not an integer field of the schema.
+std::pair<int64_t, int64_t> integer_field_range(const std::string& field);
 
 /// `SOURCE:LINE` of the key `field` (a dotted path: `observe.runs_dir`, `data.blend[1].path`) in the spec text,
 /// or `SOURCE` when the text does not write it: how a problem with a field found after loading (a folder that

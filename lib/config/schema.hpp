@@ -14,6 +14,7 @@
 
 namespace ppctl::config::detail {
 
+/// Bounds the schema's ranges are written with.
 constexpr int64_t kMillion = 1'000'000;
 constexpr int64_t kBillion = 1'000'000'000;
 constexpr int64_t kMaxLayers = 10'000;   // model.layers' upper bound
@@ -22,8 +23,8 @@ constexpr int64_t kMaxSteps = kBillion;  // train.steps' upper bound
 /// data.path and data.blend as read by the schema; resolved by the loader once data.format and data.dtype
 /// are known (YAML keys come in any order).
 struct DataEntries {
-  std::optional<Entry> path;
-  std::optional<Entry> blend;
+  std::optional<Entry> path;   ///< data.path as written, when the spec has it
+  std::optional<Entry> blend;  ///< data.blend as written, when the spec has it
 };
 
 /// Reads one value into its JobSpec field; reports a problem and returns false when it cannot.

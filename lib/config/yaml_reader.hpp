@@ -69,6 +69,7 @@ std::string quoted(const std::string& text);
 /// A value as the message shows it: `5`, `2.5`, `"four"`, `null`, `[1, 2]`, `{a: 1}` (long ones cut).
 std::string describe(const YAML::Node& node);
 
+/// How a number's text parsed: a value, not a number at all, or a number outside the type's range.
 enum class Parse { Ok, NotANumber, OutOfRange };
 
 /// Finite YAML float or integer -> double (`.inf` and `.nan` are NotANumber; 1e999 is OutOfRange).
@@ -86,7 +87,9 @@ struct IntRange {
   int64_t hi;
   const char* why = nullptr;
 
+  /// Whether `v` lies in [lo, hi].
   bool contains(int64_t v) const { return lo <= v && v <= hi; }
+  /// The range as messages write it: `[1, 1024]`.
   std::string text() const { return fmt::format("[{}, {}]", lo, hi); }
 };
 
@@ -97,9 +100,11 @@ struct RealRange {
   double hi;
   bool hi_open;
 
+  /// Whether `v` lies in the range, each end open or closed as given.
   bool contains(double v) const {
     return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
   }
+  /// The range as messages write it: `(0, 10]`.
   std::string text() const { return fmt::format("{}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']'); }
 };
 

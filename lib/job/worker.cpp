@@ -133,7 +133,7 @@ int run_worker(const WorkerOptions& options) {
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
   auto groups = train::make_worker_groups(info, layout, spec.model.tie_embeddings,
-                                   backend_kind(spec.runtime), timeout, device, options.store.get());
+                                          backend_kind(spec.runtime), timeout, device, options.store.get());
   for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);
   }

@@ -49,11 +49,11 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
                                                     const config::OptimizerSpec& spec);
 
 /// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
-/// `ctx.resume_from` (its parameters and AdamW state loaded first; checkpoint/checkpoint.hpp). Each step: run the schedule on this replica's share of the global
-/// batch (gradients accumulate over the m microbatches), average the gradients over the replicas
-/// (data_parallel.hpp; with dp > 1), then sum the tied embedding copies' gradients over the first
-/// and last stage (tied_embeddings.hpp), then on every rank the global gradient norm over every stage (grad_norm.hpp, one
-/// all-reduce), then
+/// `ctx.resume_from` (its parameters and AdamW state loaded first; checkpoint/checkpoint.hpp). Each step: run the
+/// schedule on this replica's share of the global batch (gradients accumulate over the m microbatches), average the
+/// gradients over the replicas (data_parallel.hpp; with dp > 1), then sum the tied embedding copies' gradients over
+/// the first and last stage (tied_embeddings.hpp), then on every rank the global gradient norm over every stage
+/// (grad_norm.hpp, one all-reduce), then
 /// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
 ///   ppctl::Error naming the step and the stage(s); with `skip` every rank logs a warning, discards
 ///   the gradients and takes no optimizer step;

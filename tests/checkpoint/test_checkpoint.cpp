@@ -308,5 +308,6 @@ TEST_CASE("parameters map to per-layer checkpoint units by global name") {
   CHECK(checkpoint::checkpoint_unit("lm_head.weight") == "head");
   CHECK(checkpoint::checkpoint_unit("ln_f.weight") == "head");
   CHECK_THROWS_AS(checkpoint::checkpoint_unit("blockx.weight"), InternalError);
-  CHECK(checkpoint::checkpoint_files(2) == std::vector<std::string>{"embedding.pt", "block0.pt", "block1.pt", "head.pt"});
+  CHECK(checkpoint::checkpoint_files(2) ==
+        std::vector<std::string>{"embedding.pt", "block0.pt", "block1.pt", "head.pt"});
 }

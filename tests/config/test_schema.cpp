@@ -8,10 +8,13 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "config/load.hpp"
 #include "config/schema.hpp"
 #include "support/readme.hpp"
 
@@ -204,4 +207,25 @@ TEST_CASE("every schema row has a one-line doc, and the range or spellings its t
       }
     }
   }
+}
+
+TEST_CASE("integer_field_range gives a field's range from the schema, for the options that stand for it",
+          "[config][schema]") {
+  JobSpec spec;
+  DataEntries entries;
+  for (const Section& section : schema(spec, entries)) {
+    for (const Field& field : section.fields) {
+      const std::string path = section.name + "." + field.key;
+      if (field.type != FieldType::Integer) {
+        CHECK_THROWS_AS(integer_field_range(path), std::invalid_argument);
+        continue;
+      }
+      const auto [lo, hi] = integer_field_range(path);
+      CHECK(lo == field.ints->lo);
+      CHECK(hi == field.ints->hi);
+    }
+  }
+  CHECK(integer_field_range("train.steps") == std::pair<int64_t, int64_t>{1, 1'000'000'000});
+  CHECK_THROWS_AS(integer_field_range("train.step"), std::invalid_argument);
+  CHECK_THROWS_AS(integer_field_range("steps"), std::invalid_argument);
 }

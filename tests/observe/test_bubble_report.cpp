@@ -1,4 +1,4 @@
-// Tests for train/bubble_report: measured bubbles against the plan and the measured-cost simulation.
+// Tests for observe/bubble_report: measured bubbles against the plan and the measured-cost simulation.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 

@@ -1,4 +1,4 @@
-// Tests for train/metrics: Megatron's FLOPs formula against a hand count, the known-GPU table, MFU,
+// Tests for observe/metrics: Megatron's FLOPs formula against a hand count, the known-GPU table, MFU,
 // and metrics.jsonl lines parsed back.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>

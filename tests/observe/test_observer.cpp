@@ -49,7 +49,7 @@ runtime: {comm_timeout_s: 60}
 
   // NaN gradients on stage 1 at step 2: with on_nonfinite: stop every rank throws after the backward.
   const auto result = job::run_local_job(spec, 2, PPCTL_BINARY, spec_path.string(),
-                                           {"--inject-nan", "1:2"}, observe::run_directory_env(run));
+                                         {"--inject-nan", "1:2"}, observe::run_directory_env(run));
   CHECK(result.exit_code != 0);
   observe::finish_run_directory(run, 2, /*traced=*/true);
 

@@ -1,4 +1,4 @@
-// Tests for train/progress: the line's text, in-place redraws on a terminal, silence elsewhere.
+// Tests for observe/progress: the line's text, in-place redraws on a terminal, silence elsewhere.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Tests for train/run_dir: the run directory's name, what is written into it, and bad folders.
+// Tests for observe/run_dir: the run directory's name, what is written into it, and bad folders.
 #include <catch2/catch_test_macros.hpp>
 #include <unistd.h>
 
@@ -50,7 +50,8 @@ TEST_CASE("a run directory holds the exact spec text and the plan; same-second r
   CHECK(run_directory_env(a) == std::vector<std::pair<std::string, std::string>>{{kRunDirVariable, a.path}});
 }
 
-TEST_CASE("a run directory given by --run-dir is created when missing, refused when it holds files", "[observe][run_dir]") {
+TEST_CASE("a run directory given by --run-dir is created when missing, refused when it holds files",
+          "[observe][run_dir]") {
   TempDir tmp("ppctl_run_dir_test_");
   ppctl::config::JobSpec spec;
   spec.source = "job.yaml";

@@ -1,4 +1,4 @@
-// Tests for train/tensorboard_scalars: which tags a step, an evaluation and the end of a run give, with
+// Tests for observe/tensorboard_scalars: which tags a step, an evaluation and the end of a run give, with
 // the numbers metrics.jsonl holds.
 #include <catch2/catch_test_macros.hpp>
 

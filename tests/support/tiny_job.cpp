@@ -69,7 +69,7 @@ Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
     const auto start = std::chrono::steady_clock::now();
     const auto world = spec.pipeline.stages * std::max<int64_t>(spec.pipeline.data_parallel, 1);  // dp x pp
     run.result = job::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY,
-                                      spec_path.string(), args);
+                                    spec_path.string(), args);
     run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   std::ifstream in(log);

@@ -66,7 +66,7 @@ train::GradientMap pipelined_gradients(const config::JobSpec& spec, const fs::pa
                                        int64_t ranks, const fs::path& dump_dir) {
   fs::create_directories(dump_dir);
   const auto result = job::run_local_job(spec, static_cast<int>(ranks), PPCTL_BINARY,
-                                           spec_path.string(), {"--dump-gradients", dump_dir.string()});
+                                         spec_path.string(), {"--dump-gradients", dump_dir.string()});
   REQUIRE(result.exit_code == 0);
   return train::load_gradient_dumps(dump_dir.string(), ranks);
 }

@@ -73,7 +73,7 @@ train::GradientMap pipelined_gradients(const fs::path& spec_path, const fs::path
   fs::create_directories(dump_dir);
   const auto result =
       job::run_local_job(spec, static_cast<int>(spec.pipeline.stages), PPCTL_BINARY,
-                           spec_path.string(), {"--dump-gradients", dump_dir.string()});
+                         spec_path.string(), {"--dump-gradients", dump_dir.string()});
   REQUIRE(result.exit_code == 0);
   return train::load_gradient_dumps(dump_dir.string(), spec.pipeline.stages);
 }

@@ -61,7 +61,8 @@ TEST_CASE("a constant schedule resumes with more steps; an old checkpoint withou
   CHECK(has(refusal([&] { train::check_resumable(meta, spec_of(dir, 20, "lr: 0.002"), 8, 20, "ckpt"); }),
             "optimizer.lr is 0.001"));
 
-  auto j = nlohmann::json::parse(checkpoint::checkpoint_meta_text(meta_of(spec_of(dir, 10, "lr_schedule: cosine"), 4, 10)));
+  auto j = nlohmann::json::parse(
+      checkpoint::checkpoint_meta_text(meta_of(spec_of(dir, 10, "lr_schedule: cosine"), 4, 10)));
   j.erase("schedule");
   const auto old = checkpoint::parse_checkpoint_meta(j.dump(), "meta.json");
   CHECK(!old.schedule.has_value());
