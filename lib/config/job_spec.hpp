@@ -239,6 +239,11 @@ struct RuntimeSpec {
                                                ///< placement of workers (torchrun and srun place their own).
   P2pDtype p2p_dtype = P2pDtype::Auto;  ///< `auto` (default), `fp32` or `bf16` (needs precision bf16): the
                                         ///< element type of tensors sent between ranks (p2p_dtype_of).
+  bool overlap_grad_reduce = true;    ///< each stage's data-parallel gradient reduction starts right after its
+                                      ///< last backward of the step (REDUCE_GRAD actions in the schedule, as
+                                      ///< Megatron-Core's overlap_grad_reduce); false: after the whole schedule.
+  int64_t grad_bucket_size = 0;       ///< parameters per gradient bucket (one collective each); 0 = Megatron-Core's
+                                      ///< default max(40M, 1M x dp) (train::bucket_size_of). Range [0, 1e9].
 };
 
 /// What a run leaves behind and how it is measured (run directory, trace, MFU).
