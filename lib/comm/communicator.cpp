@@ -66,6 +66,18 @@ class ProcessGroupCommunicator final : public Communicator {
     if (!completed) throw_failure(op, "did not complete");
   }
 
+  bool poll(const PendingOp& op) override {
+    auto* work = static_cast<c10::intrusive_ptr<Work>*>(op.work.get());
+    bool done = false;
+    try {
+      done = (*work)->isCompleted();
+    } catch (const std::exception& e) {
+      throw_failure(op, error_text(e));
+    }
+    if (done) wait(op);  // rethrows a failure; returns at once otherwise
+    return done;
+  }
+
   void barrier() override {
     wait(post([&] { return backend_->barrier(); }, -1, "barrier"));
   }
@@ -94,6 +106,13 @@ class ProcessGroupCommunicator final : public Communicator {
     c10d::AllreduceOptions reduce;
     reduce.reduceOp = c10d::ReduceOp::SUM;
     wait(post([&] { return backend_->allreduce(tensors, reduce); }, -1, "all-reduce"));
+  }
+
+  PendingOp all_reduce_sum_async(at::Tensor& tensor, std::string what) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions reduce;
+    reduce.reduceOp = c10d::ReduceOp::SUM;
+    return post([&] { return backend_->allreduce(tensors, reduce); }, -1, "all-reduce of " + what);
   }
 
  private:

@@ -68,6 +68,10 @@ class Communicator {
   /// Blocks until `op` completes. Throws ppctl::CommTimeout ("timed out after S s waiting for
   /// WHAT (peer rank P)") or ppctl::CommError when the peer failed or disconnected.
   virtual void wait(const PendingOp& op) = 0;
+  /// Never blocks: true once `op` has completed (it is then finished as wait() finishes it, and
+  /// throws as wait() does when it failed), false while it is still in flight. Lets a caller release
+  /// a send's buffer as soon as the transfer is done instead of at a later wait.
+  virtual bool poll(const PendingOp& op) = 0;
   /// All ranks meet; bounded by the timeout.
   virtual void barrier() = 0;
   /// Every rank contributes `value`; returns all of them, indexed by rank. Bounded by the timeout.
@@ -80,6 +84,11 @@ class Communicator {
   /// element-wise over the ranks, in place; the result is bitwise identical on every rank. Bounded
   /// by the timeout.
   virtual void all_reduce_sum_inplace(at::Tensor& tensor) = 0;
+  /// Posts the same sum as all_reduce_sum_inplace without waiting: `tensor` (kept alive by the
+  /// caller until the op is waited) holds the sum once wait(op) returns. Every member must post the
+  /// group's collectives in the same order. `what` names it in errors, e.g. "gradient bucket 2 of
+  /// stage 1".
+  virtual PendingOp all_reduce_sum_async(at::Tensor& tensor, std::string what) = 0;
 };
 
 }  // namespace ppctl::comm
