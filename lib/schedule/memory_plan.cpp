@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -34,6 +35,62 @@ struct Peak {
 };
 
 }  // namespace
+
+std::vector<std::vector<size_t>> send_release_points(const Program& program, int64_t rank, const RankProgram& actions,
+                                                     bool (*keep)(const Action&)) {
+  using Key = std::tuple<int, int64_t, int64_t>;  // (kind, stage, microbatch)
+  const auto key = [](ActionKind kind, int64_t stage, int64_t mb) { return Key{static_cast<int>(kind), stage, mb}; };
+  const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
+  std::map<Key, size_t> mine;  // compute action -> position in `actions`
+  for (size_t i = 0; i < actions.size(); ++i) mine[key(actions[i].kind, actions[i].stage, actions[i].microbatch)] = i;
+  // Per peer: its kept list, the position of each of its compute actions, and for each position the
+  // next send to this rank at or after it.
+  struct Peer {
+    std::map<Key, size_t> position;
+    std::vector<std::optional<Action>> next_send_to_me;
+  };
+  std::map<int64_t, Peer> peers;
+  const auto peer = [&](int64_t q) -> Peer& {
+    auto [it, fresh] = peers.try_emplace(q);
+    if (!fresh) return it->second;
+    RankProgram list;
+    for (const auto& a : program.ranks.at(static_cast<size_t>(q))) {
+      if (keep == nullptr || keep(a)) list.push_back(a);
+    }
+    auto& p = it->second;
+    p.next_send_to_me.resize(list.size() + 1);
+    for (size_t i = list.size(); i-- > 0;) {
+      const auto& a = list[i];
+      p.position[key(a.kind, a.stage, a.microbatch)] = i;
+      const bool to_me = is_send(a.kind) && rank_of(matching_transfer(a).stage) == rank;
+      p.next_send_to_me[i] = to_me ? std::optional<Action>(a) : p.next_send_to_me[i + 1];
+    }
+    return p;
+  };
+  std::vector<std::vector<size_t>> release(actions.size());
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const auto& send = actions[i];
+    if (!is_send(send.kind)) continue;
+    const auto recv = matching_transfer(send);  // RECV_F(s + 1, j) or RECV_B(s - 1, j) on q
+    auto& q = peer(rank_of(recv.stage));
+    // The compute action of q that consumes it.
+    std::optional<size_t> consumer;
+    for (auto kind : send.kind == ActionKind::SEND_F ? std::vector{ActionKind::F} : std::vector{ActionKind::B, ActionKind::I}) {
+      if (auto it = q.position.find(key(kind, recv.stage, recv.microbatch)); it != q.position.end()) consumer = it->second;
+    }
+    if (!consumer) continue;
+    const auto& later = q.next_send_to_me[*consumer];
+    if (!later) continue;
+    // Where this rank consumes that later transfer.
+    const auto arrives = matching_transfer(*later);
+    for (auto kind : later->kind == ActionKind::SEND_F ? std::vector{ActionKind::F} : std::vector{ActionKind::B, ActionKind::I}) {
+      if (auto it = mine.find(key(kind, arrives.stage, arrives.microbatch)); it != mine.end() && it->second > i) {
+        release[it->second].push_back(i);
+      }
+    }
+  }
+  return release;
+}
 
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program) {

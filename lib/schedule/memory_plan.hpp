@@ -29,6 +29,20 @@ struct RankMemory {
   int64_t total() const { return fixed.total() + activations + communication; }
 };
 
+/// When each send of `rank` is sure to have completed, from the program alone: a send to rank q is
+/// taken by q's compute action that consumes it (F, or B / I of the neighbouring stage); once this
+/// rank has received a later transfer that q posted after that action (the first of q's sends to
+/// this rank that follows it in q's order), q has received the send, so waiting for it no longer
+/// blocks on q. Returns, per position of `actions` (this rank's list, or any sub-list of it such as
+/// the forward-only list evaluation runs, with the peers' lists filtered alike), the positions of
+/// the sends that may be waited for right after that action has run (the action that consumes the
+/// later transfer); sends with no such point are not listed anywhere (they wait at the step's end).
+/// Works for any backend: Gloo offers no non-blocking test of a send's completion, so the executor
+/// frees send buffers here. `keep` selects the actions of every rank that take part (all of them,
+/// or e.g. only F / SEND_F / RECV_F); it must select exactly `actions` from the rank's program.
+std::vector<std::vector<size_t>> send_release_points(const Program& program, int64_t rank, const RankProgram& actions,
+                                                     bool (*keep)(const Action&) = nullptr);
+
 /// Walks every rank's actions in order as runtime::Executor runs them: F adds the stage's
 /// StageActivationBytes::kept, B removes it, I swaps it for `graph`, W removes that; a stage's output
 /// (plan::boundary_bytes) counts from its F until its SEND_F (or the next stage's F on this rank; with bf16
