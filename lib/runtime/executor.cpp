@@ -58,6 +58,14 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   const int64_t start_bytes = memory_.read().live;
   const int64_t start_gradient_bytes = gradient_bytes();
   size_t position = 0;
+  if (release_points_of_ != std::pair{actions.data(), actions.size()}) {
+    const auto forward_kind = [](const Action& a) {
+      return a.kind == ActionKind::F || a.kind == ActionKind::SEND_F || a.kind == ActionKind::RECV_F;
+    };
+    release_points_ = schedule::send_release_points(program_, rank_, actions,
+                                                    forward_only_ ? +forward_kind : nullptr);
+    release_points_of_ = {actions.data(), actions.size()};
+  }
   step_ = dropout.step;
   tracing_ = !forward_only_ && trace_ != nullptr && trace_->active(step_);  // eval is not traced
   const auto step_start = std::chrono::steady_clock::now();
@@ -69,7 +77,10 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       const bool compute = schedule::is_compute(action.kind);
       const double cpu_start = compute ? thread_cpu_ms() : 0.0;
       const double waited_before = receive_wait_ms_;
+      position_ = position;
       execute(action, data, dropout, loss_scale, result);
+      release_completed_sends(position);
+      result.live_sends = std::max(result.live_sends, static_cast<int64_t>(sends_.size()));
       const int64_t held = memory_.read().live - start_bytes;
       result.held_bytes = std::max(result.held_bytes, held);
       result.kept_bytes =
@@ -95,21 +106,26 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       }
     }
     const auto sends_start = std::chrono::steady_clock::now();
-    for (auto& [op, tensor] : sends_) comm_->wait(op);
-    if (tracing_) {
-      const auto end = std::chrono::steady_clock::now();
-      if (!sends_.empty()) {
-        trace_->add(TraceRecorder::Kind::Wait, step_, {}, sends_start, end, "wait sends");
-      }
-      trace_->add(TraceRecorder::Kind::Step, step_, {}, step_start, end);
+    for (auto& send : sends_) comm_->wait(send.op);
+    const auto sends_end = std::chrono::steady_clock::now();
+    if (tracing_ && !sends_.empty()) {
+      trace_->add(TraceRecorder::Kind::Wait, step_, {}, sends_start, sends_end, "wait sends");
     }
+    sends_.clear();
+    if (reduction_ != nullptr && !forward_only_) {
+      reduction_->finish();
+      const auto reduced = std::chrono::steady_clock::now();
+      result.reduce_wait_ms = std::chrono::duration<double, std::milli>(reduced - sends_end).count();
+      if (tracing_) trace_->add(TraceRecorder::Kind::Wait, step_, {}, sends_end, reduced, "wait gradient reduction");
+    }
+    if (tracing_) trace_->add(TraceRecorder::Kind::Step, step_, {}, step_start, std::chrono::steady_clock::now());
   } catch (const std::exception&) {
     std::string row;
     for (size_t i = 0; i < actions.size(); ++i) {
       const auto text = schedule::to_string(actions[i]);
       row += (i == position) ? fmt::format(" [{}]", text) : " " + text;
     }
-    if (position == actions.size()) row += " [end: waiting for sends]";
+    if (position == actions.size()) row += " [end: waiting for sends and the gradient reduction]";
     spdlog::error("step {} failed at action {} of {}; this rank's actions:{}", dropout.step + 1,
                   position, actions.size(), row);
     sends_.clear();
@@ -119,7 +135,6 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
     input_grads_.clear();
     throw;
   }
-  sends_.clear();
   PPCTL_ASSERT(recvs_.empty(), "receives posted but never consumed in this step");
   PPCTL_ASSERT(slots_.empty() && outputs_.empty() && input_grads_.empty(),
                "activations or gradients left over at the end of the step");
@@ -128,6 +143,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   max_memory_.kept_bytes = std::max(max_memory_.kept_bytes, result.kept_bytes);
   max_memory_.held_bytes = std::max(max_memory_.held_bytes, result.held_bytes);
   max_memory_.peak_bytes = std::max(max_memory_.peak_bytes, result.peak_bytes);
+  max_memory_.live_sends = std::max(max_memory_.live_sends, result.live_sends);
   return result;
 }
 
@@ -157,13 +173,14 @@ std::string Executor::memory_report() const {
   }
   return fmt::format(
       "recompute {}: kept for backward up to {:.1f} MiB; tensors held between actions up to {:.1f} "
-      "MiB, peak {:.1f} MiB above the step's start",
-      mode, mib(max_memory_.kept_bytes), mib(max_memory_.held_bytes), mib(max_memory_.peak_bytes));
+      "MiB, peak {:.1f} MiB above the step's start; at most {} send(s) in flight",
+      mode, mib(max_memory_.kept_bytes), mib(max_memory_.held_bytes), mib(max_memory_.peak_bytes),
+      max_memory_.live_sends);
 }
 
 int64_t Executor::communication_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [op, tensor] : sends_) bytes += static_cast<int64_t>(tensor.nbytes());
+  for (const auto& send : sends_) bytes += static_cast<int64_t>(send.buffer.nbytes());
   for (const auto& [key, recv] : recvs_) bytes += static_cast<int64_t>(recv.buffer.nbytes());
   return bytes;
 }
@@ -176,6 +193,29 @@ int64_t Executor::gradient_bytes() const {
     }
   }
   return bytes;
+}
+
+void Executor::release_completed_sends(size_t position) {
+  const auto& received = release_points_.at(position);
+  sends_.erase(std::remove_if(sends_.begin(), sends_.end(),
+                              [&](const PendingSend& send) {
+                                if (std::find(received.begin(), received.end(), send.position) != received.end()) {
+                                  comm_->wait(send.op);  // the peer has it: completes at once
+                                  return true;
+                                }
+                                return comm_->poll(send.op);
+                              }),
+               sends_.end());
+}
+
+void Executor::release_sent_output(const Key& key) {
+  auto slot = slots_.find(key);
+  if (slot == slots_.end() || slot->second.segments.empty()) return;  // forward only: no slot
+  auto& output = slot->second.segments.back().output;
+  if (!output.defined()) return;  // recomputed: F kept no graph, nor its output
+  // The root's data is replaced by an empty tensor; its grad_fn and the shape autograd recorded
+  // for it stay, so the backward seeded with the received gradient runs as before.
+  output.set_data(torch::empty({0}, output.options()));
 }
 
 int Executor::rank_of(int64_t stage) const {
@@ -233,9 +273,13 @@ void Executor::execute(const Action& action, const MicrobatchSource& data,
       const int peer = rank_of(action.stage + (forward ? 1 : -1));
       auto op = comm_->isend(tensor, peer, tag(),
                              fmt::format("send of {} {}", text, forward ? "activation" : "gradient"));
-      sends_.emplace_back(std::move(op), std::move(tensor));
+      sends_.push_back({position_, std::move(op), std::move(tensor)});
+      if (forward) release_sent_output(key);
       return;
     }
+    case ActionKind::REDUCE_GRAD:
+      if (reduction_ != nullptr && !forward_only_) reduction_->start(action.stage);
+      return;
     case ActionKind::F:
       forward(action, data, dropout, loss_scale, result);
       return;

@@ -14,10 +14,12 @@
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
+#include "runtime/grad_reduction.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/split_backward.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/action.hpp"
+#include "schedule/memory_plan.hpp"
 
 namespace ppctl::runtime {
 
@@ -54,6 +56,12 @@ struct StepResult {
   /// The high-water mark of tensor bytes during the step, inside actions too (recomputed graphs,
   /// temporaries), above those alive when it began.
   int64_t peak_bytes = 0;
+  /// The most sends in flight (posted, not yet seen complete) between two actions. A send's buffer
+  /// is released at the first action boundary after it completes, so this is bounded by the
+  /// transfers the peers have not yet taken, not by the number of microbatches.
+  int64_t live_sends = 0;
+  /// Time spent after the last action waiting for the gradient reduction (GradientReduction::finish), ms.
+  double reduce_wait_ms = 0.0;
   /// Bytes this rank posted for sending to other ranks (SEND_F and SEND_B, in the p2p dtype), as on
   /// the wire; schedule::sent_bytes_per_step is the plan's figure.
   int64_t sent_bytes = 0;
@@ -101,6 +109,11 @@ class Executor {
   /// Executes `actions` (this rank's list) for one step; gradients accumulate into the modules'
   /// .grad, each microbatch's loss multiplied by `loss_scale` (1/m for the mean over the batch).
   /// Every receive is waited with the communicator's timeout; all sends are complete on return.
+  /// Completed sends are released at every action boundary (Communicator::poll). A stage output
+  /// whose graph F kept is freed once sent: its storage goes with the send and the graph keeps only
+  /// its autograd node (Megatron-LM's deallocate_pipeline_outputs), which is all its backward needs.
+  /// REDUCE_GRAD(s) calls the gradient reduction's start(s); after the last action (and the sends)
+  /// its finish(), so on return every gradient is reduced. Without a reduction REDUCE_GRAD does nothing.
   /// On failure logs this rank's action list with the failing action marked, then rethrows.
   StepResult run_step(const schedule::RankProgram& actions, const MicrobatchSource& data,
                       const model::DropoutContext& dropout, double loss_scale);
@@ -121,6 +134,9 @@ class Executor {
   /// receive wait ended; waits, posted sends/receives and the whole step are slices of their own).
   /// Null (the default) records nothing. `trace` must outlive the executor's steps.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  /// The data-parallel gradient reduction REDUCE_GRAD actions start and run_step finishes; null
+  /// (the default): none. `reduction` must outlive the executor's steps. Forward-only runs skip it.
+  void set_gradient_reduction(GradientReduction* reduction) { reduction_ = reduction; }
   /// Optional: run_step stores the index of the action it starts into `*position` (relaxed; read by
   /// comm::ProgressPublisher). Null (the default): nothing is stored.
   void set_progress(std::atomic<int64_t>* position) { progress_ = position; }
@@ -168,6 +184,13 @@ class Executor {
   std::map<Key, Slot>::iterator find_slot(const schedule::Action& action,
                                           bool after_input_backward);
   int rank_of(int64_t stage) const;
+  /// After the action at `position`: waits for the sends the schedule says are received by now
+  /// (schedule::send_release_points: returns at once), then releases those Communicator::poll
+  /// reports complete; never waits on a peer that may not have posted its receive.
+  void release_completed_sends(size_t position);
+  /// After SEND_F(s, j): frees the storage of the output F kept as its graph's root (the send holds
+  /// the tensor until it completes); the autograd node stays for the backward.
+  void release_sent_output(const Key& key);
   /// Bytes of the tensors in sends_ and recvs_, and of the .grad of this rank's parameters.
   int64_t communication_bytes() const;
   int64_t gradient_bytes() const;
@@ -190,10 +213,20 @@ class Executor {
     torch::Tensor buffer;
   };
   std::map<std::tuple<int, int64_t, int64_t>, PendingRecv> recvs_;  // (kind, stage, mb)
-  std::vector<std::pair<comm::PendingOp, torch::Tensor>> sends_;
+  struct PendingSend {
+    size_t position;  // in the step's action list
+    comm::PendingOp op;
+    torch::Tensor buffer;
+  };
+  std::vector<PendingSend> sends_;
+  /// schedule::send_release_points of the action list being run (cached by its address and size).
+  std::vector<std::vector<size_t>> release_points_;
+  std::pair<const schedule::Action*, size_t> release_points_of_{nullptr, 0};
+  size_t position_ = 0;  // of the action being run
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
   bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
   TraceRecorder* trace_ = nullptr;
+  GradientReduction* reduction_ = nullptr;
   std::atomic<int64_t>* progress_ = nullptr;
   bool tracing_ = false;  // trace_ records the step being run
   int64_t step_ = 0;      // the step being run (from 0)

@@ -41,12 +41,16 @@ class LoopbackCommunicator : public comm::Communicator {
     return {nullptr, std::move(what), peer};
   }
   void wait(const comm::PendingOp&) override {}
+  bool poll(const comm::PendingOp&) override { return true; }
   void barrier() override { throw std::logic_error("no barrier in a step"); }
   std::vector<int64_t> all_gather(int64_t) override { throw std::logic_error("no all_gather in a step"); }
   std::vector<double> all_reduce_sum(const std::vector<double>&) override {
     throw std::logic_error("no all_reduce in a step");
   }
   void all_reduce_sum_inplace(at::Tensor&) override { throw std::logic_error("no all_reduce in a step"); }
+  comm::PendingOp all_reduce_sum_async(at::Tensor&, std::string) override {
+    throw std::logic_error("no all_reduce in a step");
+  }
 
  private:
   int rank_, world_size_;
