@@ -1,12 +1,11 @@
-// Data parallelism across pipeline replicas: the process groups of a dp x pp job and the once-per-step
-// gradient all-reduce (averaged) over a stage's replicas.
+// Data parallelism across pipeline replicas: the process groups of a dp x pp job (the gradient
+// reduction over them is train/grad_buffers.hpp).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "model/stage.hpp"
 #include "plan/layout.hpp"
 #include "plan/parallel.hpp"
 
@@ -17,14 +16,15 @@ namespace ppctl::train {
 struct WorkerGroups {
   std::unique_ptr<comm::Communicator> pipeline;       ///< this replica's p ranks; group rank = pp rank
   std::unique_ptr<comm::Communicator> data_parallel;  ///< this pipeline rank in every replica; = dp rank
-  /// With tied embeddings on two pipeline ranks: the replica's ranks holding the first and the last
-  /// stage (train/tied_embeddings.hpp); null elsewhere, and when one rank holds both.
+  /// With tied embeddings on two pipeline ranks: the ranks holding the first or the last stage, in
+  /// every replica (2 x dp ranks; train/grad_buffers.hpp sums the tied copies over them); null
+  /// elsewhere, and when one pipeline rank holds both stages.
   std::unique_ptr<comm::Communicator> embedding;
 };
 
 /// The process groups of global rank `info.rank` in `layout` (rank mapping of plan/parallel.hpp):
 /// first its pipeline group ("pp/dD"), then its data-parallel group ("dp/pP"), then, with tied
-/// embeddings, its embedding group ("emb/dD"); every rank builds them in this order, so building
+/// embeddings, the embedding group ("emb"); every rank builds them in this order, so building
 /// (which waits for a group's members) cannot deadlock.
 /// Nothing is built for a one-rank job. `store`: this rank's connection to the job's store when it
 /// has one already (torchrun / Slurm: made for the run directory), else the groups join it.
@@ -32,11 +32,5 @@ WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::La
                                 bool tie_embeddings, comm::BackendKind backend,
                                 std::chrono::milliseconds timeout, at::Device device,
                                 const comm::JobStore* store = nullptr);
-
-/// Sums every gradient of `stages` over `group` and divides by its size: afterwards each replica
-/// holds the gradient of the mean loss over the global batch, bitwise identical on every replica.
-/// One all-reduce over all gradients flattened into one buffer (parameters without a gradient
-/// count as zero and get one). Bounded by the group's timeout.
-void average_gradients(const std::vector<model::StageModule>& stages, comm::Communicator& group);
 
 }  // namespace ppctl::train

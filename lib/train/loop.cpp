@@ -11,8 +11,8 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "schedule/simulate.hpp"
-#include "train/data_parallel.hpp"
 #include "train/eval.hpp"
+#include "train/grad_buffers.hpp"
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/microbatches.hpp"
@@ -126,6 +126,13 @@ void run_training(LoopContext& ctx) {
   using Clock = std::chrono::steady_clock;
   const auto& spec = ctx.spec;
   auto optimizer = make_optimizer(ctx.stages, spec.optimizer);
+  GradientBuffers gradients(ctx.stages, ctx.data_parallel, spec.model.tie_embeddings ? ctx.embedding : nullptr,
+                            bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size));
+  ctx.executor.set_gradient_reduction(&gradients);
+  struct Detach {  // the executor outlives this function's buffers
+    runtime::Executor& executor;
+    ~Detach() { executor.set_gradient_reduction(nullptr); }
+  } detach{ctx.executor};
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
   const int64_t sequences_per_step =
@@ -169,7 +176,7 @@ void run_training(LoopContext& ctx) {
     const auto step_start = Clock::now();
     if (ctx.progress) ctx.progress->step.store(step + 1, std::memory_order_relaxed);
     mark(comm::Phase::Schedule);
-    optimizer->zero_grad(/*set_to_none=*/true);
+    gradients.zero();
     model::DropoutContext dropout{true, spec.train.seed, step,
                                   ctx.dp_rank * spec.pipeline.microbatches};
     auto result = ctx.executor.run_step(
@@ -177,8 +184,9 @@ void run_training(LoopContext& ctx) {
         loss_scale);
     const auto schedule_end = Clock::now();
     mark(comm::Phase::GradientSync);
-    if (ctx.data_parallel != nullptr) {  // once per step, before the norm: the norm is global
-      average_gradients(ctx.stages, *ctx.data_parallel);
+    // The gradients are reduced (run_step waited for the reduction): average over the replicas,
+    // tied copies summed (Megatron-LM's finalize_model_grads does both after its schedule).
+    if (ctx.data_parallel != nullptr) {
       if (result.loss_count > 0) {  // every replica of the last stage: the global batch's loss
         const auto sums = ctx.data_parallel->all_reduce_sum(
             {result.loss_sum, static_cast<double>(result.loss_count)});
@@ -186,9 +194,6 @@ void run_training(LoopContext& ctx) {
         result.loss_count = static_cast<int64_t>(sums[1]);
       }
     }
-    // After the replicas' average (Megatron-LM's order in finalize_model_grads): both copies then
-    // hold the same sum on every replica.
-    if (spec.model.tie_embeddings) sync_tied_embeddings(ctx.stages, ctx.embedding);
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1 &&
         (!ctx.inject_nan->replica || *ctx.inject_nan->replica == ctx.dp_rank)) {
       poison_gradients(ctx.stages, ctx.inject_nan->stage);
@@ -203,7 +208,7 @@ void run_training(LoopContext& ctx) {
     const bool finite = stats.finite();
     if (!finite) {
       handle_nonfinite(spec.train.on_nonfinite, stats, step, ctx.steps);
-      optimizer->zero_grad(/*set_to_none=*/true);
+      gradients.zero();
       ++skipped_steps;
     } else if (spec.optimizer.clip_grad_norm > 0) {
       scale_gradients(ctx.stages, clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));

@@ -39,7 +39,7 @@ struct LoopContext {
   int64_t dp_rank = 0;     ///< this rank's replica (data-parallel rank), in [0, dp_size)
   int64_t dp_size = 1;     ///< data-parallel size dp
   int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
-  comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks; else null
+  comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks of every replica; else null
   comm::ProgressCursor* progress = nullptr;  ///< told the step and phase (cheap atomics); may be null
 };
 
@@ -49,11 +49,12 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
                                                     const config::OptimizerSpec& spec);
 
 /// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
-/// `ctx.resume_from` (its parameters and AdamW state loaded first; checkpoint/checkpoint.hpp). Each step: run the
-/// schedule on this replica's share of the global batch (gradients accumulate over the m microbatches), average the
-/// gradients over the replicas (data_parallel.hpp; with dp > 1), then sum the tied embedding copies' gradients over
-/// the first and last stage (tied_embeddings.hpp), then on every rank the global gradient norm over every stage
-/// (grad_norm.hpp, one all-reduce), then
+/// `ctx.resume_from` (its parameters and AdamW state loaded first; checkpoint/checkpoint.hpp). The gradients live in
+/// contiguous buffers (grad_buffers.hpp, buckets of runtime.grad_bucket_size). Each step: run the schedule on this
+/// replica's share of the global batch (gradients accumulate over the m microbatches); each stage's gradients are
+/// averaged over the replicas and the tied embedding copies' gradients summed, started at the stage's REDUCE_GRAD
+/// (runtime.overlap_grad_reduce) or after the schedule, and waited for when the schedule ends; then on every rank the
+/// global gradient norm over every stage (grad_norm.hpp, one all-reduce), then
 /// - a non-finite loss or gradient anywhere: with train.on_nonfinite `stop` every rank throws
 ///   ppctl::Error naming the step and the stage(s); with `skip` every rank logs a warning, discards
 ///   the gradients and takes no optimizer step;

@@ -1,0 +1,164 @@
+// Contiguous gradient buffers, buckets and their data-parallel reduction (see grad_buffers.hpp).
+#include "train/grad_buffers.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/check.hpp"
+#include "core/error.hpp"
+
+namespace ppctl::train {
+
+int64_t bucket_size_of(int64_t configured, int64_t dp_size) {
+  if (configured > 0) return configured;
+  return std::max<int64_t>(40'000'000, 1'000'000 * dp_size);
+}
+
+std::vector<std::pair<size_t, size_t>> bucket_ranges(const std::vector<int64_t>& numels, int64_t bucket_size) {
+  if (bucket_size < 1) throw Error(fmt::format("gradient bucket size {} must be at least 1 parameter", bucket_size));
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t begin = 0;
+  int64_t filled = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    filled += numels[i];
+    if (filled >= bucket_size || i + 1 == numels.size()) {
+      ranges.emplace_back(begin, i + 1);
+      begin = i + 1;
+      filled = 0;
+    }
+  }
+  return ranges;
+}
+
+GradientBuffers::GradientBuffers(const std::vector<model::StageModule>& stages, comm::Communicator* data_parallel,
+                                 comm::Communicator* tied_group, int64_t bucket_size)
+    : data_parallel_(data_parallel), tied_group_(tied_group) {
+  torch::NoGradGuard no_grad;
+  for (const auto& stage : stages) {
+    auto& buffer = stages_[stage->layout().stage];
+    buffer.tied = stage->tied_weight();
+    int64_t total = 0;
+    for (const auto& p : stage->parameters()) total += p.numel();
+    const auto options = torch::TensorOptions().dtype(torch::kFloat).device(stage->parameters().empty()
+                                                                                 ? torch::Device(torch::kCPU)
+                                                                                 : stage->parameters().front().device());
+    buffer.flat = torch::zeros({total}, options);
+    // Runs of consecutive parameters other than the tied copy, each split into buckets.
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> runs(1);  // (offset, numel) per parameter
+    int64_t offset = 0;
+    for (auto& p : stage->parameters()) {
+      PPCTL_ASSERT(p.scalar_type() == torch::kFloat, "gradient buffers hold fp32 parameters' gradients");
+      p.mutable_grad() = buffer.flat.narrow(0, offset, p.numel()).view_as(p);
+      buffer.params.push_back(p);
+      if (buffer.tied.defined() && p.is_same(buffer.tied)) {
+        runs.emplace_back();
+      } else {
+        runs.back().emplace_back(offset, p.numel());
+      }
+      offset += p.numel();
+    }
+    for (const auto& run : runs) {
+      std::vector<int64_t> numels;
+      for (const auto& [at, numel] : run) numels.push_back(numel);
+      for (const auto& [begin, end] : bucket_ranges(numels, bucket_size)) {
+        const int64_t start = run[begin].first, stop = run[end - 1].first + run[end - 1].second;
+        buffer.buckets.push_back({buffer.flat.narrow(0, start, stop - start), {}, false});
+      }
+    }
+  }
+}
+
+void GradientBuffers::zero() {
+  for (auto& [index, buffer] : stages_) {
+    buffer.flat.zero_();
+    const auto* begin = static_cast<const char*>(buffer.flat.data_ptr());
+    const auto* end = begin + buffer.flat.nbytes();
+    for (const auto& p : buffer.params) {
+      const auto* at = p.grad().defined() ? static_cast<const char*>(p.grad().data_ptr()) : nullptr;
+      PPCTL_ASSERT(at != nullptr && at >= begin && at < end,
+                   fmt::format("a gradient of stage {} is no longer a view into its buffer", index));
+    }
+  }
+}
+
+void GradientBuffers::start(int64_t stage) {
+  auto it = stages_.find(stage);
+  PPCTL_ASSERT(it != stages_.end(), fmt::format("REDUCE_GRAD of stage {}, which this rank does not hold", stage));
+  auto& buffer = it->second;
+  PPCTL_ASSERT(!buffer.started, fmt::format("the gradient reduction of stage {} started twice in one step", stage));
+  buffer.started = true;
+  if (data_parallel_ != nullptr) {
+    for (size_t b = 0; b < buffer.buckets.size(); ++b) {
+      auto& bucket = buffer.buckets[b];
+      bucket.op = data_parallel_->all_reduce_sum_async(
+          bucket.flat, fmt::format("gradient bucket {} of {} of stage {}", b + 1, buffer.buckets.size(), stage));
+      bucket.posted = true;
+    }
+  }
+  const bool all_tied_started = std::all_of(stages_.begin(), stages_.end(), [](const auto& entry) {
+    return !entry.second.tied.defined() || entry.second.started;
+  });
+  if (buffer.tied.defined() && all_tied_started) start_tied();
+}
+
+void GradientBuffers::start_tied() {
+  torch::Tensor* first = nullptr;
+  for (auto& [index, buffer] : stages_) {
+    if (!buffer.tied.defined()) continue;
+    if (first == nullptr) {
+      first = &buffer.tied.mutable_grad();
+    } else {
+      first->add_(buffer.tied.grad());  // this rank holds both copies: their sum, then over the replicas
+    }
+  }
+  if (first == nullptr) return;
+  auto* group = tied_group_ != nullptr ? tied_group_ : data_parallel_;
+  if (group == nullptr) return;
+  tied_op_ = group->all_reduce_sum_async(*first, "tied embedding gradient");
+  tied_posted_ = true;
+}
+
+void GradientBuffers::finish() {
+  for (auto& [index, buffer] : stages_) {
+    if (!buffer.started) start(index);
+  }
+  const double dp = data_parallel_ != nullptr ? static_cast<double>(data_parallel_->world_size()) : 1.0;
+  torch::NoGradGuard no_grad;
+  for (auto& [index, buffer] : stages_) {
+    for (auto& bucket : buffer.buckets) {
+      if (!bucket.posted) continue;
+      data_parallel_->wait(bucket.op);
+      bucket.posted = false;
+      bucket.flat.div_(dp);
+    }
+    buffer.started = false;
+  }
+  if (tied_posted_) {
+    (tied_group_ != nullptr ? tied_group_ : data_parallel_)->wait(tied_op_);
+    tied_posted_ = false;
+  }
+  const torch::Tensor* sum = nullptr;
+  for (auto& [index, buffer] : stages_) {
+    if (!buffer.tied.defined()) continue;
+    if (sum == nullptr) {
+      if (dp > 1) buffer.tied.mutable_grad().div_(dp);
+      sum = &buffer.tied.grad();
+    } else {
+      buffer.tied.mutable_grad().copy_(*sum);
+    }
+  }
+}
+
+size_t GradientBuffers::num_buckets(int64_t stage) const {
+  const auto it = stages_.find(stage);
+  return it == stages_.end() ? 0 : it->second.buckets.size();
+}
+
+int64_t GradientBuffers::bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [index, buffer] : stages_) bytes += static_cast<int64_t>(buffer.flat.nbytes());
+  return bytes;
+}
+
+}  // namespace ppctl::train
