@@ -1,8 +1,11 @@
 // Tests of REDUCE_GRAD in the schedule IR: add_gradient_reduction's placement (goldens, and every
-// generated family over a grid), the validator's rules for it, and job_program.
+// generated family over a grid), the validator's rules for it, job_program, and the simulated
+// gradient reductions (overlapped with REDUCE_GRAD, or after the schedule).
 #include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,7 @@
 #include "schedule/action.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/job_program.hpp"
+#include "schedule/simulate.hpp"
 #include "schedule/validate.hpp"
 #include "support/errors.hpp"
 #include "support/memory_spec.hpp"
@@ -75,6 +79,13 @@ Action last_of(const Program& program, int64_t stage, ActionKind kind) {
   });
   REQUIRE(it != actions.rend());
   return *it;
+}
+
+CostModel costs_with(double grad_reduce) {
+  CostModel costs;
+  costs.stages = {StageCosts{1.0, 2.0, 1.0, 1.0}};
+  costs.grad_reduce = grad_reduce;
+  return costs;
 }
 
 }  // namespace
@@ -231,4 +242,147 @@ TEST_CASE("job_program: REDUCE_GRAD per stage with runtime.overlap_grad_reduce, 
                     ContainsSubstring("custom.csv: line 1, row 1 (rank 0), column 5: 0REDUCE_GRAD is "
                                       "a gradient reduction action") &&
                         ContainsSubstring("runtime.overlap_grad_reduce"));
+}
+
+TEST_CASE("simulate: with grad_reduce = 0 the step is unchanged, and every stage is reduced once") {
+  for (const ScheduleParams& params : family_grid()) {
+    CAPTURE(config::to_string(params.kind), params.ranks, params.virtual_stages, params.microbatches);
+    const Program after = generate(params);
+    const Simulation plain = simulate(after, costs_with(0.0));
+    const Simulation reduced = simulate(add_gradient_reduction(after), costs_with(0.0));
+    CHECK(reduced.step_time == plain.step_time);
+    CHECK(reduced.bubble_fraction == plain.bubble_fraction);
+    for (const Simulation* sim : {&plain, &reduced}) {
+      REQUIRE(sim->reductions.size() == static_cast<size_t>(after.num_ranks()));
+      std::vector<int64_t> stages;
+      for (size_t r = 0; r < sim->reductions.size(); ++r)
+        for (const TimedReduction& t : sim->reductions[r]) {
+          CHECK(after.stage_to_rank[static_cast<size_t>(t.stage)] == static_cast<int64_t>(r));
+          CHECK(t.start == t.end);
+          stages.push_back(t.stage);
+        }
+      std::sort(stages.begin(), stages.end());
+      std::vector<int64_t> all(static_cast<size_t>(after.num_stages));
+      for (size_t s = 0; s < all.size(); ++s) all[s] = static_cast<int64_t>(s);
+      CHECK(stages == all);
+    }
+  }
+}
+
+TEST_CASE("simulate: 1F1B p=4, m=8, the reduction extends rank 0's step, hides in the last rank's idle") {
+  const double g = 1.5;
+  const Program program = add_gradient_reduction(generate(ScheduleKind::OneFOneB, 4, 8));
+  const Simulation base = simulate(program, costs_with(0.0));
+  const Simulation sim = simulate(program, costs_with(g));
+  REQUIRE(base.step_time == 33.0);  // (m + p - 1)(F + B)
+  // Stage 0's last backward ends the step: its reduction adds exactly g.
+  REQUIRE(sim.reductions[0].size() == 1);
+  CHECK(sim.reductions[0][0].stage == 0);
+  CHECK(sim.reductions[0][0].start == 33.0);
+  CHECK(sim.reductions[0][0].end == 33.0 + g);
+  CHECK(sim.step_time == 33.0 + g);
+  // The last rank's last B ends 3 B's earlier; its reduction runs while it waits for the step's end.
+  REQUIRE(sim.reductions[3].size() == 1);
+  CHECK(sim.reductions[3][0].start == sim.timeline[3].back().end);
+  CHECK(sim.reductions[3][0].start == 27.0);
+  CHECK(sim.reductions[3][0].end <= base.step_time);
+  // Compute does not move; the bubble is idle compute over the longer step.
+  for (size_t r = 0; r < 4; ++r) {
+    CHECK(sim.busy_time[r] == base.busy_time[r]);
+    CHECK(sim.bubble_fraction[r] == 1.0 - sim.busy_time[r] / sim.step_time);
+    for (size_t i = 0; i < sim.timeline[r].size(); ++i)
+      CHECK(sim.timeline[r][i].end == base.timeline[r][i].end);
+  }
+}
+
+TEST_CASE("simulate: one collective at a time per rank; stages without REDUCE_GRAD reduced after") {
+  // F=1, B=2, g=5: 1B0 ends at 4, so 1REDUCE_GRAD runs 4..9; 0B0 ends at 6, and 0REDUCE_GRAD waits
+  // for the rank's previous reduction: 9..14.
+  const Program both = hand_made(1, {0, 0}, {"0F0 1F0 1B0 1REDUCE_GRAD 0B0 0REDUCE_GRAD"});
+  const Simulation sim = simulate(both, costs_with(5.0));
+  REQUIRE(sim.reductions[0].size() == 2);
+  CHECK(sim.reductions[0][0].stage == 1);
+  CHECK(sim.reductions[0][0].start == 4.0);
+  CHECK(sim.reductions[0][0].end == 9.0);
+  CHECK(sim.reductions[0][1].stage == 0);
+  CHECK(sim.reductions[0][1].start == 9.0);
+  CHECK(sim.reductions[0][1].end == 14.0);
+  CHECK(sim.step_time == 14.0);
+  CHECK(sim.bubble_fraction[0] == 1.0 - 6.0 / 14.0);
+  // Without 0REDUCE_GRAD stage 0 is reduced after the rank's last action, after stage 1's too.
+  const Simulation mixed =
+      simulate(hand_made(1, {0, 0}, {"0F0 1F0 1B0 1REDUCE_GRAD 0B0"}), costs_with(5.0));
+  CHECK(mixed.reductions[0].back().stage == 0);
+  CHECK(mixed.reductions[0].back().start == 9.0);
+  // Without any: both after the schedule, one after another from 6.
+  const Simulation after = simulate(hand_made(1, {0, 0}, {"0F0 1F0 1B0 0B0"}), costs_with(5.0));
+  REQUIRE(after.reductions[0].size() == 2);
+  CHECK(after.reductions[0][0].start == 6.0);
+  CHECK(after.reductions[0][1].start == 11.0);
+  CHECK(after.step_time == 16.0);
+}
+
+TEST_CASE("simulate: reducing after the schedule is never faster than from REDUCE_GRAD") {
+  for (const double g : {0.5, 3.0, 20.0})
+    for (const ScheduleParams& params : family_grid()) {
+      CAPTURE(g, config::to_string(params.kind), params.ranks, params.virtual_stages,
+              params.microbatches);
+      const Program after = generate(params);
+      const double overlapped = simulate(add_gradient_reduction(after), costs_with(g)).step_time;
+      const double at_end = simulate(after, costs_with(g)).step_time;
+      CHECK(overlapped <= at_end);
+      // With several stages per rank, the later stages' reductions hide under the first stage's
+      // remaining backward work, when that lasts at least g.
+      if (params.virtual_stages > 1 && params.ranks > 1 && params.microbatches >= params.ranks &&
+          g == 0.5)
+        CHECK(overlapped < at_end);
+    }
+}
+
+TEST_CASE("simulate: grad_reduce must be finite and non-negative") {
+  const Program program = generate(ScheduleKind::OneFOneB, 2, 2);
+  CHECK_THROWS_WITH(simulate(program, costs_with(-1.0)), ContainsSubstring("grad_reduce is -1"));
+  CHECK_THROWS_AS(simulate(program, costs_with(std::numeric_limits<double>::infinity())),
+                  ScheduleError);
+  CHECK_THROWS_WITH(simulate(hand_made(1, {0}, {"0F0 0B0 1REDUCE_GRAD"}), costs_with(1.0)),
+                    ContainsSubstring("1REDUCE_GRAD on rank 0 is outside 1 stages"));
+}
+
+TEST_CASE("format_timeline and to_chrome_trace show the reductions beside the compute") {
+  const Program program = add_gradient_reduction(
+      hand_made(2, {0, 1}, {"0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"}));
+  const Simulation sim = simulate(program, costs_with(2.0));
+  CHECK(format_timeline(sim, 11) ==
+        "rank 0 |FF..BB.BB..|\n"
+        "       |.........RR|\n"
+        "rank 1 |.FBBFBB....|\n"
+        "       |.......RR..|\n"
+        "        0     11 ms  (1 column = 1 ms; F forward, B backward, I input grad, W weight grad, "
+        ". idle; R gradient reduction, on the line under its rank)\n");
+
+  const nlohmann::json trace = nlohmann::json::parse(to_chrome_trace(sim));
+  std::vector<std::string> threads;
+  int reductions = 0;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] == "M" && event["name"] == "thread_name")
+      threads.push_back(std::to_string(event["tid"].get<int>()) + ":" +
+                        event["args"]["name"].get<std::string>());
+    if (event["cat"] == "REDUCE_GRAD") {
+      ++reductions;
+      CHECK(event["ph"] == "X");
+      CHECK(event["dur"].get<double>() == 2000.0);
+      if (event["name"] == "1REDUCE_GRAD") {
+        CHECK(event["tid"] == 3);
+        CHECK(event["ts"].get<double>() == 7000.0);
+        CHECK(event["args"]["stage"] == 1);
+      }
+    }
+  }
+  CHECK(reductions == 2);
+  CHECK(threads == std::vector<std::string>{"0:rank 0", "1:rank 1", "2:rank 0 collectives",
+                                            "3:rank 1 collectives"});
+  // Not modelled (grad_reduce = 0): neither the lines nor the tracks.
+  const Simulation plain = simulate(program, costs_with(0.0));
+  CHECK_THAT(format_timeline(plain, 9), !ContainsSubstring("R gradient reduction"));
+  CHECK_THAT(to_chrome_trace(plain), !ContainsSubstring("collectives"));
 }
