@@ -1,6 +1,6 @@
 // Tests of REDUCE_GRAD in the schedule IR: add_gradient_reduction's placement (goldens, and every
 // generated family over a grid), the validator's rules for it, job_program, and the simulated
-// gradient reductions (overlapped with REDUCE_GRAD, or after the schedule).
+// gradient reductions (overlapped with REDUCE_GRAD, or after the schedule) and their cost.
 #include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -14,6 +14,7 @@
 #include "schedule/generate.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/simulate.hpp"
+#include "schedule/split_time.hpp"
 #include "schedule/validate.hpp"
 #include "support/errors.hpp"
 #include "support/memory_spec.hpp"
@@ -385,4 +386,20 @@ TEST_CASE("format_timeline and to_chrome_trace show the reductions beside the co
   const Simulation plain = simulate(program, costs_with(0.0));
   CHECK_THAT(format_timeline(plain, 9), !ContainsSubstring("R gradient reduction"));
   CHECK_THAT(to_chrome_trace(plain), !ContainsSubstring("collectives"));
+}
+
+TEST_CASE("stage_cost_model: per-layer times to stage costs, with the latency and reduction given") {
+  plan::LayerTimes times;
+  times.blocks = {{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}};
+  times.embedding = {0.5, 0.5};
+  times.head = {2.0, 2.0};
+  const CostModel costs = stage_cost_model({{0, 1}, {1, 3}}, times, 0.25, 7.5);
+  REQUIRE(costs.stages.size() == 2);
+  CHECK(costs.stages[0].forward == 1.5);    // embedding + block 0
+  CHECK(costs.stages[1].backward == 12.0);  // blocks 1, 2 + head
+  CHECK(costs.stages[1].input_grad == 6.0);
+  CHECK(costs.stages[1].weight_grad == 6.0);
+  CHECK(costs.p2p_latency == 0.25);
+  CHECK(costs.grad_reduce == 7.5);
+  CHECK(stage_cost_model({{0, 3}}, times).grad_reduce == 0.0);
 }
