@@ -32,6 +32,7 @@ ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
     costs.stages.push_back({options.costs[i], options.costs[i + 1], options.costs[i + 2], options.costs[i + 3]});
   }
   costs.p2p_latency = options.p2p_latency;
+  costs.grad_reduce = options.grad_reduce_ms;
   return costs;
 }
 
@@ -59,6 +60,10 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
       ->excludes("--costs")->type_name("FILE|RUN_DIR");
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
       ->check(number_check(0.0, false));
+  plan->add_option("--grad-reduce-ms", plan_options.grad_reduce_ms,
+                   "Time of one stage's data-parallel gradient reduction, ms (runs beside compute: from the "
+                   "stage's REDUCE_GRAD, or after the schedule with runtime.overlap_grad_reduce false)")
+      ->check(number_check(0.0, false));
   return plan;
 }
 
@@ -74,7 +79,8 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
   }
   std::optional<ppctl::schedule::GivenLayerCosts> layer_costs;
   if (!options.layer_costs.empty()) layer_costs = ppctl::job::use_layer_costs(planned, options.layer_costs, options.balance);
-  const auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times, options.p2p_latency)
+  const auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times,
+                                                                     options.p2p_latency, options.grad_reduce_ms)
                                  : cost_model(options);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,

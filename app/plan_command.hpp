@@ -18,6 +18,7 @@ struct PlanOptions {
   std::string trace_path;
   std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
   double p2p_latency = 0.0;
+  double grad_reduce_ms = 0.0;  // --grad-reduce-ms: one stage's data-parallel gradient reduction
   bool balance = false;  // show the layout of pipeline.balance auto
   std::string layer_costs;  // --layer-costs: a per-layer costs file or a previous run's run directory
 };

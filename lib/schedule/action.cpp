@@ -1,5 +1,5 @@
-// The schedule IR: action kinds, the text form (`1F3`, `0SEND_B2`), neighbour/transfer helpers,
-// tags.
+// The schedule IR: action kinds, the text form (`1F3`, `0SEND_B2`, `1REDUCE_GRAD`), neighbour/transfer
+// helpers, tags.
 #include "schedule/action.hpp"
 
 #include <fmt/format.h>
@@ -14,7 +14,7 @@ namespace ppctl::schedule {
 namespace {
 
 /// Every kind with its text, in enum order. The one table both directions of the text form read.
-constexpr std::array<std::pair<ActionKind, std::string_view>, 8> kKindNames{{
+constexpr std::array<std::pair<ActionKind, std::string_view>, 9> kKindNames{{
     {ActionKind::F, "F"},
     {ActionKind::B, "B"},
     {ActionKind::I, "I"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<ActionKind, std::string_view>, 8> kKindNames{{
     {ActionKind::RECV_F, "RECV_F"},
     {ActionKind::SEND_B, "SEND_B"},
     {ActionKind::RECV_B, "RECV_B"},
+    {ActionKind::REDUCE_GRAD, "REDUCE_GRAD"},
 }};
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -30,13 +31,14 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 [[noreturn]] void throw_parse_error(std::string_view text, std::string_view problem) {
   std::string kinds;
   for (const auto& [kind, name] : kKindNames) {
+    if (is_reduce(kind)) continue;
     if (!kinds.empty()) kinds += ", ";
     kinds += name;
   }
   throw ScheduleError(
       fmt::format("invalid action \"{}\": {}; expected <stage><kind><microbatch> (non-negative "
-                  "integers without "
-                  "sign or leading zeros, kind one of {}), e.g. 1F3 or 0SEND_B2",
+                  "integers without sign or leading zeros, kind one of {}) or <stage>REDUCE_GRAD, "
+                  "e.g. 1F3, 0SEND_B2 or 1REDUCE_GRAD",
                   text, problem, kinds));
 }
 
@@ -65,6 +67,8 @@ bool is_send(ActionKind kind) { return kind == ActionKind::SEND_F || kind == Act
 
 bool is_recv(ActionKind kind) { return kind == ActionKind::RECV_F || kind == ActionKind::RECV_B; }
 
+bool is_reduce(ActionKind kind) { return kind == ActionKind::REDUCE_GRAD; }
+
 std::string to_string(ActionKind kind) {
   for (const auto& [k, name] : kKindNames)
     if (k == kind) return std::string(name);
@@ -72,6 +76,7 @@ std::string to_string(ActionKind kind) {
 }
 
 std::string to_string(const Action& action) {
+  if (is_reduce(action.kind)) return fmt::format("{}{}", action.stage, to_string(action.kind));
   return fmt::format("{}{}{}", action.stage, to_string(action.kind), action.microbatch);
 }
 
@@ -92,6 +97,12 @@ Action parse_action(std::string_view text) {
   if (!known)
     throw_parse_error(text, kind_text.empty() ? std::string("missing kind")
                                               : fmt::format("unknown kind \"{}\"", kind_text));
+  if (is_reduce(action.kind)) {
+    if (pos != text.size())
+      throw_parse_error(text, fmt::format("REDUCE_GRAD takes no microbatch, but \"{}\" follows it",
+                                          text.substr(pos)));
+    return action;
+  }
   action.microbatch = parse_index(text, pos, "microbatch");
   if (pos != text.size())
     throw_parse_error(text,
@@ -126,9 +137,9 @@ Action matching_transfer(const Action& comm) {
     case ActionKind::RECV_B:
       other = {ActionKind::SEND_B, comm.stage + 1, comm.microbatch};
       break;
-    default:
+    default:  // F, B, I, W, REDUCE_GRAD
       throw ScheduleError(fmt::format(
-          "{} is a compute action; only SEND_F, RECV_F, SEND_B and RECV_B have a matching transfer",
+          "{} is not a transfer; only SEND_F, RECV_F, SEND_B and RECV_B have a matching transfer",
           to_string(comm)));
   }
   if (other.stage < 0)
@@ -141,9 +152,9 @@ namespace {
 /// Throws ScheduleError unless `compute` is a compute action (F, B, I or W).
 void require_compute(const Action& compute) {
   if (!is_compute(compute.kind))
-    throw ScheduleError(
-        fmt::format("{} is a communication action; expected a compute action (F, B, I or W)",
-                    to_string(compute)));
+    throw ScheduleError(fmt::format("{} is a {} action; expected a compute action (F, B, I or W)",
+                                    to_string(compute),
+                                    is_reduce(compute.kind) ? "gradient reduction" : "transfer"));
 }
 
 /// Which way the tensor a compute action produces flows: +1 for F (activation to stage s+1), -1 for

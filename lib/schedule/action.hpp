@@ -1,5 +1,6 @@
 // The schedule IR: one action = {kind, stage, microbatch}; a rank's program is a list of actions.
-// Text form as in torch.distributed.pipelining: `1F3`, `0B2`, `2SEND_F0`, `1RECV_B4`. No torch.
+// Text form as in torch.distributed.pipelining: `1F3`, `0B2`, `2SEND_F0`, `1RECV_B4`, `1REDUCE_GRAD`.
+// No torch.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,9 @@
 
 namespace ppctl::schedule {
 
-/// What an action does. Compute kinds run a stage; communication kinds move one tensor.
+/// What an action does. Compute kinds run a stage; transfer kinds move one tensor between two ranks;
+/// REDUCE_GRAD starts a collective over a stage's data-parallel replicas. Code indexes arrays by the
+/// first four (compute) kinds: new kinds go last.
 enum class ActionKind {
   F,       ///< forward of (stage, microbatch)
   B,       ///< full backward of (stage, microbatch)
@@ -20,12 +23,14 @@ enum class ActionKind {
   RECV_F,  ///< post the receive of stage's input activation for microbatch from the rank of stage-1
   SEND_B,  ///< send the gradient w.r.t. stage's input (from B or I) to the rank of stage-1
   RECV_B,  ///< post the receive of the gradient w.r.t. stage's output for microbatch from stage+1
+  REDUCE_GRAD,  ///< start the data-parallel gradient reduction of `stage`: every B/I/W of the stage in
+                ///< this step is done (torch.distributed.pipelining's REDUCE_GRAD); no microbatch (0)
 };
 
 struct Action {
   ActionKind kind = ActionKind::F;
   int64_t stage = 0;       ///< stage index in [0, num_stages)
-  int64_t microbatch = 0;  ///< microbatch index in [0, num_microbatches)
+  int64_t microbatch = 0;  ///< microbatch index in [0, num_microbatches); 0 for REDUCE_GRAD
 
   bool operator==(const Action& other) const {
     return kind == other.kind && stage == other.stage && microbatch == other.microbatch;
@@ -39,16 +44,21 @@ bool is_compute(ActionKind kind);
 bool is_send(ActionKind kind);
 /// True for RECV_F, RECV_B.
 bool is_recv(ActionKind kind);
+/// True for REDUCE_GRAD.
+bool is_reduce(ActionKind kind);
 
-/// `F`, `B`, `I`, `W`, `SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`.
+/// `F`, `B`, `I`, `W`, `SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`, `REDUCE_GRAD`.
 std::string to_string(ActionKind kind);
-/// `{stage}{kind}{microbatch}`, e.g. `1F3`, `0SEND_B2`.
+/// `{stage}{kind}{microbatch}`, e.g. `1F3`, `0SEND_B2`; `{stage}REDUCE_GRAD` (no microbatch), e.g.
+/// `1REDUCE_GRAD`.
 std::string to_string(const Action& action);
-/// Inverse of to_string(Action). Throws ppctl::ScheduleError naming the text and the expected form.
+/// Inverse of to_string(Action) (REDUCE_GRAD gets microbatch 0). Throws ppctl::ScheduleError naming
+/// the text and the expected form, also for a microbatch after REDUCE_GRAD.
 Action parse_action(std::string_view text);
 
 /// The other end of a transfer: SEND_F(s,j) <-> RECV_F(s+1,j), SEND_B(s,j) <-> RECV_B(s-1,j).
-/// Throws ppctl::ScheduleError for a compute action or an end with no neighbouring stage (stage < 0).
+/// Throws ppctl::ScheduleError for a compute action or REDUCE_GRAD (not transfers), or an end with no
+/// neighbouring stage (stage < 0).
 Action matching_transfer(const Action& comm);
 
 /// One rank's ordered actions for one step.
@@ -72,21 +82,23 @@ RankProgram parse_rank(std::string_view text);
 /// (gradient); none otherwise, and none for W. A program may split the backward of some stages and
 /// not of others: the gradient of stage s+1 then comes from whichever of B(s+1,j) / I(s+1,j) it has
 /// (validate() accepts either). Within one stage B and I also need F(s,j), and W(s,j) needs I(s,j);
-/// those are not neighbours and not returned here. Throws ppctl::ScheduleError for a communication
-/// action.
+/// those are not neighbours and not returned here. Throws ppctl::ScheduleError for a transfer or
+/// REDUCE_GRAD (not compute actions).
 std::optional<Action> upstream_compute(const Action& compute, int64_t num_stages);
 
 /// The RECV that `compute` waits for: RECV_F(s,j) for F, RECV_B(s,j) for B and I, when the upstream
 /// stage runs on another rank (program.stage_to_rank); none when there is no upstream stage, it
-/// runs on the same rank, or `compute` is W.
+/// runs on the same rank, or `compute` is W. Throws ppctl::ScheduleError when `compute` is a transfer
+/// or REDUCE_GRAD.
 std::optional<Action> input_transfer(const Action& compute, const Program& program);
 
 /// The SEND that follows `compute`: SEND_F(s,j) for F when stage s+1 runs on another rank, SEND_B(s,j)
-/// for B or I when stage s-1 runs on another rank; none otherwise (never for W).
+/// for B or I when stage s-1 runs on another rank; none otherwise (never for W). Throws like
+/// input_transfer.
 std::optional<Action> output_transfer(const Action& compute, const Program& program);
 
 /// Space-separated text of one rank's actions, e.g. `0F0 0F1 0B0 0F2 ...`. With `compute_only`,
-/// communication actions are left out and the stage prefix is dropped when the rank runs one stage
+/// transfers and REDUCE_GRAD are left out and the stage prefix is dropped when the rank runs one stage
 /// (`F0 F1 B0 ...`).
 std::string format_rank(const RankProgram& program, bool compute_only);
 

@@ -14,13 +14,14 @@ inline nlohmann::json chrome_process_name(const std::string& name) {
   return {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", name}}}};
 }
 
+/// The metadata event naming track `tid` `name` (e.g. "rank 0 collectives" beside the rank tracks).
+inline nlohmann::json chrome_named_track(int64_t tid, const std::string& name) {
+  return {{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
 /// The metadata event naming rank `rank`'s track (tid = rank): "rank R".
 inline nlohmann::json chrome_track_name(int64_t rank) {
-  return {{"name", "thread_name"},
-          {"ph", "M"},
-          {"pid", 0},
-          {"tid", rank},
-          {"args", {{"name", fmt::format("rank {}", rank)}}}};
+  return chrome_named_track(rank, fmt::format("rank {}", rank));
 }
 
 }  // namespace ppctl::schedule

@@ -85,9 +85,11 @@ Program parse_csv(const std::string& text, const std::string& source) {
       }
       if (!is_compute(action.kind))
         throw ScheduleError(fmt::format(
-            "{}: {} is a communication action; a schedule file lists compute actions only (F, B, "
-            "I, W) and ppctl adds the transfers (fix: delete the cell)",
-            cell.where(source), text_cell));
+            "{}: {} is a {}; a schedule file lists compute actions only (F, B, I, W) and ppctl adds "
+            "the transfers and, with runtime.overlap_grad_reduce, the gradient reductions (fix: "
+            "delete the cell)",
+            cell.where(source), text_cell,
+            is_reduce(action.kind) ? "gradient reduction action" : "communication action"));
       const auto [owner, fresh] = stage_owner.emplace(action.stage, cell);
       if (!fresh && owner->second.rank != cell.rank)
         throw ScheduleError(

@@ -13,7 +13,7 @@ namespace ppctl::schedule {
 /// cells and surrounding spaces are ignored. The result is compute-only; stage_to_rank is inferred
 /// (the row in which a stage's actions appear), num_stages and num_microbatches from the largest
 /// indices. Throws ppctl::ScheduleError naming `source`, the line, the row (rank + 1) and the
-/// column (cell, from 1) on malformed cells, communication actions, a stage appearing on two ranks,
+/// column (cell, from 1) on malformed cells, transfers or REDUCE_GRAD, a stage appearing on two ranks,
 /// or a row with no action; and naming `source` for an empty schedule or stages / microbatches with
 /// no action. Whether the actions form a valid schedule (each F once, dependencies, no deadlock) is
 /// validate()'s job, after add_communication.

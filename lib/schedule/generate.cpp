@@ -1,11 +1,12 @@
-// Schedule parameters and their rules, the dispatch to the per-kind generators (gen_*.cpp), and the
-// pass that inserts SEND/RECV actions.
+// Schedule parameters and their rules, the dispatch to the per-kind generators (gen_*.cpp), the
+// pass that inserts SEND/RECV actions and the one that inserts REDUCE_GRAD actions.
 #include "schedule/generate.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "core/check.hpp"
 #include "schedule/generators.hpp"
@@ -230,6 +231,65 @@ Program generate(const ScheduleParams& params) {
 
 Program generate(config::ScheduleKind kind, int64_t stages, int64_t microbatches) {
   return add_communication(generate_compute(kind, stages, microbatches));
+}
+
+/// Per rank, finds each of its stages' last backward (B, I or W), moves past a SEND_B of the same
+/// (stage, microbatch) right after it, and inserts REDUCE_GRAD(s) there: O(actions).
+Program add_gradient_reduction(const Program& with_communication) {
+  const Program& in = with_communication;
+  PPCTL_CHECK(static_cast<int64_t>(in.stage_to_rank.size()) == in.num_stages, ScheduleError,
+              fmt::format("add_gradient_reduction: stage_to_rank has {} entries for {} stages",
+                          in.stage_to_rank.size(), in.num_stages),
+              "give one rank per stage");
+  // last[s]: index in its rank's program after which REDUCE_GRAD(s) goes.
+  std::vector<std::optional<size_t>> last(static_cast<size_t>(in.num_stages));
+  for (size_t rank = 0; rank < in.ranks.size(); ++rank) {
+    const RankProgram& actions = in.ranks[rank];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      PPCTL_CHECK(!is_reduce(a.kind), ScheduleError,
+                  fmt::format("add_gradient_reduction: rank {} already holds {} (position {})", rank,
+                              to_string(a), i),
+                  "pass the program before add_gradient_reduction; it adds one REDUCE_GRAD per stage");
+      const bool backward = a.kind == ActionKind::B || a.kind == ActionKind::I ||
+                            a.kind == ActionKind::W;
+      if (!backward || a.stage < 0 || a.stage >= in.num_stages ||
+          in.stage_to_rank[static_cast<size_t>(a.stage)] != static_cast<int64_t>(rank))
+        continue;
+      const bool send_follows = i + 1 < actions.size() &&
+                                actions[i + 1] == Action{ActionKind::SEND_B, a.stage, a.microbatch};
+      last[static_cast<size_t>(a.stage)] = send_follows ? i + 1 : i;
+    }
+  }
+  Program out = in;
+  for (RankProgram& actions : out.ranks) actions.clear();
+  std::vector<std::vector<int64_t>> after(in.ranks.size());  // per rank and index: stages to reduce
+  for (int64_t s = 0; s < in.num_stages; ++s) {
+    const int64_t rank = in.stage_to_rank[static_cast<size_t>(s)];
+    PPCTL_CHECK(rank >= 0 && rank < in.num_ranks(), ScheduleError,
+                fmt::format("add_gradient_reduction: stage {} is placed on rank {}, but the program "
+                            "has {} ranks",
+                            s, rank, in.num_ranks()),
+                "place every stage on a rank in [0, number of ranks)");
+    PPCTL_CHECK(last[static_cast<size_t>(s)].has_value(), ScheduleError,
+                fmt::format("add_gradient_reduction: stage {} has no B, I or W on rank {}, so there "
+                            "is no point after its last backward",
+                            s, rank),
+                "give every stage its backward actions (validate() names what is missing)");
+    auto& slots = after[static_cast<size_t>(rank)];
+    slots.resize(in.ranks[static_cast<size_t>(rank)].size(), -1);
+    slots[*last[static_cast<size_t>(s)]] = s;  // one stage per index: a last backward is one action
+  }
+  for (size_t rank = 0; rank < in.ranks.size(); ++rank) {
+    const RankProgram& actions = in.ranks[rank];
+    const std::vector<int64_t>& slots = after[rank];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      out.ranks[rank].push_back(actions[i]);
+      if (i < slots.size() && slots[i] >= 0)
+        out.ranks[rank].push_back({ActionKind::REDUCE_GRAD, slots[i], 0});
+    }
+  }
+  return out;
 }
 
 namespace detail {

@@ -1,4 +1,5 @@
-// Schedule generators (pure functions) and the pass that adds communication. No torch.
+// Schedule generators (pure functions), the pass that adds communication and the one that adds the
+// data-parallel gradient reductions. No torch.
 #pragma once
 
 #include <cstdint>
@@ -83,5 +84,18 @@ Program add_communication(const Program& compute_only);
 
 /// generate_compute(kind, stages, microbatches) followed by add_communication.
 Program generate(config::ScheduleKind kind, int64_t stages, int64_t microbatches);
+
+/// Adds one REDUCE_GRAD per stage to a program (normally with communication, from add_communication):
+/// on the rank stage_to_rank[s], right after the stage's last backward action in the rank's order
+/// (the last of its B, I and W), and after that action's SEND_B when the SEND_B directly follows it
+/// (the gradient is posted to the previous rank first, so starting the reduction never delays the
+/// pipeline). The executor starts the stage's asynchronous bucket all-reduces there and waits for them
+/// before the optimizer step, so they overlap the backward work left on the rank. Source:
+/// torch.distributed.pipelining's `_add_reduce_grad` (schedules.py: REDUCE_GRAD after a stage's last
+/// B or W) and Megatron-Core's overlap_grad_reduce (a model chunk's gradients are synchronized once
+/// the backward of its last microbatch is done). Not idempotent: throws ppctl::ScheduleError when the
+/// program already holds a REDUCE_GRAD, when stage_to_rank does not give one rank per stage or names a
+/// rank outside the program, or when a stage has no B, I or W on its rank.
+Program add_gradient_reduction(const Program& with_communication);
 
 }  // namespace ppctl::schedule

@@ -52,6 +52,7 @@ Program job_program(const config::JobSpec& spec, const std::string* schedule_tex
   } else {
     program = generate(schedule_params(spec));
   }
+  if (spec.runtime.overlap_grad_reduce) program = add_gradient_reduction(program);
   validate(program);
   return program;
 }

@@ -159,6 +159,8 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
         case ActionKind::SEND_B:
           buffers.add(1);
           break;
+        case ActionKind::REDUCE_GRAD:  // in place in the gradient buffers: holds nothing more
+          break;
       }
     }
     rank.activations = bytes.most;

@@ -35,11 +35,23 @@ int64_t forwards_before_backward(const RankProgram& actions) {
   return count;
 }
 
-std::string costs_text(const CostModel& costs) {
-  if (costs.stages.size() != 1) return fmt::format("{} per-stage costs", costs.stages.size());
+/// ", gradient reduction 5 ms per stage (from each stage's REDUCE_GRAD)" when costs.grad_reduce is set
+/// (`--grad-reduce-ms`), with where the program starts it; empty when it is 0 (not modelled).
+std::string grad_reduce_text(const CostModel& costs, const Program& program) {
+  if (costs.grad_reduce <= 0.0) return "";
+  bool in_schedule = false;
+  for (const auto& actions : program.ranks)
+    for (const auto& a : actions) in_schedule = in_schedule || is_reduce(a.kind);
+  return fmt::format(", gradient reduction {:g} ms per stage ({})", costs.grad_reduce,
+                     in_schedule ? "from each stage's REDUCE_GRAD" : "after the schedule");
+}
+
+std::string costs_text(const CostModel& costs, const Program& program) {
+  if (costs.stages.size() != 1)
+    return fmt::format("{} per-stage costs{}", costs.stages.size(), grad_reduce_text(costs, program));
   const auto& c = costs.stages.front();
-  return fmt::format("F={:g} B={:g} I={:g} W={:g} ms per stage, p2p {:g} ms", c.forward, c.backward,
-                     c.input_grad, c.weight_grad, costs.p2p_latency);
+  return fmt::format("F={:g} B={:g} I={:g} W={:g} ms per stage, p2p {:g} ms{}", c.forward, c.backward,
+                     c.input_grad, c.weight_grad, costs.p2p_latency, grad_reduce_text(costs, program));
 }
 
 /// "memory per rank 4.0, 1.5, 5.0 MiB" (one unit for all, GiB from 1 GiB), or the largest beyond 8 ranks.
@@ -213,7 +225,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      layout.pipeline_size - 1, p.virtual_stages * p.microbatches + layout.pipeline_size - 1,
                      layout.bubble_fraction);
   out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
-                     simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs));
+                     simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs, program));
   out += split_section(spec, layout, program, layer_costs);
   out += fmt::format("\n{:>7}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage",
                      "parameters", "F before", "bubble", "peak act", "holds");

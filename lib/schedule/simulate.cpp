@@ -1,8 +1,6 @@
-// Schedule simulator: longest-path timing of a program's compute actions (one worklist pass),
-// plus its ASCII timeline and Chrome trace renderings.
+// Schedule simulator: longest-path timing of a program's compute actions (one worklist pass) and of
+// its gradient reductions, plus its ASCII timeline and Chrome trace renderings.
 #include "schedule/simulate.hpp"
-
-#include "schedule/chrome_trace.hpp"
 
 #include <fmt/format.h>
 
@@ -35,6 +33,7 @@ void check_costs(const CostModel& costs, int64_t num_stages) {
                 "give costs and latency as finite, non-negative milliseconds");
   };
   check(costs.p2p_latency, "p2p_latency");
+  check(costs.grad_reduce, "grad_reduce");
   for (size_t s = 0; s < n; ++s) {
     const StageCosts& c = costs.stages[s];
     check(c.forward, fmt::format("stages[{}].forward", s));
@@ -44,8 +43,8 @@ void check_costs(const CostModel& costs, int64_t num_stages) {
   }
 }
 
-/// Checks that every compute action names a stage and microbatch of the program and sits on the
-/// rank that runs its stage (the simulator indexes arrays by them).
+/// Checks that every compute action names a stage and microbatch of the program, every REDUCE_GRAD a
+/// stage, and that each sits on the rank that runs its stage (the simulator indexes arrays by them).
 void check_geometry(const Program& program) {
   const int64_t p = program.num_stages;
   PPCTL_CHECK(program.num_microbatches >= 0, ScheduleError,
@@ -64,9 +63,9 @@ void check_geometry(const Program& program) {
   }
   for (int64_t r = 0; r < program.num_ranks(); ++r)
     for (const Action& a : program.ranks[static_cast<size_t>(r)]) {
-      if (!is_compute(a.kind)) continue;
+      if (!is_compute(a.kind) && !is_reduce(a.kind)) continue;
       PPCTL_CHECK(a.stage >= 0 && a.stage < p && a.microbatch >= 0 &&
-                      a.microbatch < program.num_microbatches,
+                      (a.microbatch < program.num_microbatches || is_reduce(a.kind)),
                   ScheduleError,
                   fmt::format("simulate: {} on rank {} is outside {} stages x {} microbatches",
                               to_string(a), r, p, program.num_microbatches),
@@ -133,12 +132,14 @@ class Simulator {
         next_waiter_(static_cast<size_t>(program.num_ranks()), kNone),
         position_(static_cast<size_t>(program.num_ranks()), 0),
         free_at_(static_cast<size_t>(program.num_ranks()), 0.0),
+        reduce_free_at_(static_cast<size_t>(program.num_ranks()), 0.0),
         held_(static_cast<size_t>(program.num_ranks()), 0) {}
 
   /// Runs every rank as far as it goes; throws ScheduleError naming the stuck ranks.
   Simulation run() {
     const size_t ranks = program_.ranks.size();
     result_.timeline.resize(ranks);
+    result_.reductions.resize(ranks);
     result_.busy_time.assign(ranks, 0.0);
     result_.peak_activations.assign(ranks, 0);
     for (size_t r = 0; r < ranks; ++r) {
@@ -173,6 +174,7 @@ class Simulator {
     size_t& pos = position_[r];
     for (; pos < actions.size(); ++pos) {
       const Action& a = actions[pos];
+      if (is_reduce(a.kind)) reduce(r, a.stage);
       if (!is_compute(a.kind)) continue;  // transfers cost only latency, charged to the consumer
       double start = free_at_[r];
       const Dependency dep = dependency_of(a, program_.num_stages);
@@ -199,6 +201,24 @@ class Simulator {
         waiters_[e] = kNone;
       }
     }
+  }
+
+  /// Starts `stage`'s gradient reduction on `rank` when the rank's compute so far and its previous
+  /// reduction are done; it does not occupy the compute.
+  void reduce(size_t rank, int64_t stage) {
+    const double start = std::max(free_at_[rank], reduce_free_at_[rank]);
+    reduce_free_at_[rank] = start + costs_.grad_reduce;
+    result_.reductions[rank].push_back({stage, start, reduce_free_at_[rank]});
+  }
+
+  /// Reduces, after each rank's last action, the stages the program holds no REDUCE_GRAD for.
+  void reduce_the_rest() {
+    std::vector<char> reduced(static_cast<size_t>(program_.num_stages), 0);
+    for (const auto& rank : result_.reductions)
+      for (const TimedReduction& t : rank) reduced[static_cast<size_t>(t.stage)] = 1;
+    for (int64_t s = 0; s < program_.num_stages; ++s)
+      if (!reduced[static_cast<size_t>(s)])
+        reduce(static_cast<size_t>(program_.stage_to_rank[static_cast<size_t>(s)]), s);
   }
 
   /// Activations held: +1 at F; -1 at B or W (I keeps them: W still needs them).
@@ -235,10 +255,12 @@ class Simulator {
         stuck, format_grid(program_, positions)));
   }
 
-  /// Step time and bubble fractions from the per-rank busy times.
+  /// The reductions left for after the schedule, then step time (each rank's last compute or
+  /// reduction) and bubble fractions from the per-rank busy times.
   void finish() {
+    reduce_the_rest();
     for (size_t r = 0; r < program_.ranks.size(); ++r)
-      result_.step_time = std::max(result_.step_time, free_at_[r]);
+      result_.step_time = std::max({result_.step_time, free_at_[r], reduce_free_at_[r]});
     result_.bubble_fraction.reserve(program_.ranks.size());
     double sum = 0.0;
     for (double busy : result_.busy_time) {
@@ -257,12 +279,37 @@ class Simulator {
   std::vector<int64_t> next_waiter_;
   std::vector<size_t> position_;  ///< per rank, index in its action list of the next action
   std::vector<double> free_at_;   ///< per rank, when its last compute action ended
+  std::vector<double> reduce_free_at_;  ///< per rank, when its last gradient reduction ends
   std::vector<int64_t> held_;     ///< per rank, activations held now
   Simulation result_;
 };
 
 /// The character shown for a compute kind in the ASCII timeline.
 char symbol(ActionKind kind) { return to_string(kind)[0]; }
+
+/// One timeline bar of `width` columns of `column` ms: each shows the symbol of the interval of
+/// `intervals` (sorted, not overlapping, with .start and .end in ms) running at its midpoint, else '.'.
+template <typename Interval, typename Symbol>
+std::string timeline_bar(const std::vector<Interval>& intervals, int width, double column,
+                         const Symbol& symbol_of) {
+  std::string bar(static_cast<size_t>(width), '.');
+  size_t i = 0;
+  for (int c = 0; c < width && i < intervals.size(); ++c) {
+    const double t = (c + 0.5) * column;
+    while (i < intervals.size() && intervals[i].end <= t) ++i;
+    if (i < intervals.size() && intervals[i].start <= t)
+      bar[static_cast<size_t>(c)] = symbol_of(intervals[i]);
+  }
+  return bar;
+}
+
+/// Whether any reduction lasts longer than 0 ms (grad_reduce was modelled).
+bool shows_reductions(const Simulation& simulation) {
+  for (const auto& rank : simulation.reductions)
+    for (const TimedReduction& t : rank)
+      if (t.end > t.start) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -280,26 +327,25 @@ std::string format_timeline(const Simulation& simulation, int width) {
   const int digits = static_cast<int>(fmt::format("{}", ranks ? ranks - 1 : 0).size());
   const int label_width = 5 + digits;  // "rank " and the rank, right-aligned
   const double column = simulation.step_time / width;
+  const bool reductions = shows_reductions(simulation);
+  const auto compute = [](const TimedAction& t) { return symbol(t.action.kind); };
   std::string out;
   for (size_t r = 0; r < ranks; ++r) {
-    const std::vector<TimedAction>& actions = simulation.timeline[r];
-    std::string bar(static_cast<size_t>(width), '.');
-    size_t i = 0;
-    for (int c = 0; c < width && i < actions.size(); ++c) {
-      const double t = (c + 0.5) * column;
-      while (i < actions.size() && actions[i].end <= t) ++i;
-      if (i < actions.size() && actions[i].start <= t)
-        bar[static_cast<size_t>(c)] = symbol(actions[i].action.kind);
-    }
-    out += fmt::format("rank {:>{}} |{}|\n", r, digits, bar);
+    out += fmt::format("rank {:>{}} |{}|\n", r, digits,
+                       timeline_bar(simulation.timeline[r], width, column, compute));
+    if (reductions && r < simulation.reductions.size())
+      out += fmt::format("{:{}} |{}|\n", "", label_width,
+                         timeline_bar(simulation.reductions[r], width, column,
+                                      [](const TimedReduction&) { return 'R'; }));
   }
   // Scale: "0" under the first column, the step time ending under the last one.
   const std::string right = fmt::format("{:g} ms", simulation.step_time);
   const int gap = std::max(1, width - 1 - static_cast<int>(right.size()));
   out += fmt::format(
       "{:{}}0{:{}}{}  (1 column = {:g} ms; F forward, B backward, I input grad, "
-      "W weight grad, . idle)\n",
-      "", label_width + 2, "", gap, right, column);
+      "W weight grad, . idle{})\n",
+      "", label_width + 2, "", gap, right, column,
+      reductions ? "; R gradient reduction, on the line under its rank" : "");
   return out;
 }
 
@@ -307,8 +353,11 @@ std::string to_chrome_trace(const Simulation& simulation) {
   using nlohmann::json;
   json events = json::array();
   events.push_back(chrome_process_name("ppctl plan (simulated)"));
-  for (size_t r = 0; r < simulation.timeline.size(); ++r)
-    events.push_back(chrome_track_name(static_cast<int64_t>(r)));
+  const auto ranks = static_cast<int64_t>(simulation.timeline.size());
+  for (int64_t r = 0; r < ranks; ++r) events.push_back(chrome_track_name(r));
+  const bool reductions = shows_reductions(simulation);
+  for (int64_t r = 0; reductions && r < ranks; ++r)
+    events.push_back(chrome_named_track(ranks + r, fmt::format("rank {} collectives", r)));
   constexpr double kMicrosPerMs = 1000.0;
   for (size_t r = 0; r < simulation.timeline.size(); ++r)
     for (const TimedAction& t : simulation.timeline[r])
@@ -321,6 +370,16 @@ std::string to_chrome_trace(const Simulation& simulation) {
            {"pid", 0},
            {"tid", r},
            {"args", {{"stage", t.action.stage}, {"microbatch", t.action.microbatch}}}});
+  for (size_t r = 0; reductions && r < simulation.reductions.size(); ++r)
+    for (const TimedReduction& t : simulation.reductions[r])
+      events.push_back({{"name", to_string(Action{ActionKind::REDUCE_GRAD, t.stage, 0})},
+                        {"cat", to_string(ActionKind::REDUCE_GRAD)},
+                        {"ph", "X"},
+                        {"ts", t.start * kMicrosPerMs},
+                        {"dur", (t.end - t.start) * kMicrosPerMs},
+                        {"pid", 0},
+                        {"tid", ranks + static_cast<int64_t>(r)},
+                        {"args", {{"stage", t.stage}}}});
   return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump();
 }
 

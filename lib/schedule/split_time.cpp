@@ -4,20 +4,22 @@
 namespace ppctl::schedule {
 
 CostModel stage_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerTimes& times,
-                           double p2p_latency) {
+                           double p2p_latency, double grad_reduce) {
   CostModel model;
   model.stages.clear();
   for (const auto& t : plan::stage_times(split, times)) {
     model.stages.push_back({t.forward_ms, t.backward_ms, t.backward_ms / 2, t.backward_ms / 2});
   }
   model.p2p_latency = p2p_latency;
+  model.grad_reduce = grad_reduce;
   return model;
 }
 
-CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& times, double p2p_latency) {
+CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& times, double p2p_latency,
+                            double grad_reduce) {
   std::vector<plan::LayerRange> split;
   for (const auto& stage : layout.stages) split.push_back(stage.layers);
-  return stage_cost_model(split, times, p2p_latency);
+  return stage_cost_model(split, times, p2p_latency, grad_reduce);
 }
 
 CostModel split_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerCosts& costs) {

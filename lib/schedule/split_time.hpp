@@ -15,12 +15,14 @@
 namespace ppctl::schedule {
 
 /// Per-stage costs of `split` under per-layer `times` (plan::stage_times): F and B as summed, a split
-/// backward's I = W = B / 2; `p2p_latency` ms per transfer.
+/// backward's I = W = B / 2; `p2p_latency` ms per transfer, `grad_reduce` ms per stage's gradient
+/// reduction (CostModel::grad_reduce).
 CostModel stage_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerTimes& times,
-                           double p2p_latency = 0.0);
+                           double p2p_latency = 0.0, double grad_reduce = 0.0);
 
 /// stage_cost_model of the split `layout` holds.
-CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& times, double p2p_latency = 0.0);
+CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& times, double p2p_latency = 0.0,
+                            double grad_reduce = 0.0);
 
 /// Per-stage costs of `split` in units of one block's forward (costs.block = 1 ms): F = the stage's
 /// plan::stage_costs / costs.block, B = 2F, I = W = F (the simulator's default F:B:I:W = 1:2:1:1).

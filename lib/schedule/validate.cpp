@@ -27,6 +27,8 @@ constexpr std::string_view kRuleInputFirst = "I before W on its rank";
 constexpr std::string_view kRuleRecvFirst = "RECV before the compute that consumes it";
 constexpr std::string_view kRuleProducerFirst = "SEND after the compute that produces it";
 constexpr std::string_view kRuleLocalOrder = "stages on one rank in dependency order";
+constexpr std::string_view kRuleReduceOnce = "at most one REDUCE_GRAD per stage";
+constexpr std::string_view kRuleReduceLast = "REDUCE_GRAD after every B, I and W of its stage";
 constexpr std::string_view kRuleDeadlock = "no deadlock";
 
 /// Where an action stands: rank and index in that rank's program.
@@ -64,11 +66,11 @@ class Validator {
   }
 
   /// Number of action kinds: ActionKind's enumerators are 0 .. kKinds-1 (F, B, I, W, SEND_F, ...).
-  static constexpr int64_t kKinds = 8;
-  static_assert(static_cast<int64_t>(ActionKind::RECV_B) == kKinds - 1,
+  static constexpr int64_t kKinds = 9;
+  static_assert(static_cast<int64_t>(ActionKind::REDUCE_GRAD) == kKinds - 1,
                 "ActionKind grew: update kKinds");
 
-  /// Dense index of an in-range action: (kind, stage, microbatch).
+  /// Dense index of an in-range action: (kind, stage, microbatch); REDUCE_GRAD has microbatch 0.
   size_t id(const Action& a) const {
     return static_cast<size_t>((static_cast<int64_t>(a.kind) * p_ + a.stage) * m_ + a.microbatch);
   }
@@ -128,6 +130,11 @@ class Validator {
         const Action& a = actions[i];
         const Where here{r, i};
         const std::string text = to_string(a);
+        if (is_reduce(a.kind) && a.microbatch != 0)
+          fail_at(kRuleRange, here,
+                  fmt::format("{} has microbatch {}: a REDUCE_GRAD covers every microbatch of its "
+                              "stage and carries microbatch 0",
+                              text, a.microbatch));
         if (a.stage < 0 || a.stage >= p_ || a.microbatch < 0 || a.microbatch >= m_)
           fail_at(
               kRuleRange, here,
@@ -136,10 +143,13 @@ class Validator {
           fail_at(kRuleRank, here,
                   fmt::format("{} is on rank {} but stage {} runs on rank {}", text, r, a.stage,
                               rank_of(a.stage)));
-        if (!is_compute(a.kind)) check_peer(a, here);
+        if (is_send(a.kind) || is_recv(a.kind)) check_peer(a, here);
         Where& first = where_[id(a)];
         if (first.found())
-          fail_at(is_compute(a.kind) ? kRuleComputeOnce : kRuleTransferOnce, here,
+          fail_at(is_compute(a.kind)  ? kRuleComputeOnce
+                  : is_reduce(a.kind) ? kRuleReduceOnce
+                                      : kRuleTransferOnce,
+                  here,
                   fmt::format("{} appears again on rank {}, first at position {}", text, r,
                               first.index));
         first = here;
@@ -213,6 +223,7 @@ class Validator {
                             rank_of(matching_peer_stage(*recv)), r, to_string(*recv)));
           continue;
         }
+        if (is_reduce(a.kind)) continue;  // a collective of the stage's replicas, no peer here
         const Action other = matching_transfer(a);
         if (!where_[id(other)].found())
           fail_at(kRuleMatch, {r, i},
@@ -244,6 +255,7 @@ class Validator {
                                       : backward(a.stage, a.microbatch);
           require_before(producer, here, kRuleProducerFirst, "which computes the tensor it sends");
         }
+        if (is_reduce(a.kind)) check_reduce_last(here);
         if (!is_compute(a.kind)) continue;
         if (a.kind == ActionKind::B || a.kind == ActionKind::I)
           require_before({ActionKind::F, a.stage, a.microbatch}, here, kRuleForwardFirst,
@@ -256,6 +268,20 @@ class Validator {
         else if (const auto upstream = local_upstream(a))
           require_before(*upstream, here, kRuleLocalOrder, "which produces its input on this rank");
       }
+    }
+  }
+
+  /// REDUCE_GRAD(s) at `here` comes after every backward action of stage s (its B, or its I and W,
+  /// for each microbatch); all are on this rank, as index_actions checked. O(m).
+  void check_reduce_last(Where here) const {
+    const int64_t s = at(here).stage;
+    for (int64_t j = 0; j < m_; ++j) {
+      const Action input = backward(s, j);
+      const auto relation = "a backward of its stage, which must be done before the stage's "
+                            "gradients are reduced";
+      require_before(input, here, kRuleReduceLast, relation);
+      if (input.kind == ActionKind::I)
+        require_before({ActionKind::W, s, j}, here, kRuleReduceLast, relation);
     }
   }
 

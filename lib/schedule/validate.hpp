@@ -18,7 +18,10 @@ namespace ppctl::schedule {
 /// - simulating the executor's semantics (SEND and RECV never block; F(s,j), s>0 waits for
 ///   SEND_F(s-1,j) to have been issued and its own RECV_F(s,j) posted; B or I of (s,j), s<p-1 waits
 ///   likewise for SEND_B(s+1,j) (sent after B or I of stage s+1) and RECV_B(s,j); B or I of
-///   (p-1,j) needs F(p-1,j); W(s,j) needs I(s,j)), every rank reaches its end.
+///   (p-1,j) needs F(p-1,j); W(s,j) needs I(s,j)), every rank reaches its end;
+/// - REDUCE_GRAD is optional per stage (without one the stage is reduced after the schedule), but at
+///   most one per stage, with microbatch 0, on the rank stage_to_rank[s], after every B, I and W of
+///   the stage; it never blocks (it only starts an asynchronous collective).
 /// Throws ppctl::ScheduleError with the rule broken and the rank x action grid (format_grid),
 /// marking where each rank stood, when any check fails.
 void validate(const Program& program);

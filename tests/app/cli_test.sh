@@ -570,6 +570,22 @@ names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
 assert names == {f"rank {r}" for r in range(4)}, names
 assert sum(1 for e in events if e.get("ph") == "X") == 4 * 8 * 2  # F and B per stage and microbatch
 PY
+    # --grad-reduce-ms: each stage's REDUCE_GRAD (in --comm's action lists, right after the stage's last B
+    # and its send) starts a 5 ms reduction beside the compute; stage 0's ends the step, 33 + 5 ms.
+    "$PPCTL" plan "$ROOT/configs/example.yaml" --comm --timeline --grad-reduce-ms 5 --trace "$WORK/trace.json" \
+      > "$WORK/out" 2>&1 || fail "plan --grad-reduce-ms exited $?"
+    grep -q "^simulated  step 38.00 ms.*gradient reduction 5 ms per stage (from each stage's REDUCE_GRAD)" \
+      "$WORK/out" || fail "the step does not include stage 0's reduction"
+    grep -q "^rank 0: .* 0B7 0REDUCE_GRAD$" "$WORK/out" || fail "--comm does not show 0REDUCE_GRAD after 0B7"
+    grep -q "^rank 3: .* 3B7 3SEND_B7 3REDUCE_GRAD$" "$WORK/out" || fail "--comm: 3REDUCE_GRAD not after 3SEND_B7"
+    grep -q "R gradient reduction" "$WORK/out" || fail "the timeline does not show the reductions"
+    python3 - "$WORK/trace.json" <<'PY' || fail "the trace has no collectives tracks"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+assert names == {f"rank {r}" for r in range(4)} | {f"rank {r} collectives" for r in range(4)}, names
+assert sorted(e["name"] for e in events if e.get("cat") == "REDUCE_GRAD") == [f"{s}REDUCE_GRAD" for s in range(4)]
+PY
     ;;
   plan_stage_costs)
     # --costs per stage: 4 equal groups simulate the same step as one group; a count that is not

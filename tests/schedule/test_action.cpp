@@ -1,5 +1,5 @@
-// Tests of the schedule IR: kind predicates, text form and its parser, transfer helpers, message
-// tags.
+// Tests of the schedule IR: kind predicates, text form and its parser (REDUCE_GRAD's too), transfer
+// helpers, message tags.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <set>
@@ -17,18 +17,19 @@ namespace {
 struct KindText {
   ActionKind kind;
   const char* text;
-  bool compute, send, recv;
+  bool compute, send, recv, reduce;
 };
 
 constexpr KindText kAllKinds[] = {
-    {ActionKind::F, "F", true, false, false},
-    {ActionKind::B, "B", true, false, false},
-    {ActionKind::I, "I", true, false, false},
-    {ActionKind::W, "W", true, false, false},
-    {ActionKind::SEND_F, "SEND_F", false, true, false},
-    {ActionKind::RECV_F, "RECV_F", false, false, true},
-    {ActionKind::SEND_B, "SEND_B", false, true, false},
-    {ActionKind::RECV_B, "RECV_B", false, false, true},
+    {ActionKind::F, "F", true, false, false, false},
+    {ActionKind::B, "B", true, false, false, false},
+    {ActionKind::I, "I", true, false, false, false},
+    {ActionKind::W, "W", true, false, false, false},
+    {ActionKind::SEND_F, "SEND_F", false, true, false, false},
+    {ActionKind::RECV_F, "RECV_F", false, false, true, false},
+    {ActionKind::SEND_B, "SEND_B", false, true, false, false},
+    {ActionKind::RECV_B, "RECV_B", false, false, true, false},
+    {ActionKind::REDUCE_GRAD, "REDUCE_GRAD", false, false, false, true},
 };
 
 Program on_ranks(int64_t stages, std::vector<int64_t> stage_to_rank) {
@@ -48,7 +49,11 @@ TEST_CASE("kind predicates and names") {
     CHECK(is_compute(k.kind) == k.compute);
     CHECK(is_send(k.kind) == k.send);
     CHECK(is_recv(k.kind) == k.recv);
+    CHECK(is_reduce(k.kind) == k.reduce);
   }
+  // The first four kinds are the compute ones (code indexes arrays by them); REDUCE_GRAD came last.
+  CHECK(static_cast<int>(ActionKind::W) == 3);
+  CHECK(static_cast<int>(ActionKind::REDUCE_GRAD) == static_cast<int>(ActionKind::RECV_B) + 1);
 }
 
 TEST_CASE("action text: known forms") {
@@ -62,6 +67,7 @@ TEST_CASE("action text: known forms") {
 
 TEST_CASE("action text round trip for every kind") {
   for (const auto& k : kAllKinds) {
+    if (k.reduce) continue;  // no microbatch: the next test
     for (int64_t stage : {0, 1, 7, 1023}) {
       for (int64_t microbatch : {0, 5, 10, 999999}) {
         const Action action{k.kind, stage, microbatch};
@@ -72,6 +78,40 @@ TEST_CASE("action text round trip for every kind") {
       }
     }
   }
+}
+
+TEST_CASE("REDUCE_GRAD text: {stage}REDUCE_GRAD, no microbatch, round trip") {
+  for (int64_t stage : {0, 1, 7, 1023}) {
+    const Action action{ActionKind::REDUCE_GRAD, stage, 0};
+    CHECK(to_string(action) == std::to_string(stage) + "REDUCE_GRAD");
+    CHECK(parse_action(to_string(action)) == action);
+  }
+  CHECK(parse_rank("1B3 1SEND_B3 1REDUCE_GRAD") ==
+        RankProgram{{ActionKind::B, 1, 3}, {ActionKind::SEND_B, 1, 3}, {ActionKind::REDUCE_GRAD, 1, 0}});
+  CHECK(format_rank(parse_rank("1B3 1SEND_B3 1REDUCE_GRAD"), false) == "1B3 1SEND_B3 1REDUCE_GRAD");
+  CHECK(format_rank(parse_rank("1B3 1SEND_B3 1REDUCE_GRAD"), true) == "B3");
+  CHECK(format_rank(parse_rank("0B3 1B3 1REDUCE_GRAD 0REDUCE_GRAD"), true) == "0B3 1B3");
+  for (const char* bad : {"1REDUCE_GRAD0", "1REDUCE_GRAD3", "REDUCE_GRAD", "1REDUCE", "1REDUCE_GRAD "}) {
+    CAPTURE(bad);
+    REQUIRE_THROWS_WITH(parse_action(bad), ContainsSubstring(std::string("\"") + bad + "\"") &&
+                                               ContainsSubstring("<stage>REDUCE_GRAD"));
+  }
+  REQUIRE_THROWS_WITH(parse_action("1REDUCE_GRAD3"),
+                      ContainsSubstring("REDUCE_GRAD takes no microbatch, but \"3\" follows it"));
+}
+
+TEST_CASE("REDUCE_GRAD is neither a transfer nor a compute action for the helpers") {
+  const Action reduce = parse_action("1REDUCE_GRAD");
+  const Program chain = on_ranks(3, {0, 1, 2});
+  REQUIRE_THROWS_WITH(matching_transfer(reduce), ContainsSubstring("1REDUCE_GRAD is not a transfer"));
+  REQUIRE_THROWS_WITH(upstream_compute(reduce, 3),
+                      ContainsSubstring("1REDUCE_GRAD is a gradient reduction action; expected a "
+                                        "compute action"));
+  REQUIRE_THROWS_AS(input_transfer(reduce, chain), ScheduleError);
+  REQUIRE_THROWS_AS(output_transfer(reduce, chain), ScheduleError);
+  REQUIRE_THROWS_WITH(message_tag(reduce, 4), ContainsSubstring("carry a message tag"));
+  REQUIRE_THROWS_WITH(upstream_compute(parse_action("1SEND_F2"), 3),
+                      ContainsSubstring("1SEND_F2 is a transfer action"));
 }
 
 TEST_CASE("parse_action rejects malformed text and says what it expected") {

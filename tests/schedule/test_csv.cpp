@@ -111,6 +111,11 @@ TEST_CASE("parse_csv errors name the file, line, row and column") {
              ContainsSubstring("sched.csv: line 1, row 1 (rank 0), column 2: 0SEND_F0 is a "
                                "communication action") &&
                  ContainsSubstring("ppctl adds the transfers"));
+  CHECK_THAT(csv_error("0F0,0B0,0REDUCE_GRAD\n"),
+             ContainsSubstring("sched.csv: line 1, row 1 (rank 0), column 3: 0REDUCE_GRAD is a "
+                               "gradient reduction action") &&
+                 ContainsSubstring("with runtime.overlap_grad_reduce, the gradient reductions") &&
+                 ContainsSubstring("(fix: delete the cell)"));
   CHECK_THAT(
       csv_error("0F0,1F0,1B0,0B0\n\n1F1,1B1\n"),
       ContainsSubstring("sched.csv: line 3, row 2 (rank 1), column 1: 1F1 puts stage 1 on "

@@ -111,6 +111,22 @@ TEST_CASE("memory per rank: zero-bubble ranks hold the rebuilt graph from I unti
   CHECK(split.ranks.at(0).activations > whole.ranks.at(0).activations);
 }
 
+TEST_CASE("memory per rank: REDUCE_GRAD holds nothing (the reduction is in place in the gradients)") {
+  for (const auto kind : {config::ScheduleKind::OneFOneB, config::ScheduleKind::ZBV}) {
+    auto spec = spec_of(kind, 2, 4);
+    const auto reduced = plan_of(spec);
+    spec.runtime.overlap_grad_reduce = false;
+    const auto after = plan_of(spec);
+    REQUIRE(reduced.program.ranks != after.program.ranks);  // the walk did meet REDUCE_GRAD
+    REQUIRE(reduced.ranks.size() == after.ranks.size());
+    for (size_t r = 0; r < reduced.ranks.size(); ++r) {
+      CHECK(reduced.ranks[r].total() == after.ranks[r].total());
+      CHECK(reduced.ranks[r].buffers == after.ranks[r].buffers);
+      CHECK(reduced.ranks[r].in_flight == after.ranks[r].in_flight);
+    }
+  }
+}
+
 TEST_CASE("runtime.device_memory_gib: one warning for the ranks whose estimate exceeds it, none when 0") {
   auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
   const auto p = plan_of(spec);

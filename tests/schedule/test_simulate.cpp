@@ -13,25 +13,16 @@
 #include "schedule/action.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
+#include "support/program_text.hpp"
 
 using namespace ppctl;
 using namespace ppctl::schedule;
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::WithinAbs;
 using config::ScheduleKind;
+using test::hand_made;
 
 namespace {
-
-/// A program from per-rank action text; stage s runs on rank stage_to_rank[s].
-Program hand_made(int64_t microbatches, std::vector<int64_t> stage_to_rank,
-                  const std::vector<std::string>& ranks) {
-  Program program;
-  program.num_stages = static_cast<int64_t>(stage_to_rank.size());
-  program.num_microbatches = microbatches;
-  program.stage_to_rank = std::move(stage_to_rank);
-  for (const std::string& text : ranks) program.ranks.push_back(parse_rank(text));
-  return program;
-}
 
 /// The same costs on every stage.
 CostModel uniform(double forward, double backward, double latency = 0.0) {
