@@ -1,10 +1,13 @@
 // Merging the ranks' trace parts into one Chrome trace (trace_merge.hpp).
 #include "observe/trace_merge.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 
 #include "core/atomic_file.hpp"
@@ -22,6 +25,7 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
   json events = json::array();
   events.push_back(schedule::chrome_process_name("ppctl train (measured)"));
   std::vector<fs::path> merged_files;
+  std::set<int> collective_tracks;  // ranks whose collectives track is named
   for (int rank = 0; rank < world_size; ++rank) {
     events.push_back(schedule::chrome_track_name(rank));
     const fs::path part = fs::path(run_dir) / trace_part_name(rank);
@@ -34,7 +38,12 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
     for (auto& event : parsed["traceEvents"]) {
       if (event.value("ph", "") != "X") continue;  // the part's own track name is replaced above
       event["ts"] = event["ts"].get<double>() - static_cast<double>(origin_us);
-      event["tid"] = rank;
+      // Gradient reductions run beside the schedule: a track of their own below the ranks'.
+      const bool collective = event.value("cat", "") == "reduce";
+      event["tid"] = collective ? world_size + rank : rank;
+      if (collective && collective_tracks.insert(rank).second) {
+        events.push_back(schedule::chrome_named_track(world_size + rank, fmt::format("rank {} collectives", rank)));
+      }
       events.push_back(std::move(event));
       ++merge.events;
     }

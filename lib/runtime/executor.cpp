@@ -80,6 +80,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       position_ = position;
       execute(action, data, dropout, loss_scale, result);
       release_completed_sends(position);
+      if (reduction_ != nullptr && !forward_only_) reduction_->poll();
       result.live_sends = std::max(result.live_sends, static_cast<int64_t>(sends_.size()));
       const int64_t held = memory_.read().live - start_bytes;
       result.held_bytes = std::max(result.held_bytes, held);
@@ -87,7 +88,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
           std::max(result.kept_bytes,
                    held - communication_bytes() - (gradient_bytes() - start_gradient_bytes));
       if (!compute) {
-        if (tracing_) {
+        if (tracing_ && action.kind != ActionKind::REDUCE_GRAD) {  // that one's span is traced at the end
           trace_->add(TraceRecorder::Kind::Post, step_, action, start, std::chrono::steady_clock::now());
         }
         continue;
@@ -116,7 +117,13 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       reduction_->finish();
       const auto reduced = std::chrono::steady_clock::now();
       result.reduce_wait_ms = std::chrono::duration<double, std::milli>(reduced - sends_end).count();
-      if (tracing_) trace_->add(TraceRecorder::Kind::Wait, step_, {}, sends_end, reduced, "wait gradient reduction");
+      if (tracing_) {
+        trace_->add(TraceRecorder::Kind::Wait, step_, {}, sends_end, reduced, "wait gradient reduction");
+        for (const auto& span : reduction_->spans()) {
+          trace_->add(TraceRecorder::Kind::Collective, step_, {ActionKind::REDUCE_GRAD, span.stage, 0}, span.start,
+                      span.end);
+        }
+      }
     }
     if (tracing_) trace_->add(TraceRecorder::Kind::Step, step_, {}, step_start, std::chrono::steady_clock::now());
   } catch (const std::exception&) {

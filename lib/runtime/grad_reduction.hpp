@@ -2,7 +2,9 @@
 // actions, finished after the schedule. Implemented by train::GradientBuffers; no torch here.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace ppctl::runtime {
 
@@ -20,6 +22,18 @@ class GradientReduction {
   /// all of them (each bounded by its communicator's timeout; throws ppctl::CommTimeout /
   /// ppctl::CommError as Communicator::wait does). Afterwards every gradient is reduced.
   virtual void finish() = 0;
+
+  /// One stage's reduction in the step just finished, on the steady clock: from start() (or from
+  /// finish() for a stage it started) to when its last collective was seen complete.
+  struct Span {
+    int64_t stage = 0;
+    std::chrono::steady_clock::time_point start, end;
+  };
+  /// Never blocks: notes which started collectives have completed (the executor calls it between
+  /// actions), so that a span ends when the work ended, not when finish() looked.
+  virtual void poll() = 0;
+  /// After finish(): the spans of the step, one per stage held (for the trace).
+  virtual std::vector<Span> spans() const = 0;
 };
 
 }  // namespace ppctl::runtime

@@ -14,11 +14,12 @@ namespace {
 using nlohmann::json;
 
 /// The category of a slice: the compute kind (`F`, `B`, `I`, `W`, as `ppctl plan --trace`), or
-/// `send`, `recv`, `wait`, `step`, `phase`.
+/// `send`, `recv`, `reduce`, `wait`, `step`, `phase`.
 std::string category(TraceRecorder::Kind kind, const schedule::Action& action) {
   switch (kind) {
     case TraceRecorder::Kind::Compute: return schedule::to_string(action.kind);
     case TraceRecorder::Kind::Post: return schedule::is_send(action.kind) ? "send" : "recv";
+    case TraceRecorder::Kind::Collective: return "reduce";
     case TraceRecorder::Kind::Wait: return "wait";
     case TraceRecorder::Kind::Step: return "step";
     case TraceRecorder::Kind::Phase: break;
@@ -61,6 +62,7 @@ std::string TraceRecorder::to_json() const {
     switch (s.kind) {
       case Kind::Compute:
       case Kind::Post:
+      case Kind::Collective:
         event["name"] = schedule::to_string(s.action);
         args["stage"] = s.action.stage;
         args["microbatch"] = s.action.microbatch;

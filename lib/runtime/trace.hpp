@@ -35,6 +35,10 @@ class TraceRecorder {
     Wait,     ///< blocked on a receive: `wait 1RECV_F3`; or on the step's sends: `wait sends`
     Step,     ///< a whole step's schedule (encloses the slices above): `step 3`
     Phase,    ///< anything else the loop times (e.g. `optimizer`): named by `label`
+    /// A stage's data-parallel gradient reduction running beside the schedule, from its REDUCE_GRAD
+    /// to when its last collective was seen complete: `1REDUCE_GRAD`, category `reduce` (the merged
+    /// trace puts it on the track "rank R collectives").
+    Collective,
   };
 
   /// `rank`: the track this part fills. `max_steps`: steps recorded, counted from step 0; 0 = off.

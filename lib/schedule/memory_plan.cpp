@@ -97,10 +97,6 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
   std::vector<plan::StageActivationBytes> per_stage;
   for (const auto& stage : layout.stages) per_stage.push_back(plan::stage_activation_bytes(spec, stage));
   const int64_t boundary = plan::boundary_bytes(spec);
-  // bf16 on the wire sends a copy: with the graph kept (recompute none) the float32 output stays in it
-  // until the stage's B (or W after I); otherwise it goes when its copy is made.
-  const bool output_outlives_send =
-      config::p2p_dtype_of(spec.runtime) == config::P2pDtype::Bf16 && spec.train.recompute == config::Recompute::None;
   const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
   std::vector<RankMemory> out;
   for (int64_t r = 0; r < program.num_ranks(); ++r) {
@@ -116,7 +112,10 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
     const auto consume = [&](ActionKind recv, const Action& a) {
       if (posted.erase({static_cast<int>(recv), a.stage, a.microbatch}) > 0) buffers.add(-1);
     };
-    for (const auto& a : program.ranks[static_cast<size_t>(r)]) {
+    const auto& actions = program.ranks[static_cast<size_t>(r)];
+    const auto released = send_release_points(program, r, actions);
+    for (size_t position = 0; position < actions.size(); ++position) {
+      const auto& a = actions[position];
       const auto& stage = per_stage.at(static_cast<size_t>(a.stage));
       switch (a.kind) {
         case ActionKind::F:
@@ -133,7 +132,6 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           break;
         case ActionKind::B:
           consume(ActionKind::RECV_B, a);
-          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // sent, kept by the graph
           bytes.add(-stage.kept);
           pairs.add(-1);
           break;
@@ -142,7 +140,6 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           bytes.add(stage.graph - stage.kept);
           break;
         case ActionKind::W:
-          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);  // sent, kept by the graph
           bytes.add(-stage.graph);
           pairs.add(-1);
           break;
@@ -153,8 +150,10 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           break;
         case ActionKind::SEND_F:
           // Float32 on the wire: the output itself is the send buffer.
-          if (!output_outlives_send && outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);
-          buffers.add(1);  // held until the step's end
+          // The executor frees a sent output's storage (the graph keeps only its node): the send
+          // buffer holds it (fp32), or its bf16 copy does.
+          if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);
+          buffers.add(1);  // until send_release_points frees it, or the step's end
           break;
         case ActionKind::SEND_B:
           buffers.add(1);
@@ -162,6 +161,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
         case ActionKind::REDUCE_GRAD:  // in place in the gradient buffers: holds nothing more
           break;
       }
+      buffers.add(-static_cast<int64_t>(released[position].size()));  // sends the peer has received
     }
     rank.activations = bytes.most;
     rank.in_flight = pairs.most;

@@ -45,11 +45,12 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
 
 /// Walks every rank's actions in order as runtime::Executor runs them: F adds the stage's
 /// StageActivationBytes::kept, B removes it, I swaps it for `graph`, W removes that; a stage's output
-/// (plan::boundary_bytes) counts from its F until its SEND_F (or the next stage's F on this rank; with bf16
-/// on the wire and recompute none until its B or W, as the kept graph holds it). A posted
-/// receive holds a plan::p2p_bytes buffer until the F / B / I that consumes it; a send holds its buffer
-/// until the end of the step (the executor waits for every send after its last action). Returns one
-/// entry per rank of `program`, whose stages `layout` describes.
+/// (plan::boundary_bytes) counts from its F until its SEND_F (the executor then frees it, the send
+/// buffer holding the bytes) or the next stage's F on this rank. A posted receive holds a
+/// plan::p2p_bytes buffer until the F / B / I that consumes it; a send holds its buffer until the action
+/// send_release_points names (as the executor releases it; on NCCL it may go earlier), or the step's
+/// end. REDUCE_GRAD holds nothing (in place). Returns one entry per rank of `program`, whose stages
+/// `layout` describes.
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program);
 

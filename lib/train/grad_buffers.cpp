@@ -88,6 +88,8 @@ void GradientBuffers::start(int64_t stage) {
   auto& buffer = it->second;
   PPCTL_ASSERT(!buffer.started, fmt::format("the gradient reduction of stage {} started twice in one step", stage));
   buffer.started = true;
+  buffer.done = false;
+  buffer.span = {stage, std::chrono::steady_clock::now(), {}};
   if (data_parallel_ != nullptr) {
     for (size_t b = 0; b < buffer.buckets.size(); ++b) {
       auto& bucket = buffer.buckets[b];
@@ -119,6 +121,34 @@ void GradientBuffers::start_tied() {
   tied_posted_ = true;
 }
 
+bool GradientBuffers::settle(StageBuffer& buffer, bool wait) {
+  const double dp = data_parallel_ != nullptr ? static_cast<double>(data_parallel_->world_size()) : 1.0;
+  bool all = true;
+  for (auto& bucket : buffer.buckets) {
+    if (!bucket.posted) continue;
+    if (wait) {
+      data_parallel_->wait(bucket.op);
+    } else if (!data_parallel_->poll(bucket.op)) {
+      all = false;
+      continue;
+    }
+    bucket.posted = false;
+    bucket.flat.div_(dp);  // the sum over the replicas -> their mean
+  }
+  if (all && !buffer.done) {
+    buffer.done = true;
+    buffer.span.end = std::chrono::steady_clock::now();
+  }
+  return all;
+}
+
+void GradientBuffers::poll() {
+  torch::NoGradGuard no_grad;
+  for (auto& [index, buffer] : stages_) {
+    if (buffer.started && !buffer.done) settle(buffer, /*wait=*/false);
+  }
+}
+
 void GradientBuffers::finish() {
   for (auto& [index, buffer] : stages_) {
     if (!buffer.started) start(index);
@@ -126,12 +156,7 @@ void GradientBuffers::finish() {
   const double dp = data_parallel_ != nullptr ? static_cast<double>(data_parallel_->world_size()) : 1.0;
   torch::NoGradGuard no_grad;
   for (auto& [index, buffer] : stages_) {
-    for (auto& bucket : buffer.buckets) {
-      if (!bucket.posted) continue;
-      data_parallel_->wait(bucket.op);
-      bucket.posted = false;
-      bucket.flat.div_(dp);
-    }
+    settle(buffer, /*wait=*/true);
     buffer.started = false;
   }
   if (tied_posted_) {
@@ -148,6 +173,12 @@ void GradientBuffers::finish() {
       buffer.tied.mutable_grad().copy_(*sum);
     }
   }
+}
+
+std::vector<runtime::GradientReduction::Span> GradientBuffers::spans() const {
+  std::vector<Span> out;
+  for (const auto& [index, buffer] : stages_) out.push_back(buffer.span);
+  return out;
 }
 
 size_t GradientBuffers::num_buckets(int64_t stage) const {

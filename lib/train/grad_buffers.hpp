@@ -53,6 +53,8 @@ class GradientBuffers final : public runtime::GradientReduction {
   void zero();
   void start(int64_t stage) override;
   void finish() override;
+  void poll() override;
+  std::vector<Span> spans() const override;
 
   /// Buckets of `stage` (0 for a stage this rank does not hold).
   size_t num_buckets(int64_t stage) const;
@@ -63,7 +65,7 @@ class GradientBuffers final : public runtime::GradientReduction {
   struct Bucket {
     torch::Tensor flat;  // a view into the stage's buffer
     comm::PendingOp op;
-    bool posted = false;
+    bool posted = false;  // posted and not yet seen complete
   };
   struct StageBuffer {
     torch::Tensor flat;                 // [parameters of the stage], fp32
@@ -71,7 +73,11 @@ class GradientBuffers final : public runtime::GradientReduction {
     std::vector<Bucket> buckets;
     torch::Tensor tied;                 // the tied copy's weight, or undefined
     bool started = false;
+    Span span;                          // of the latest step
+    bool done = false;                  // every bucket seen complete (span.end set)
   };
+  /// Whether every posted collective of `buffer` has completed: polls (`wait` false) or waits.
+  bool settle(StageBuffer& buffer, bool wait);
   void start_tied();
 
   comm::Communicator* data_parallel_;
