@@ -32,7 +32,8 @@ class GradientReduction {
   /// Never blocks: notes which started collectives have completed (the executor calls it between
   /// actions), so that a span ends when the work ended, not when finish() looked.
   virtual void poll() = 0;
-  /// After finish(): the spans of the step, one per stage held (for the trace).
+  /// After finish(): the spans of the step (for the trace), one per stage held that ran a
+  /// collective (none at dp 1, except the stages holding a tied copy reduced over a group).
   virtual std::vector<Span> spans() const = 0;
 };
 

@@ -159,6 +159,7 @@ void GradientBuffers::finish() {
     settle(buffer, /*wait=*/true);
     buffer.started = false;
   }
+  tied_reduced_ = tied_posted_;
   if (tied_posted_) {
     (tied_group_ != nullptr ? tied_group_ : data_parallel_)->wait(tied_op_);
     tied_posted_ = false;
@@ -177,7 +178,9 @@ void GradientBuffers::finish() {
 
 std::vector<runtime::GradientReduction::Span> GradientBuffers::spans() const {
   std::vector<Span> out;
-  for (const auto& [index, buffer] : stages_) out.push_back(buffer.span);
+  for (const auto& [index, buffer] : stages_) {
+    if (data_parallel_ != nullptr || (tied_reduced_ && buffer.tied.defined())) out.push_back(buffer.span);
+  }
   return out;
 }
 

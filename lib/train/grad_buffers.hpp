@@ -85,6 +85,7 @@ class GradientBuffers final : public runtime::GradientReduction {
   std::map<int64_t, StageBuffer> stages_;
   comm::PendingOp tied_op_;
   bool tied_posted_ = false;
+  bool tied_reduced_ = false;  // the last finished step reduced the tied copies over a group
 };
 
 }  // namespace ppctl::train

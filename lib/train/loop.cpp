@@ -281,7 +281,7 @@ void run_training(LoopContext& ctx) {
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),
                spec.runtime.device == config::Device::Cpu);
   }
-  log_tied_weights(ctx.stages);
+  log_tied_weights(ctx.stages, *optimizer);
   if (skipped_steps > 0) {
     spdlog::warn(
         "{} of {} optimizer steps skipped for non-finite values "

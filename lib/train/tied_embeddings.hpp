@@ -9,8 +9,10 @@
 
 namespace ppctl::train {
 
-/// Logs `tied embedding on stage S: fnv1a64 H` for each tied copy on this rank: a hash of the
-/// weight's bytes, so the copies' bitwise equality can be checked across processes (tests do).
-void log_tied_weights(const std::vector<model::StageModule>& stages);
+/// Logs `tied embedding on stage S: fnv1a64 H, moments fnv1a64 M` for each tied copy on this rank:
+/// H hashes the weight's bytes, M those of its two AdamW moments in `optimizer` (exp_avg then
+/// exp_avg_sq; of empty moments before any step), so that the copies' bitwise equality can be
+/// checked across processes (tests do).
+void log_tied_weights(const std::vector<model::StageModule>& stages, torch::optim::Optimizer& optimizer);
 
 }  // namespace ppctl::train

@@ -669,7 +669,8 @@ assert all(abs(b - 0.2) < 1e-9 for b in end["bubble_planned"]), end  # 1F1B, p =
 assert end["step_ms_measured"] > 0 and end["step_ms_simulated"] > 0, end
 events = json.load(open(f"{run}/trace.json"))["traceEvents"]
 tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
-assert tracks == {0: "rank 0", 1: "rank 1"}, tracks
+# Both ranks hold a tied embedding copy: its sum over the two stages runs on "rank R collectives".
+assert tracks == {0: "rank 0", 1: "rank 1", 2: "rank 0 collectives", 3: "rank 1 collectives"}, tracks
 slices = [e for e in events if e["ph"] == "X"]
 for e in slices:
     for field in ("ph", "ts", "dur", "pid", "tid", "name"):
@@ -679,6 +680,8 @@ for r in (0, 1):
     computes = [e for e in slices if e["tid"] == r and e["cat"] in ("F", "B")]
     assert len(computes) == 6 * 4 * 2, (r, len(computes))  # steps x microbatches x (F, B)
     assert sum(1 for e in slices if e["tid"] == r and e["cat"] == "step") == 6
+    reduces = [e for e in slices if e["tid"] == 2 + r]
+    assert [e["name"] for e in reduces] == [f"{r}REDUCE_GRAD"] * 6 and all(e["cat"] == "reduce" for e in reduces), reduces
 assert any(e["name"].startswith("wait 1RECV_F") for e in slices)
 # The plan's timeline of one step with the measured costs, to open beside trace.json.
 simulated = json.load(open(f"{run}/trace.simulated.json"))["traceEvents"]
@@ -737,7 +740,7 @@ PY
     python3 - "$WORK/run/trace.json" <<'PY' || fail "the merged trace is incomplete"
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
-assert {e["tid"] for e in events if e["ph"] == "X"} == {0, 1, 2}
+assert {e["tid"] for e in events if e["ph"] == "X" and e["cat"] != "reduce"} == {0, 1, 2}
 assert {e["args"]["step"] for e in events if e["ph"] == "X"} == {1, 2}
 PY
     no_leftovers

@@ -63,7 +63,7 @@ runtime: {comm_timeout_s: 60}
   std::set<int> ranks;
   std::set<int> steps;  // of the failed rank
   for (const auto& e : events) {
-    if (e["ph"] != "X") continue;
+    if (e["ph"] != "X" || e["cat"] == "reduce") continue;  // gradient reductions: own tracks
     ranks.insert(e["tid"].get<int>());
     if (e["tid"] == failed) steps.insert(e["args"]["step"].get<int>());
   }

@@ -58,10 +58,16 @@ def main():
     if leftovers:
         fail(f"trace parts left after the merge: {leftovers}")
     events = json.load(open(os.path.join(run, "trace.json")))["traceEvents"]
-    traced = {e["tid"] for e in events if e["ph"] == "X"}
+    # A rank's schedule is on track R; its gradient reductions (category "reduce") on track
+    # pipeline + R, "rank R collectives".
+    traced = {e["tid"] for e in events if e["ph"] == "X" and e.get("cat") != "reduce"}
     expected = set(range(args.pipeline)) - set(args.without_rank)
     if traced != expected:
         fail(f"trace.json has events of ranks {sorted(traced)}, expected {sorted(expected)}")
+    reduced = {e["tid"] for e in events if e["ph"] == "X" and e.get("cat") == "reduce"}
+    if not reduced <= {args.pipeline + r for r in expected}:
+        fail(f"trace.json has gradient reductions on tracks {sorted(reduced)}, expected a subset of "
+             f"{sorted(args.pipeline + r for r in expected)}")
     print(run)
 
 

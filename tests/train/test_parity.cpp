@@ -34,6 +34,7 @@ struct Case {
   std::string extra = "";  // more pipeline keys
   bool tied = true;        // model.tie_embeddings
   std::string model = "";  // more model keys, e.g. kLlama
+  std::string runtime = "";  // more runtime keys, e.g. ", grad_bucket_size: 1000"
 };
 
 /// The keys of a small Llama (grouped-query attention, 2 key/value heads for 4 query heads).
@@ -54,10 +55,10 @@ fs::path make_job(const Case& c, const fs::path& dir) {
 pipeline: {{stages: {}, virtual_stages: {}, schedule: {}, microbatches: {}, micro_batch_size: 2{}}}
 data: {{path: corpus.txt}}
 train: {{steps: 1, seed: 17}}
-runtime: {{comm_timeout_s: 60, threads_per_worker: 1}}
+runtime: {{comm_timeout_s: 60, threads_per_worker: 1{}}}
 )",
                      c.layers, c.dropout, c.tied, c.model, c.ranks, c.virtual_stages, c.schedule,
-                     c.microbatches, c.extra));
+                     c.microbatches, c.extra, c.runtime));
   return spec;
 }
 
@@ -114,10 +115,21 @@ TEST_CASE("pipelined gradients equal unpipelined gradients for every schedule") 
 TEST_CASE("data parallel x pipeline parallel meets the oracle over the whole global batch") {
   // dp replicas each run m microbatches of their own; the reference runs all dp x m in one process.
   // Replicas reading the same data, or a missing / unaveraged all-reduce, would fail the comparison.
-  const auto c = GENERATE(Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2"},
-                          Case{2, "1f1b", 2, 4, 0.1, 1, ", data_parallel: 2"},  // dropout per replica
-                          Case{1, "1f1b", 2, 2, 0.0, 1, ", data_parallel: 3"},  // pure data parallel
-                          Case{2, "zbv", 4, 4, 0.0, 2, ", data_parallel: 2"});
+  // Every schedule family reduces inside its schedule (REDUCE_GRAD, the default), in buckets of about
+  // 2000 parameters (several per stage, one parameter larger than a bucket); one case reduces after
+  // the schedule instead.
+  const std::string buckets = ", grad_bucket_size: 2000";
+  const auto c = GENERATE_COPY(Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2"},
+                               Case{2, "1f1b", 2, 4, 0.1, 1, ", data_parallel: 2"},  // dropout per replica
+                               Case{1, "1f1b", 2, 2, 0.0, 1, ", data_parallel: 3"},  // pure data parallel
+                               Case{2, "zbv", 4, 4, 0.0, 2, ", data_parallel: 2"},
+                               Case{2, "gpipe", 4, 4, 0.0, 1, ", data_parallel: 2", true, "", buckets},
+                               Case{2, "1f1b", 4, 4, 0.0, 1, ", data_parallel: 2", true, "", buckets},
+                               Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, ", data_parallel: 2", true, "", buckets},
+                               Case{2, "zb-h1", 4, 4, 0.0, 1, ", data_parallel: 2", true, "", buckets},
+                               Case{2, "zbv", 4, 4, 0.0, 2, ", data_parallel: 2", true, "", buckets},
+                               Case{2, "zb-h1", 4, 4, 0.0, 1, ", data_parallel: 3", false, "",
+                                    buckets + ", overlap_grad_reduce: false"});
   const auto dir = fresh_dir(name_of(c) + "_dp");
   check_parity(c, dir, make_job(c, dir));
 }
