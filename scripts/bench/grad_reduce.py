@@ -4,8 +4,9 @@ reduction after the schedule (runtime.overlap_grad_reduce true / false), at dp x
 
 For each schedule family it runs the same job in both modes and prints the median step time (metrics.jsonl,
 steps after --warmup), the mean wait for the reduction after the schedule's last action, and from the
-trace how much of each reduction ran while the rank was still computing (the `reduce` slices on the
-"rank R collectives" tracks against the rank's F/B/I/W slices). Usage:
+trace how much of each reduction ran before its rank's schedule ended (the `reduce` slices on the "rank R
+collectives" tracks against the rank's `wait gradient reduction`), i.e. hidden under the rank's remaining
+backward work and its pipeline drain. Usage:
 
     scripts/bench/grad_reduce.py [--schedules 1f1b,zbv] [--dp 2] [--stages 2] [--steps 20] [--no-build]
 """
@@ -37,24 +38,23 @@ observe: {{runs_dir: {os.path.join(folder, 'runs')}, trace_steps: {args.warmup +
     return spec
 
 
-def overlap_of(trace, first_step):
-    """Fraction of the reduce slices' time (steps >= first_step) during which their rank was computing."""
+def hidden_of(trace, first_step):
+    """Fraction of the reduce slices' time (steps after first_step) that passed before their rank's schedule
+    ended (the start of its `wait gradient reduction`): the part hidden under the rank's remaining work and
+    its pipeline drain, which the reduction after the schedule would have added to the step."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     ranks = {e["tid"] for e in events if e.get("cat") in ("F", "B", "I", "W")}
     world = max(ranks) + 1 if ranks else 0
-    compute = {}
+    schedule_end = {(e["tid"], e["args"]["step"]): e["ts"] for e in events if e.get("name") == "wait gradient reduction"}
+    total = hidden = 0.0
     for e in events:
-        if e.get("cat") in ("F", "B", "I", "W"):
-            compute.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
-    total = covered = 0.0
-    for e in events:
-        if e.get("cat") != "reduce" or e["args"].get("step", 0) <= first_step:
+        step = e["args"].get("step", 0)
+        if e.get("cat") != "reduce" or step <= first_step or (e["tid"] - world, step) not in schedule_end:
             continue
-        start, end = e["ts"], e["ts"] + e["dur"]
-        total += end - start
-        for a, b in compute.get(e["tid"] - world, []):
-            covered += max(0.0, min(b, end) - max(a, start))
-    return covered / total if total > 0 else float("nan"), total
+        end = schedule_end[(e["tid"] - world, step)]
+        total += e["dur"]
+        hidden += max(0.0, min(e["ts"] + e["dur"], end) - e["ts"])
+    return hidden / total if total > 0 else float("nan")
 
 
 def run(args, schedule, overlap):
@@ -66,7 +66,7 @@ def run(args, schedule, overlap):
         run_dir = glob.glob(os.path.join(folder, "runs", "*"))[0]
         steps = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
         times = [s["step_time_s"] for s in steps if s.get("event") == "step" and s["step"] > args.warmup]
-        fraction, reduce_us = overlap_of(json.load(open(os.path.join(run_dir, "trace.json"))), args.warmup)
+        fraction = hidden_of(json.load(open(os.path.join(run_dir, "trace.json"))), args.warmup)
         waits = [e["dur"] for e in json.load(open(os.path.join(run_dir, "trace.json")))["traceEvents"]
                  if e.get("name") == "wait gradient reduction" and e["args"].get("step", 0) > args.warmup]
         return statistics.median(times) * 1e3, (statistics.mean(waits) / 1e3 if waits else 0.0), fraction
@@ -93,7 +93,7 @@ def main():
     print(f"dp {args.dp} x pp {args.stages[0]}, m {args.microbatches}, {args.layers} blocks of hidden {args.hidden}, "
           f"buckets of {args.bucket_size} parameters; median step over {args.steps} steps after {args.warmup}")
     print("| schedule | step ms, after the schedule | step ms, REDUCE_GRAD | ratio | reduction wait ms (after / in) "
-          "| reduction under compute (in) |")
+          "| reduction hidden before the schedule's end (in) |")
     print("|---|---|---|---|---|---|")
     for schedule in schedules:
         after, after_wait, _ = run(args, schedule, False)
