@@ -216,7 +216,24 @@ StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const Sta
   const bool whole_first = stage.has_embedding && spec.train.recompute != config::Recompute::Blocks;
   const int64_t gradients = run * block_output_gradient_bytes(spec) +
                             (stage.has_head ? matmul_element_bytes(spec) * t * v : 0);
-  bytes.input = whole_first ? 0 : rebuilt + gradients + backward;
+  // Under blocks, I splits one segment at a time, last first: the segments already split hold their
+  // deferred graphs (the head's segment's, and run blocks' each) while the next one is rebuilt. The
+  // embedding's segment (token ids: no I) only rebuilds its graph, after all the others are split.
+  // At the backward temporaries' high-water mark (the first block's MLP, the last one I reaches) that
+  // block's attention products have not had their gradients yet: gpt2 qkv and proj (4 h), llama q, k,
+  // v, o (2 h + 2 kv).
+  const int64_t kv = config::kv_heads_of(m) * (h / m.heads);
+  const int64_t pending =
+      blocks ? matmul_element_bytes(spec) * t * (m.arch == config::Arch::Llama ? 2 * h + 2 * kv : 4 * h) : 0;
+  bytes.input = whole_first ? 0 : rebuilt + gradients + backward - pending;
+  if (spec.train.recompute == config::Recompute::Blocks) {
+    const int64_t deferred =
+        spec.model.arch == config::Arch::Llama ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
+    const int64_t head_split = stage.has_head ? head_deferred_bytes(spec) : 0;
+    const int64_t before_split = std::max<int64_t>(count - (stage.has_embedding ? 2 : 1) * run, 0);
+    bytes.input += before_split * deferred + head_split;
+    if (stage.has_embedding) bytes.input = std::max(bytes.input, rebuilt + (count - run) * deferred + head_split);
+  }
   bytes.weight = whole_first ? backward : 4 * std::max(blocks ? h * f : 0, stage.has_head ? v * h : 0);
   return bytes;
 }

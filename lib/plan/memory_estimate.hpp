@@ -84,8 +84,11 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
 ///   output (plan::boundary_bytes) on top: that is what the backward then frees.
 /// - I: as B, and the graph is retained until I ends, so the gradients arriving at every matrix
 ///   product, kept for W, add up on top (gpt2: a t (5 h + f) per block; llama: a t (3 h + 2 kv + 2 f);
-///   the head: a t v). A stage fed by token ids (no I, recompute none or full): 0, and W is its
-///   whole backward (the B term).
+///   the head: a t v), less the attention products' of the block whose MLP backward is the high-water
+///   mark (gpt2 a t 4 h; llama a t (2 h + 2 kv): not arrived yet). Under blocks, I splits one segment at a time (last first), so the segments
+///   already split hold their deferred graphs (StageActivationBytes::graph's terms) meanwhile; the
+///   embedding's segment has no I and only rebuilds its graph, after the others are split. A
+///   stage fed by token ids (no I, recompute none or full): 0, and W is its whole backward (the B term).
 /// - W: one matrix's weight gradient before it is added into .grad (4 h f, or 4 v h with the head).
 /// Not modelled: LibTorch's per-op workspaces (SDPA's CPU kernel: kilobytes here), the bias gradients.
 struct StageTransientBytes {
