@@ -2,6 +2,8 @@
 // memory_estimate.hpp for the formulas and their source).
 #include "plan/memory_estimate.hpp"
 
+#include <algorithm>
+
 namespace ppctl::plan {
 namespace {
 
@@ -77,6 +79,39 @@ int64_t head_deferred_bytes(const config::JobSpec& spec) {
          weight_copy_bytes(spec, m.vocab_size * m.hidden);
 }
 
+/// A block's forward without a graph (no_grad): its input, the residual stream after attention, and
+/// the MLP's widest intermediates (gpt2: fc1 output and GELU; llama: gate, up and SiLU).
+int64_t block_forward_no_grad_bytes(const config::JobSpec& spec) {
+  const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
+  const int64_t widest = spec.model.arch == config::Arch::Llama ? 3 : 2;
+  return 8 * t * h + widest * matmul_element_bytes(spec) * t * f;
+}
+
+/// The head's logits in fp32 (and their bf16 original under bf16).
+int64_t logits_bytes(const config::JobSpec& spec) {
+  const int64_t tv = tokens_of(spec) * spec.model.vocab_size;
+  return 4 * tv + (spec.runtime.precision == config::Precision::Bf16 ? 2 * tv : 0);
+}
+
+/// A block's backward at its high-water mark: the MLP's two f-wide gradients in GELU's (SiLU's)
+/// backward, or fc2's (down's) input gradient next to its weight gradient before it is added into .grad.
+int64_t block_backward_bytes(const config::JobSpec& spec) {
+  const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
+  const int64_t a = matmul_element_bytes(spec);
+  return std::max(2 * a * t * f, a * t * f + 4 * h * f);
+}
+
+/// The gradients arriving at a block's matrix products, which I keeps for W (its graph is retained
+/// until I ends): gpt2 qkv (3h), proj (h), fc1 (f), fc2 (h); llama q, o, down (h each), k, v (kv
+/// each), gate, up (f each).
+int64_t block_output_gradient_bytes(const config::JobSpec& spec) {
+  const auto& m = spec.model;
+  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
+  const int64_t a = matmul_element_bytes(spec);
+  if (m.arch == config::Arch::Llama) return a * t * (3 * h + 2 * config::kv_heads_of(m) * (h / m.heads) + 2 * f);
+  return a * t * (5 * h + f);
+}
+
 }  // namespace
 
 int64_t boundary_bytes(const config::JobSpec& spec) { return 4 * tokens_of(spec) * spec.model.hidden; }
@@ -145,6 +180,61 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
     bytes.graph = blocks * block_deferred + (stage.has_head ? head_deferred_bytes(spec) : 0) +
                   (stage.has_embedding ? embedding_activation_bytes(spec) + 2 * boundary : 0);
   }
+  return bytes;
+}
+
+StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const StageLayout& stage) {
+  const auto& m = spec.model;
+  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m), v = m.vocab_size;
+  const bool blocks = stage.layers.size() > 0;
+  const bool graph = spec.train.recompute == config::Recompute::None;
+  StageTransientBytes bytes;
+  // F: with the graph, only what the kept graph does not hold; without, each part's intermediates.
+  if (graph) {
+    bytes.forward = std::max(blocks ? matmul_element_bytes(spec) * t * h : 0, stage.has_head ? logits_bytes(spec) : 0);
+  } else {
+    bytes.forward = std::max(blocks ? block_forward_no_grad_bytes(spec) : 0,
+                             stage.has_head ? logits_bytes(spec) + 4 * t * v : 0);
+  }
+  const int64_t backward = std::max(blocks ? block_backward_bytes(spec) : 0, stage.has_head ? 8 * t * v : 0);
+  // The graph a backward rebuilds before running (and frees as it goes), with its output.
+  int64_t rebuilt = 0;
+  const int64_t output = stage.has_head ? 0 : boundary_bytes(spec);
+  const int64_t count = stage.layers.size();
+  const int64_t embedding = stage.has_embedding ? embedding_activation_bytes(spec) : 0;
+  const int64_t head = stage.has_head ? head_activation_bytes(spec) : 0;
+  int64_t run = count;  // blocks whose gradients one I holds at once
+  if (spec.train.recompute == config::Recompute::Full) {
+    rebuilt = embedding + count * block_activation_bytes(spec) + head + output;
+  } else if (spec.train.recompute == config::Recompute::Blocks) {
+    run = std::min(count, spec.train.recompute_every);
+    rebuilt = std::max(embedding + run * block_activation_bytes(spec) + (count > 0 ? boundary_bytes(spec) : 0), head);
+  }
+  bytes.backward = rebuilt + backward;
+  // I retains its graph until it ends (runtime/split_backward.cpp), holding every matrix product's
+  // arriving gradient on top. A segment fed by token ids has no I: W runs its whole backward.
+  const bool whole_first = stage.has_embedding && spec.train.recompute != config::Recompute::Blocks;
+  const int64_t gradients = run * block_output_gradient_bytes(spec) +
+                            (stage.has_head ? matmul_element_bytes(spec) * t * v : 0);
+  // Under blocks, I splits one segment at a time, last first: the segments already split hold their
+  // deferred graphs (the head's segment's, and run blocks' each) while the next one is rebuilt. The
+  // embedding's segment (token ids: no I) only rebuilds its graph, after all the others are split.
+  // At the backward temporaries' high-water mark (the first block's MLP, the last one I reaches) that
+  // block's attention products have not had their gradients yet: gpt2 qkv and proj (4 h), llama q, k,
+  // v, o (2 h + 2 kv).
+  const int64_t kv = config::kv_heads_of(m) * (h / m.heads);
+  const int64_t pending =
+      blocks ? matmul_element_bytes(spec) * t * (m.arch == config::Arch::Llama ? 2 * h + 2 * kv : 4 * h) : 0;
+  bytes.input = whole_first ? 0 : rebuilt + gradients + backward - pending;
+  if (spec.train.recompute == config::Recompute::Blocks) {
+    const int64_t deferred =
+        spec.model.arch == config::Arch::Llama ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
+    const int64_t head_split = stage.has_head ? head_deferred_bytes(spec) : 0;
+    const int64_t before_split = std::max<int64_t>(count - (stage.has_embedding ? 2 : 1) * run, 0);
+    bytes.input += before_split * deferred + head_split;
+    if (stage.has_embedding) bytes.input = std::max(bytes.input, rebuilt + (count - run) * deferred + head_split);
+  }
+  bytes.weight = whole_first ? backward : 4 * std::max(blocks ? h * f : 0, stage.has_head ? v * h : 0);
   return bytes;
 }
 

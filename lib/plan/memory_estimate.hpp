@@ -65,6 +65,40 @@ struct StageActivationBytes {
 /// not included (they are communication buffers) except as the kept input of full / blocks.
 StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const StageLayout& stage);
 
+/// What one action of a stage allocates for its own duration on top of what is held between actions
+/// (StageActivationBytes, the communication buffers), at the action's high-water mark, per
+/// microbatch, in bytes: the part of runtime::StepResult::peak_bytes no between-actions count sees.
+/// From what the ops of model/gpt2.cpp, model/llama.cpp and model/stage.cpp allocate and free
+/// (t tokens, h hidden, f = ffn_hidden_of, v = vocab_size, a = matmul element bytes as above):
+/// - F with the graph kept: the head's fp32 logits (4 t v; + 2 t v of bf16 logits under bf16), alive
+///   next to the log-softmax cross_entropy keeps; a block's: the proj / fc2 (o / down) output before
+///   its residual add, a t h.
+/// - F without a graph (train.recompute full or blocks: no_grad): the head's logits and their
+///   log-softmax (8 t v, + 2 t v under bf16); a block's: its input and the residual stream after
+///   attention (8 t h) and the MLP's fc1 output and GELU (gpt2: 2 a t f) or gate, up and SiLU
+///   (llama: 3 a t f).
+/// - B: the head's backward holds the log-softmax's and the logits' gradients together (8 t v); a
+///   block's MLP backward the gradients of fc2's input and of fc1's output (2 a t f), or fc2's input
+///   gradient and its weight gradient before it is added into .grad (a t f + 4 h f), the larger.
+///   Recomputing (full: the whole stage; blocks: its largest segment) adds the rebuilt graph and its
+///   output (plan::boundary_bytes) on top: that is what the backward then frees.
+/// - I: as B, and the graph is retained until I ends, so the gradients arriving at every matrix
+///   product, kept for W, add up on top (gpt2: a t (5 h + f) per block; llama: a t (3 h + 2 kv + 2 f);
+///   the head: a t v), less the attention products' of the block whose MLP backward is the high-water
+///   mark (gpt2 a t 4 h; llama a t (2 h + 2 kv): not arrived yet). Under blocks, I splits one segment at a time (last first), so the segments
+///   already split hold their deferred graphs (StageActivationBytes::graph's terms) meanwhile; the
+///   embedding's segment has no I and only rebuilds its graph, after the others are split. A
+///   stage fed by token ids (no I, recompute none or full): 0, and W is its whole backward (the B term).
+/// - W: one matrix's weight gradient before it is added into .grad (4 h f, or 4 v h with the head).
+/// Not modelled: LibTorch's per-op workspaces (SDPA's CPU kernel: kilobytes here), the bias gradients.
+struct StageTransientBytes {
+  int64_t forward = 0;   ///< during F
+  int64_t backward = 0;  ///< during B
+  int64_t input = 0;     ///< during I
+  int64_t weight = 0;    ///< during W
+};
+StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const StageLayout& stage);
+
 /// Static bytes of `parameters` parameters: the fp32 weights (4 B each), their fp32 gradients
 /// (4 B) and AdamW's two fp32 moments (8 B). runtime.precision bf16 is autocast over fp32
 /// weights (the fp32 weights are the master weights; no extra copy outside the forward's graph).

@@ -18,10 +18,12 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-/// "1.25 GiB", or "340.0 MiB" below one GiB.
+/// "1.25 GiB", "340.0 MiB" below one GiB, or "812.5 KiB" below one MiB (small models keep 4 digits).
 std::string bytes_text(int64_t bytes) {
   const auto b = static_cast<double>(bytes);
-  return b >= kGiB ? fmt::format("{:.2f} GiB", b / kGiB) : fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+  if (b >= kGiB) return fmt::format("{:.2f} GiB", b / kGiB);
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+  return fmt::format("{:.1f} KiB", b / 1024.0);
 }
 
 /// Running value and its maximum.
@@ -95,7 +97,12 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program) {
   std::vector<plan::StageActivationBytes> per_stage;
-  for (const auto& stage : layout.stages) per_stage.push_back(plan::stage_activation_bytes(spec, stage));
+  std::vector<plan::StageTransientBytes> transients;
+  for (const auto& stage : layout.stages) {
+    per_stage.push_back(plan::stage_activation_bytes(spec, stage));
+    transients.push_back(plan::stage_transient_bytes(spec, stage));
+  }
+  const int64_t p2p = plan::p2p_bytes(spec);
   const int64_t boundary = plan::boundary_bytes(spec);
   const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
   std::vector<RankMemory> out;
@@ -106,17 +113,22 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
       if (stage.rank == r) rank.parameters += stage.parameters;
     }
     rank.fixed = plan::static_bytes(rank.parameters);
-    Peak bytes, pairs, buffers;
+    Peak bytes, pairs, buffers, sends, receives, total;
     std::set<std::tuple<int, int64_t, int64_t>> posted;  // receives posted, not yet consumed
     std::set<std::pair<int64_t, int64_t>> outputs;        // (stage, microbatch) outputs not yet sent
     const auto consume = [&](ActionKind recv, const Action& a) {
-      if (posted.erase({static_cast<int>(recv), a.stage, a.microbatch}) > 0) buffers.add(-1);
+      if (posted.erase({static_cast<int>(recv), a.stage, a.microbatch}) > 0) {
+        buffers.add(-1);
+        receives.add(-1);
+      }
     };
     const auto& actions = program.ranks[static_cast<size_t>(r)];
     const auto released = send_release_points(program, r, actions);
     for (size_t position = 0; position < actions.size(); ++position) {
       const auto& a = actions[position];
       const auto& stage = per_stage.at(static_cast<size_t>(a.stage));
+      const auto& transient = transients.at(static_cast<size_t>(a.stage));
+      const int64_t before = bytes.now + buffers.now * p2p;
       switch (a.kind) {
         case ActionKind::F:
           consume(ActionKind::RECV_F, a);
@@ -147,6 +159,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
         case ActionKind::RECV_B:
           posted.insert({static_cast<int>(a.kind), a.stage, a.microbatch});
           buffers.add(1);
+          receives.add(1);
           break;
         case ActionKind::SEND_F:
           // Float32 on the wire: the output itself is the send buffer.
@@ -154,19 +167,38 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
           // buffer holds it (fp32), or its bf16 copy does.
           if (outputs.erase({a.stage, a.microbatch}) > 0) bytes.add(-boundary);
           buffers.add(1);  // until send_release_points frees it, or the step's end
+          sends.add(1);
           break;
         case ActionKind::SEND_B:
           buffers.add(1);
+          sends.add(1);
           break;
         case ActionKind::REDUCE_GRAD:  // in place in the gradient buffers: holds nothing more
           break;
       }
-      buffers.add(-static_cast<int64_t>(released[position].size()));  // sends the peer has received
+      // The action's own high-water mark: F's transient bytes on top of what it leaves (its kept graph
+      // and output are made before the logits and the residual temporaries); B's, I's and W's on top of
+      // what was there before them (they free as they go: the backward's saved tensors, the graph).
+      const int64_t during = a.kind == ActionKind::F   ? transient.forward
+                             : a.kind == ActionKind::W ? transient.weight
+                             : a.kind == ActionKind::I ? transient.input
+                             : a.kind == ActionKind::B ? transient.backward
+                                                       : 0;
+      rank.transient = std::max(rank.transient, during);
+      const int64_t base = a.kind == ActionKind::F ? std::max(before, bytes.now + buffers.now * p2p) : before;
+      total.add(base + during - total.now);
+      const auto received = static_cast<int64_t>(released[position].size());  // sends the peer has received
+      buffers.add(-received);
+      sends.add(-received);
+      total.add(bytes.now + buffers.now * p2p - total.now);
     }
     rank.activations = bytes.most;
     rank.in_flight = pairs.most;
     rank.buffers = buffers.most;
-    rank.communication = buffers.most * plan::p2p_bytes(spec);  // bf16 on the wire: half a boundary tensor
+    rank.sends = sends.most;
+    rank.receives = receives.most;
+    rank.communication = buffers.most * p2p;  // bf16 on the wire: half a boundary tensor
+    rank.peak = total.most;
     out.push_back(rank);
   }
   return out;
@@ -223,17 +255,25 @@ std::string format_memory(const config::JobSpec& spec, const std::vector<RankMem
   if (spec.train.recompute == config::Recompute::Blocks) mode += fmt::format(" every {}", spec.train.recompute_every);
   std::string out = fmt::format(
       "\nmemory per pp rank (estimate; precision {}, recompute {}; weights + gradients + AdamW = 16 B per "
-      "parameter; activations at the peak of microbatches in flight; send/receive buffers of {} each, p2p dtype "
-      "{}):\n",
+      "parameter; activations: the most kept between actions, at the peak of microbatches in flight; send and "
+      "receive buffers of {} each, p2p dtype {}, the most alive at once; transient: the most one action "
+      "allocates for its duration (logits, backward temporaries, recomputed graphs); peak: activations + "
+      "buffers + the running action's transient, the most at any one time; gradient buckets reduce in place: "
+      "0; total = weights + gradients + AdamW + peak):\n",
       config::to_string(spec.runtime.precision), mode, bytes_text(plan::p2p_bytes(spec)),
       config::to_string(config::p2p_dtype_of(spec.runtime)));
-  out += fmt::format("{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>15}  {:>11}\n", "pp rank", "weights",
-                     "gradients", "AdamW", "activations", "in flight", "p2p buffers", "total");
+  const auto row = [](const auto&... cells) {
+    return fmt::format("{:>7}  {:>10}  {:>10}  {:>10}  {:>11}  {:>9}  {:>14}  {:>14}  {:>10}  {:>10}  {:>10}\n",
+                       cells...);
+  };
+  out += row("pp rank", "weights", "gradients", "AdamW", "activations", "in flight", "sends", "receives",
+             "transient", "peak", "total");
+  const int64_t p2p = plan::p2p_bytes(spec);
   for (const auto& r : ranks) {
-    out += fmt::format("{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>15}  {:>11}\n", r.rank,
-                       bytes_text(r.fixed.parameters), bytes_text(r.fixed.gradients), bytes_text(r.fixed.optimizer),
-                       bytes_text(r.activations), r.in_flight,
-                       fmt::format("{} ({})", bytes_text(r.communication), r.buffers), bytes_text(r.total()));
+    out += row(r.rank, bytes_text(r.fixed.parameters), bytes_text(r.fixed.gradients), bytes_text(r.fixed.optimizer),
+               bytes_text(r.activations), r.in_flight, fmt::format("{} ({})", bytes_text(r.sends * p2p), r.sends),
+               fmt::format("{} ({})", bytes_text(r.receives * p2p), r.receives), bytes_text(r.transient),
+               bytes_text(r.peak), bytes_text(r.total()));
   }
   for (const auto& w : memory_warnings(spec, ranks)) out += "WARNING: " + w + "\n";
   return out;

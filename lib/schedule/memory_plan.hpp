@@ -25,8 +25,17 @@ struct RankMemory {
   int64_t in_flight = 0;         ///< the most (stage, microbatch) pairs alive at once (F until B / W)
   int64_t communication = 0;     ///< the most send and receive buffers alive at once, bytes
   int64_t buffers = 0;           ///< ... as a count of plan::p2p_bytes tensors
-  /// fixed + activations + communication: an upper bound (the two peaks may be at different times).
-  int64_t total() const { return fixed.total() + activations + communication; }
+  int64_t sends = 0;             ///< the most send buffers alive at once (count)
+  int64_t receives = 0;          ///< the most posted receive buffers alive at once (count)
+  int64_t transient = 0;         ///< the most any one action allocates for its own duration
+                                 ///< (plan::stage_transient_bytes)
+  /// The most bytes above the step's start at any moment: activations held + send and receive
+  /// buffers + the running action's transient bytes, taken together at each action of the walk (not
+  /// the sum of the separate peaks): runtime::StepResult::peak_bytes. Gradient reduction buckets add
+  /// nothing (the all-reduces run in place in the gradient buffer).
+  int64_t peak = 0;
+  /// fixed + peak: the rank's high-water mark of tensor memory.
+  int64_t total() const { return fixed.total() + peak; }
 };
 
 /// When each send of `rank` is sure to have completed, from the program alone: a send to rank q is
@@ -49,7 +58,9 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
 /// buffer holding the bytes) or the next stage's F on this rank. A posted receive holds a
 /// plan::p2p_bytes buffer until the F / B / I that consumes it; a send holds its buffer until the action
 /// send_release_points names (as the executor releases it; on NCCL it may go earlier), or the step's
-/// end. REDUCE_GRAD holds nothing (in place). Returns one entry per rank of `program`, whose stages
+/// end. REDUCE_GRAD holds nothing (in place). Each compute action adds its plan::stage_transient_bytes
+/// on top of the bytes held (F: after it, the larger of before and after; B, I, W: before it), which
+/// gives RankMemory::peak. Returns one entry per rank of `program`, whose stages
 /// `layout` describes.
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program);
@@ -70,7 +81,7 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
 /// Logs memory_warnings (spdlog warn) for the job: what `ppctl train` says before workers start.
 void log_memory_warnings(const config::JobSpec& spec, const plan::Layout& layout, const Program& program);
 
-/// The plan's memory section: one row per pipeline rank (GiB, MiB below 1 GiB) and the warnings.
+/// The plan's memory section: one row per pipeline rank (GiB, MiB below 1 GiB, KiB below 1 MiB) and the warnings.
 std::string format_memory(const config::JobSpec& spec, const std::vector<RankMemory>& ranks);
 
 }  // namespace ppctl::schedule

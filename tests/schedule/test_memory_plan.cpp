@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
+
 #include "plan/layout.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
@@ -66,8 +68,40 @@ TEST_CASE("memory per rank: sends are held to the step's end, receives until con
     CHECK(r.buffers >= 3);
     CHECK(r.buffers <= 6);
     CHECK(r.communication == r.buffers * plan::boundary_bytes(spec));
-    CHECK(r.total() == r.fixed.total() + r.activations + r.communication);
+    CHECK(r.sends + r.receives >= r.buffers);
+    CHECK(r.sends >= 1);
+    CHECK(r.receives >= 1);
   }
+}
+
+TEST_CASE("memory per rank: the peak takes kept bytes, buffers and the running action's transient together") {
+  for (const auto recompute : {config::Recompute::None, config::Recompute::Full}) {
+    auto spec = spec_of(config::ScheduleKind::OneFOneB, 4, 6);
+    spec.train.recompute = recompute;
+    const auto p = plan_of(spec);
+    for (const auto& r : p.ranks) {
+      const auto& stage = p.layout.stages.at(static_cast<size_t>(r.rank));
+      const auto transient = plan::stage_transient_bytes(spec, stage);
+      CHECK(r.transient == std::max(transient.forward, transient.backward));  // 1F1B runs no I or W
+      CHECK(r.total() == r.fixed.total() + r.peak);
+      // At least the most kept, or the largest action on its own; at most the separate peaks' sum.
+      CHECK(r.peak >= r.activations);
+      CHECK(r.peak >= r.transient);
+      CHECK(r.peak <= r.activations + r.communication + r.transient);
+    }
+    // The last stage's backward holds the log-softmax's and the logits' gradients (8 t v).
+    const auto& last = p.layout.stages.back();
+    CHECK(plan::stage_transient_bytes(spec, last).backward >=
+          8 * spec.pipeline.micro_batch_size * spec.model.seq_len * spec.model.vocab_size);
+  }
+  // Recompute full: B rebuilds the stage's graph, so its transient exceeds the whole graph's bytes.
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 4, 6);
+  spec.train.recompute = config::Recompute::Full;
+  const auto p = plan_of(spec);
+  auto none = spec;
+  none.train.recompute = config::Recompute::None;
+  const auto& middle = p.layout.stages.at(1);
+  CHECK(plan::stage_transient_bytes(spec, middle).backward > plan::stage_activation_bytes(none, middle).kept);
 }
 
 TEST_CASE("bf16 point-to-point: half-size buffers, half the bytes sent, the same count of sends") {
