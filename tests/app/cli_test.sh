@@ -1122,8 +1122,9 @@ PY
       [ "$rc" -ne 0 ] || fail "rank $r exited 0 after rank 3 was killed"
     done
     wait "${pids[3]}" 2>/dev/null
-    # In a receive from rank 3, or in a collective of the pipeline group {1, 3}, whichever it was in.
-    grep -qE "\[rank 1\] error: rank 1: .*(peer: rank 3 on $(hostname)|in group '[^']*' \(ranks 1, 3 on $(hostname)\))" \
+    # In a receive from rank 3, or in a collective of the pipeline group {1, 3} or of the tied embedding's
+    # group {0, 1, 2, 3} (the first and last stage of both replicas), whichever it was in.
+    grep -qE "\[rank 1\] error: rank 1: .*(peer: rank 3 on $(hostname)|in group '[^']*' \(ranks (1, 3|0-3) on $(hostname)\))" \
       "$WORK/rank1.out" || fail "rank 1 does not name itself, rank 3 and its host: $(grep error: "$WORK/rank1.out")"
     grep -q "peer rank" "$WORK"/rank*.out && fail "a message names a peer by its group rank"
     # train.max_restarts does nothing under torchrun: rank 0 says so, once.
