@@ -3,19 +3,23 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
+#include "core/atomic_file.hpp"
+
 namespace ppctl::train {
 
 namespace {
 
-/// FNV-1a (64 bit) over the bytes of `tensors`, in order, continuing from `hash`.
-uint64_t fnv1a64(const std::vector<torch::Tensor>& tensors, uint64_t hash = 14695981039346656037ULL) {
+/// core::fnv1a64 of the bytes of `tensors`, one after the other (undefined ones count as none).
+uint64_t hash_of(const std::vector<torch::Tensor>& tensors) {
+  std::string bytes;
   for (const auto& tensor : tensors) {
     if (!tensor.defined()) continue;
-    const auto bytes = tensor.detach().cpu().contiguous();
-    const auto* data = static_cast<const unsigned char*>(bytes.data_ptr());
-    for (size_t i = 0; i < bytes.nbytes(); ++i) hash = (hash ^ data[i]) * 1099511628211ULL;
+    const auto cpu = tensor.detach().cpu().contiguous();
+    bytes.append(static_cast<const char*>(cpu.data_ptr()), cpu.nbytes());
   }
-  return hash;
+  return core::fnv1a64(bytes);
 }
 
 }  // namespace
@@ -31,7 +35,7 @@ void log_tied_weights(const std::vector<model::StageModule>& stages, torch::opti
       moments = {adamw.exp_avg(), adamw.exp_avg_sq()};
     }
     spdlog::info("tied embedding on stage {}: fnv1a64 {:016x}, moments fnv1a64 {:016x}", stage->layout().stage,
-                 fnv1a64({weight}), fnv1a64(moments));
+                 hash_of({weight}), hash_of(moments));
   }
 }
 

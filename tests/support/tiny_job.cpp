@@ -41,6 +41,16 @@ runtime: {{comm_timeout_s: 60, threads_per_worker: 1{}}}
   return spec;
 }
 
+fs::path edit_spec(const fs::path& spec_path, const std::string& from, const std::string& to) {
+  std::ifstream in(spec_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  write_checked(spec_path, text);
+  return spec_path;
+}
+
 Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
   const auto spec = config::load_job_spec(spec_path.string());
   const auto log = spec_path.parent_path() / "output.log";

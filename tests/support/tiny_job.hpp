@@ -33,6 +33,10 @@ std::filesystem::path fresh_dir(const std::string& name);
 /// Writes the corpus and DIR/job.yaml; returns the spec's path.
 std::filesystem::path make_job(const Job& job, const std::filesystem::path& dir);
 
+/// Replaces the first `from` in the spec file (it must be there: the test fails otherwise) by `to`, e.g.
+/// edit_spec(spec, "schedule: 1f1b", "schedule: zbv, virtual_stages: 2"); returns the spec's path.
+std::filesystem::path edit_spec(const std::filesystem::path& spec_path, const std::string& from, const std::string& to);
+
 /// How a job ended and what its launcher and workers wrote (stdout and stderr together).
 struct Run {
   launch::LaunchResult result;

@@ -27,17 +27,6 @@ using namespace ppctl::test;
 
 namespace {
 
-/// Replaces the text `from` (which must be there) in the spec file by `to`; returns the path.
-fs::path edit_spec(const fs::path& spec_path, const std::string& from, const std::string& to) {
-  std::ifstream in(spec_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto at = text.find(from);
-  REQUIRE(at != std::string::npos);
-  text.replace(at, from.size(), to);
-  write_checked(spec_path, text);
-  return spec_path;
-}
-
 /// The bytes of every file of the checkpoint folder `step` (the units' weights and AdamW state), by name.
 std::map<std::string, std::string> checkpoint_files(const fs::path& step) {
   std::map<std::string, std::string> files;

@@ -71,13 +71,7 @@ void check_close(const train::GradientMap& a, const train::GradientMap& b, doubl
 /// Rewrites the tiny job's `schedule: 1f1b` in `spec_path` as `schedule: SCHEDULE` (which may add keys,
 /// e.g. "zbv, virtual_stages: 2"); returns the path.
 fs::path with_schedule(const fs::path& spec_path, const std::string& schedule) {
-  std::ifstream in(spec_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto at = text.find("schedule: 1f1b");
-  REQUIRE(at != std::string::npos);
-  text.replace(at, std::string("schedule: 1f1b").size(), "schedule: " + schedule);
-  write_checked(spec_path, text);
-  return spec_path;
+  return edit_spec(spec_path, "schedule: 1f1b", "schedule: " + schedule);
 }
 
 /// True when this process has no child left (every worker was reaped).
