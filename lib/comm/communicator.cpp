@@ -115,6 +115,19 @@ class ProcessGroupCommunicator final : public Communicator {
     return post([&] { return backend_->allreduce(tensors, reduce); }, -1, "all-reduce of " + what);
   }
 
+  PendingOp reduce_scatter_sum_async(at::Tensor& tensor, std::string what) override {
+    auto shard = own_slice(tensor, what);
+    c10d::ReduceScatterOptions reduce;
+    reduce.reduceOp = c10d::ReduceOp::SUM;
+    return post([&] { return backend_->_reduce_scatter_base(shard, tensor, reduce); }, -1,
+                "reduce-scatter of " + what);
+  }
+
+  PendingOp all_gather_inplace_async(at::Tensor& tensor, std::string what) override {
+    auto shard = own_slice(tensor, what);
+    return post([&] { return backend_->_allgather_base(tensor, shard); }, -1, "all-gather of " + what);
+  }
+
  private:
   template <typename Post>
   PendingOp post(Post&& post_op, int peer, std::string what) {
@@ -127,6 +140,16 @@ class ProcessGroupCommunicator final : public Communicator {
       throw CommError(fmt::format("rank {}: cannot post {}: {}", global_rank(), describe(op), error_text(e)));
     }
     return op;
+  }
+
+  /// This rank's slice [r n/W, (r+1) n/W) of `tensor`, whose numel must divide by W.
+  at::Tensor own_slice(const at::Tensor& tensor, const std::string& what) const {
+    const int64_t size = backend_->getSize();
+    if (tensor.numel() % size != 0) {
+      throw InternalError(fmt::format("{}: {} elements do not split into {} equal slices", what, tensor.numel(), size));
+    }
+    const int64_t slice = tensor.numel() / size;
+    return tensor.view({-1}).narrow(0, rank_ * slice, slice);
   }
 
   /// This process's rank in the job (messages use global ranks, not group ranks).

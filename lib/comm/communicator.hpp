@@ -89,6 +89,18 @@ class Communicator {
   /// group's collectives in the same order. `what` names it in errors, e.g. "gradient bucket 2 of
   /// stage 1".
   virtual PendingOp all_reduce_sum_async(at::Tensor& tensor, std::string what) = 0;
+  /// Posts a reduce-scatter (sum) of `tensor` in place, without waiting: `tensor` (contiguous, on the
+  /// collectives' device, numel a multiple of the group's size W, the same shape on every rank) is
+  /// summed element-wise over the ranks, and once wait(op) returns rank r's slice [r n/W, (r+1) n/W)
+  /// holds its part of the sum; the rest of `tensor` is then unspecified. (c10d _reduce_scatter_base,
+  /// torch.distributed.reduce_scatter_tensor, with the output a slice of the input as Megatron-Core's
+  /// distributed optimizer posts it.) Same ordering rule and errors as all_reduce_sum_async.
+  virtual PendingOp reduce_scatter_sum_async(at::Tensor& tensor, std::string what) = 0;
+  /// Posts an all-gather in place, without waiting: rank r contributes slice [r n/W, (r+1) n/W) of
+  /// `tensor` (same conditions as reduce_scatter_sum_async); once wait(op) returns, every rank's
+  /// `tensor` holds every rank's slice, bitwise. (c10d _allgather_base,
+  /// torch.distributed.all_gather_into_tensor.) Same ordering rule and errors as all_reduce_sum_async.
+  virtual PendingOp all_gather_inplace_async(at::Tensor& tensor, std::string what) = 0;
 };
 
 }  // namespace ppctl::comm

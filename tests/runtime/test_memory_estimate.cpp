@@ -53,6 +53,12 @@ class LoopbackCommunicator : public comm::Communicator {
   comm::PendingOp all_reduce_sum_async(at::Tensor&, std::string) override {
     throw std::logic_error("no all_reduce in a step");
   }
+  comm::PendingOp reduce_scatter_sum_async(at::Tensor&, std::string) override {
+    throw std::logic_error("no reduce-scatter in a step");
+  }
+  comm::PendingOp all_gather_inplace_async(at::Tensor&, std::string) override {
+    throw std::logic_error("no all-gather in a step");
+  }
 
  private:
   int rank_, world_size_;
