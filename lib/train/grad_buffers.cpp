@@ -31,40 +31,72 @@ std::vector<std::pair<size_t, size_t>> bucket_ranges(const std::vector<int64_t>&
   return ranges;
 }
 
+StageBufferLayout stage_buffer_layout(const std::vector<int64_t>& numels, int64_t tied_index, int64_t bucket_size,
+                                      int64_t pad_to) {
+  PPCTL_ASSERT(pad_to >= 1, "buckets are padded to a multiple of at least 1");
+  StageBufferLayout layout;
+  layout.tied_index = tied_index;
+  layout.offsets.assign(numels.size(), 0);
+  // The runs of consecutive parameters other than the tied copy, as [begin, end) index ranges.
+  std::vector<std::pair<size_t, size_t>> runs;
+  size_t begin = 0;
+  for (size_t i = 0; i <= numels.size(); ++i) {
+    if (i == numels.size() || static_cast<int64_t>(i) == tied_index) {
+      if (i > begin) runs.emplace_back(begin, i);
+      begin = i + 1;
+    }
+  }
+  int64_t offset = 0;
+  size_t next = 0;  // the next parameter to place
+  const auto place = [&](size_t i) {
+    layout.offsets[i] = offset;
+    offset += numels[i];
+  };
+  for (const auto& [run_begin, run_end] : runs) {
+    for (; next < run_begin; ++next) place(next);  // the tied copy, before this run
+    const std::vector<int64_t> run(numels.begin() + static_cast<long>(run_begin),
+                                   numels.begin() + static_cast<long>(run_end));
+    for (const auto& [first, last] : bucket_ranges(run, bucket_size)) {
+      const int64_t bucket_offset = offset;
+      for (size_t i = run_begin + first; i < run_begin + last; ++i) place(i);
+      offset += (pad_to - (offset - bucket_offset) % pad_to) % pad_to;
+      layout.buckets.emplace_back(bucket_offset, offset - bucket_offset);
+    }
+    next = run_end;
+  }
+  for (; next < numels.size(); ++next) place(next);  // a tied copy after the last run
+  layout.numel = offset;
+  return layout;
+}
+
 GradientBuffers::GradientBuffers(const std::vector<model::StageModule>& stages, comm::Communicator* data_parallel,
-                                 comm::Communicator* tied_group, int64_t bucket_size)
-    : data_parallel_(data_parallel), tied_group_(tied_group) {
+                                 comm::Communicator* tied_group, int64_t bucket_size, bool shard)
+    : data_parallel_(data_parallel), tied_group_(tied_group), shard_(shard && data_parallel != nullptr) {
   torch::NoGradGuard no_grad;
+  const int64_t dp = data_parallel != nullptr ? data_parallel->world_size() : 1;
   for (const auto& stage : stages) {
     auto& buffer = stages_[stage->layout().stage];
     buffer.tied = stage->tied_weight();
-    int64_t total = 0;
-    for (const auto& p : stage->parameters()) total += p.numel();
-    const auto options = torch::TensorOptions().dtype(torch::kFloat).device(stage->parameters().empty()
-                                                                                 ? torch::Device(torch::kCPU)
-                                                                                 : stage->parameters().front().device());
-    buffer.flat = torch::zeros({total}, options);
-    // Runs of consecutive parameters other than the tied copy, each split into buckets.
-    std::vector<std::vector<std::pair<int64_t, int64_t>>> runs(1);  // (offset, numel) per parameter
-    int64_t offset = 0;
-    for (auto& p : stage->parameters()) {
+    std::vector<int64_t> numels;
+    int64_t tied_index = -1;
+    for (const auto& p : stage->parameters()) {
       PPCTL_ASSERT(p.scalar_type() == torch::kFloat, "gradient buffers hold fp32 parameters' gradients");
-      p.mutable_grad() = buffer.flat.narrow(0, offset, p.numel()).view_as(p);
-      buffer.params.push_back(p);
-      if (buffer.tied.defined() && p.is_same(buffer.tied)) {
-        runs.emplace_back();
-      } else {
-        runs.back().emplace_back(offset, p.numel());
-      }
-      offset += p.numel();
+      if (buffer.tied.defined() && p.is_same(buffer.tied)) tied_index = static_cast<int64_t>(numels.size());
+      numels.push_back(p.numel());
     }
-    for (const auto& run : runs) {
-      std::vector<int64_t> numels;
-      for (const auto& [at, numel] : run) numels.push_back(numel);
-      for (const auto& [begin, end] : bucket_ranges(numels, bucket_size)) {
-        const int64_t start = run[begin].first, stop = run[end - 1].first + run[end - 1].second;
-        buffer.buckets.push_back({buffer.flat.narrow(0, start, stop - start), {}, false});
-      }
+    buffer.layout = stage_buffer_layout(numels, tied_index, bucket_size, shard_ ? dp : 1);
+    const auto device = stage->parameters().empty() ? torch::Device(torch::kCPU) : stage->parameters().front().device();
+    buffer.flat = torch::zeros({buffer.layout.numel}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    size_t index = 0;
+    for (auto& p : stage->parameters()) {
+      p.mutable_grad() = buffer.flat.narrow(0, buffer.layout.offsets[index++], p.numel()).view_as(p);
+      buffer.params.push_back(p);
+    }
+    for (const auto& [offset, numel] : buffer.layout.buckets) {
+      Bucket bucket;
+      bucket.flat = buffer.flat.narrow(0, offset, numel);
+      bucket.own = shard_ ? bucket.flat.narrow(0, data_parallel->rank() * (numel / dp), numel / dp) : bucket.flat;
+      buffer.buckets.push_back(std::move(bucket));
     }
   }
 }
@@ -93,8 +125,9 @@ void GradientBuffers::start(int64_t stage) {
   if (data_parallel_ != nullptr) {
     for (size_t b = 0; b < buffer.buckets.size(); ++b) {
       auto& bucket = buffer.buckets[b];
-      bucket.op = data_parallel_->all_reduce_sum_async(
-          bucket.flat, fmt::format("gradient bucket {} of {} of stage {}", b + 1, buffer.buckets.size(), stage));
+      auto what = fmt::format("gradient bucket {} of {} of stage {}", b + 1, buffer.buckets.size(), stage);
+      bucket.op = shard_ ? data_parallel_->reduce_scatter_sum_async(bucket.flat, std::move(what))
+                         : data_parallel_->all_reduce_sum_async(bucket.flat, std::move(what));
       bucket.posted = true;
     }
   }
@@ -133,7 +166,7 @@ bool GradientBuffers::settle(StageBuffer& buffer, bool wait) {
       continue;
     }
     bucket.posted = false;
-    bucket.flat.div_(dp);  // the sum over the replicas -> their mean
+    bucket.own.div_(dp);  // the sum over the replicas -> their mean
   }
   if (all && !buffer.done) {
     buffer.done = true;
@@ -187,6 +220,36 @@ std::vector<runtime::GradientReduction::Span> GradientBuffers::spans() const {
 size_t GradientBuffers::num_buckets(int64_t stage) const {
   const auto it = stages_.find(stage);
   return it == stages_.end() ? 0 : it->second.buckets.size();
+}
+
+const StageBufferLayout& GradientBuffers::layout(int64_t stage) const {
+  const auto it = stages_.find(stage);
+  PPCTL_ASSERT(it != stages_.end(), fmt::format("stage {} is not held by this rank", stage));
+  return it->second.layout;
+}
+
+torch::Tensor GradientBuffers::buffer(int64_t stage) const {
+  const auto it = stages_.find(stage);
+  PPCTL_ASSERT(it != stages_.end(), fmt::format("stage {} is not held by this rank", stage));
+  return it->second.flat;
+}
+
+void GradientBuffers::scale(double factor) {
+  torch::NoGradGuard no_grad;
+  for (auto& [index, buffer] : stages_) buffer.flat.mul_(factor);
+}
+
+void GradientBuffers::gather_shards() {
+  if (!shard_) return;
+  torch::NoGradGuard no_grad;
+  std::vector<comm::PendingOp> ops;
+  for (auto& [index, buffer] : stages_) {
+    for (size_t b = 0; b < buffer.buckets.size(); ++b) {
+      ops.push_back(data_parallel_->all_gather_inplace_async(
+          buffer.buckets[b].flat, fmt::format("reduced gradient bucket {} of stage {}", b + 1, index)));
+    }
+  }
+  for (const auto& op : ops) data_parallel_->wait(op);
 }
 
 int64_t GradientBuffers::bytes() const {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 
@@ -30,7 +32,7 @@ class ReplicaCommunicator : public comm::Communicator {
   comm::PendingOp irecv(at::Tensor&, int, int64_t, std::string) override { throw std::logic_error("no p2p"); }
   void wait(const comm::PendingOp& op) override {
     auto& tensor = *static_cast<at::Tensor*>(op.work.get());
-    tensor.mul_(size_);
+    if (tensor.defined()) tensor.mul_(size_);  // undefined: an all-gather, which leaves equal replicas as they are
     ++waited;
   }
   bool poll(const comm::PendingOp& op) override {  // done at once: finished as wait() finishes it
@@ -47,9 +49,20 @@ class ReplicaCommunicator : public comm::Communicator {
     posted_numel += tensor.numel();
     return {std::make_shared<at::Tensor>(tensor), std::move(what), -1};
   }
+  /// Posted as an all-reduce: the whole tensor times the size, so its own slice (and the rest) holds the sum.
+  comm::PendingOp reduce_scatter_sum_async(at::Tensor& tensor, std::string what) override {
+    reduce_scattered += tensor.numel();
+    return all_reduce_sum_async(tensor, std::move(what));
+  }
+  comm::PendingOp all_gather_inplace_async(at::Tensor& tensor, std::string what) override {
+    gathered += tensor.numel();
+    return {std::make_shared<at::Tensor>(), std::move(what), -1};
+  }
   std::vector<std::string> posted;
   std::vector<void*> posted_ptrs;
   int64_t posted_numel = 0;
+  int64_t reduce_scattered = 0;  // elements posted as reduce-scatters (also counted in posted_numel)
+  int64_t gathered = 0;          // elements posted as all-gathers
   int waited = 0;
 
  private:
@@ -201,4 +214,93 @@ TEST_CASE("the tied copies are summed once both are done, outside the buckets, a
     CHECK(copy.grad().max().item<float>() == 1.0f);  // 0.5 x 4 copies / 2 replicas
     CHECK(dp.posted_numel == parameter_count(stages[0]) - copy.numel());
   }
+}
+
+TEST_CASE("a stage's buffer layout: whole parameters back to back, buckets padded to equal shards, the tied copy outside") {
+  const std::vector<int64_t> numels{4, 12, 3, 3, 40, 1, 1, 7, 64, 2};
+  for (const int64_t tied : {-1, 0, 4, 9}) {
+    for (const int64_t pad : {1, 2, 3, 8}) {
+      for (const int64_t size : {1, 16, 1000}) {
+        INFO("tied " << tied << ", pad to " << pad << ", bucket size " << size);
+        const auto layout = train::stage_buffer_layout(numels, tied, size, pad);
+        CHECK(layout.tied_index == tied);
+        REQUIRE(layout.offsets.size() == numels.size());
+        int64_t padding = 0;
+        int64_t covered = 0;  // elements of parameters inside buckets
+        int64_t end = 0;      // the previous bucket's end
+        for (const auto& [offset, numel] : layout.buckets) {
+          CHECK(offset >= end);
+          CHECK(numel % pad == 0);
+          if (pad == 1) CHECK(numel > 0);
+          int64_t inside = 0;
+          for (size_t i = 0; i < numels.size(); ++i) {
+            const int64_t begin = layout.offsets[i], stop = begin + numels[i];
+            if (stop <= offset || begin >= offset + numel) continue;
+            CHECK(static_cast<int64_t>(i) != tied);            // the tied copy is in no bucket
+            CHECK((begin >= offset && stop <= offset + numel));  // a parameter lies whole in one bucket
+            inside += numels[i];
+          }
+          CHECK(numel - inside < pad);  // padded up to the next multiple, no further
+          padding += numel - inside;
+          covered += inside;
+          end = offset + numel;
+        }
+        const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
+        CHECK(covered == total - (tied >= 0 ? numels[static_cast<size_t>(tied)] : 0));
+        CHECK(layout.numel == total + padding);
+        if (pad == 1) CHECK(padding == 0);
+        // No two parameters overlap, and all lie inside the buffer.
+        std::vector<int> used(static_cast<size_t>(layout.numel), 0);
+        for (size_t i = 0; i < numels.size(); ++i) {
+          REQUIRE(layout.offsets[i] + numels[i] <= layout.numel);
+          for (int64_t k = 0; k < numels[i]; ++k) ++used[static_cast<size_t>(layout.offsets[i] + k)];
+        }
+        CHECK(std::count(used.begin(), used.end(), 1) == total);
+        CHECK(std::count_if(used.begin(), used.end(), [](int n) { return n > 1; }) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("sharded buffers reduce-scatter every bucket, padded to a multiple of dp, and average the own shard") {
+  auto all = three_stages(/*tied=*/true);
+  std::vector<model::StageModule> stages{all[0], all[2]};  // both tied copies on this rank
+  ReplicaCommunicator dp(4);  // x 4 / 4 is exact in float: the mean of equal replicas is the value
+  train::GradientBuffers buffers(stages, &dp, nullptr, /*bucket_size=*/7'000, /*shard=*/true);
+  REQUIRE(buffers.sharded());
+  torch::manual_seed(1);
+  for (auto& stage : stages) {
+    for (auto& p : stage->parameters()) p.mutable_grad().copy_(torch::randn_like(p));
+  }
+  std::map<int64_t, torch::Tensor> before;
+  for (const int64_t s : {0, 2}) before[s] = buffers.buffer(s).clone();
+  buffers.start(2);
+  buffers.start(0);
+  buffers.finish();
+  int64_t padded = 0;
+  for (const int64_t s : {0, 2}) {
+    const auto& layout = buffers.layout(s);
+    for (const auto& [offset, numel] : layout.buckets) {
+      INFO("stage " << s << ", bucket at " << offset);
+      CHECK(numel % 4 == 0);
+      padded += numel;
+      // Rank 0 of 4 owns the first quarter: the mean of 4 equal replicas is the value itself.
+      CHECK(torch::equal(buffers.buffer(s).narrow(0, offset, numel / 4), before[s].narrow(0, offset, numel / 4)));
+    }
+  }
+  CHECK(dp.reduce_scattered == padded);  // every bucket as a reduce-scatter, padding included
+  // The tied copies are in no bucket: they are summed whole and all-reduced, as unsharded.
+  const auto first = stages[0]->tied_weight(), last = stages[1]->tied_weight();
+  REQUIRE(first.defined());
+  CHECK(padded == buffers.layout(0).numel + buffers.layout(2).numel - 2 * first.numel());
+  CHECK(dp.posted_numel == padded + first.numel());
+  CHECK(torch::equal(first.grad(), last.grad()));
+  // gather_shards all-gathers each bucket in place; unsharded buffers post nothing for it.
+  buffers.gather_shards();
+  CHECK(dp.gathered == padded);
+  ReplicaCommunicator plain_dp(4);
+  train::GradientBuffers plain(stages, &plain_dp, nullptr, 7'000);
+  CHECK_FALSE(plain.sharded());
+  plain.gather_shards();
+  CHECK(plain_dp.gathered == 0);
 }
