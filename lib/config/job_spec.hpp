@@ -192,6 +192,8 @@ struct OptimizerSpec {
   int64_t warmup_steps = 0;    ///< steps of linear warmup from lr / warmup_steps up to lr. Range [0, 1e9].
   double min_lr = 0.0;         ///< the floor cosine and linear decay reach at the last step. Range [0, lr].
   double clip_grad_norm = 0.0; ///< clip the global gradient norm (over every stage) to this; 0 = off. Range [0, 1e6].
+  bool distributed = false;    ///< shard AdamW's moments (and the step) over the data-parallel group, Megatron-Core's
+                               ///< distributed optimizer: reduce-scatter, AdamW on the shard, all-gather.
 };
 
 /// The step loop.

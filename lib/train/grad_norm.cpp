@@ -52,31 +52,44 @@ std::string GradientStats::describe_nonfinite() const {
 }
 
 GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
-                                   int64_t num_stages, double loss_sum, int64_t loss_count) {
+                                   const std::map<int64_t, std::vector<torch::Tensor>>& owned, int64_t num_stages,
+                                   double loss_sum, int64_t loss_count) {
   GradientStats stats;
   stats.sum_squares.assign(static_cast<size_t>(num_stages), 0.0);
   stats.loss_nonfinite.assign(static_cast<size_t>(num_stages), 0.0);
-  for (const auto& stage : stages) {
-    const auto index = static_cast<size_t>(stage->layout().stage);
+  for (const auto& [stage, gradients] : owned) {
+    const auto index = static_cast<size_t>(stage);
     PPCTL_ASSERT(index < stats.sum_squares.size(), "stage index beyond the job's stages");
     // Accumulated on the device in fp64 (a NaN or inf entry makes the sum non-finite); one
     // transfer per stage.
     torch::Tensor sum;
-    // A tied embedding counts once: on the first stage, not again as the last stage's copy.
-    const auto copy = stage->has_head() ? stage->tied_weight() : torch::Tensor();
-    for (const auto& p : stage->parameters()) {
-      if (copy.defined() && p.is_same(copy)) continue;
-      const auto& grad = p.grad();
+    for (const auto& grad : gradients) {
       if (!grad.defined()) continue;
       auto squares = grad.detach().to(torch::kDouble).square().sum();
       sum = sum.defined() ? sum + squares : squares;
     }
     if (sum.defined()) stats.sum_squares[index] = sum.item<double>();
+  }
+  for (const auto& stage : stages) {
     if (stage->has_head() && loss_count > 0 && !std::isfinite(loss_sum)) {
-      stats.loss_nonfinite[index] = 1.0;
+      stats.loss_nonfinite[static_cast<size_t>(stage->layout().stage)] = 1.0;
     }
   }
   return stats;
+}
+
+GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
+                                   int64_t num_stages, double loss_sum, int64_t loss_count) {
+  std::map<int64_t, std::vector<torch::Tensor>> gradients;
+  for (const auto& stage : stages) {
+    auto& list = gradients[stage->layout().stage];
+    // A tied embedding counts once: on the first stage, not again as the last stage's copy.
+    const auto copy = stage->has_head() ? stage->tied_weight() : torch::Tensor();
+    for (const auto& p : stage->parameters()) {
+      if (!(copy.defined() && p.is_same(copy))) list.push_back(p.grad());
+    }
+  }
+  return local_gradient_stats(stages, gradients, num_stages, loss_sum, loss_count);
 }
 
 void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups) {

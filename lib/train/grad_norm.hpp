@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct GradientStats {
 /// microbatches' losses summed to `loss_sum`). `num_stages` is the job's total number of stages.
 GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
                                    int64_t num_stages, double loss_sum, int64_t loss_count);
+
+/// The same over given gradients: `owned` by global stage (the distributed optimizer's shard
+/// pieces, DistributedOptimizer::owned_gradients) in place of the stages' whole .grad; `stages` say
+/// which stage holds the head (for the loss).
+GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
+                                   const std::map<int64_t, std::vector<torch::Tensor>>& owned, int64_t num_stages,
+                                   double loss_sum, int64_t loss_count);
 
 /// Sums `stats` element-wise over the ranks of each group in `groups`, in order (one all-reduce
 /// each, bounded by the group's timeout). For a pipeline that is the one pipeline group; an empty

@@ -26,23 +26,6 @@ using checkpoint::load_checkpoint;
 using checkpoint::read_checkpoint_meta;
 using checkpoint::save_checkpoint;
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
-                                                    const config::OptimizerSpec& spec) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& stage : stages)
-    for (auto& p : stage->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto options = torch::optim::AdamWOptions(spec.lr)
-                     .betas({spec.beta1, spec.beta2})
-                     .eps(spec.eps)
-                     .weight_decay(spec.weight_decay);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options));
-  auto no_decay_options = options;
-  no_decay_options.weight_decay(0.0);
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(no_decay_options));
-  return std::make_unique<torch::optim::AdamW>(std::move(groups), options);
-}
-
 namespace {
 
 /// Two lines per rank. The first: mean time of the schedule (run_step, without the optimizer), mean cost of each
@@ -104,6 +87,15 @@ void poison_gradients(const std::vector<model::StageModule>& stages, int64_t sta
   }
 }
 
+/// The same for the distributed optimizer: the first gradient this rank owns of `stage` (its shard).
+void poison_gradients(const std::map<int64_t, std::vector<torch::Tensor>>& owned, int64_t stage) {
+  torch::NoGradGuard no_grad;
+  const auto it = owned.find(stage);
+  if (it == owned.end() || it->second.empty()) return;
+  spdlog::warn("fault injection: NaN written into this replica's shard of the gradients of stage {}", stage);
+  it->second.front().fill_(std::numeric_limits<double>::quiet_NaN());
+}
+
 /// train.on_nonfinite for a step with a NaN or infinite loss or gradient (the same `stats` on every
 /// rank): `stop` throws, `skip` logs a warning (once per occurrence, on every rank) and returns.
 void handle_nonfinite(config::NonFinitePolicy policy, const GradientStats& stats, int64_t step,
@@ -125,9 +117,21 @@ void handle_nonfinite(config::NonFinitePolicy policy, const GradientStats& stats
 void run_training(LoopContext& ctx) {
   using Clock = std::chrono::steady_clock;
   const auto& spec = ctx.spec;
-  auto optimizer = make_optimizer(ctx.stages, spec.optimizer);
+  // optimizer.distributed shards AdamW's state over the replicas; with one replica it has nothing to shard.
+  const bool distributed = spec.optimizer.distributed && ctx.data_parallel != nullptr;
+  if (spec.optimizer.distributed && !distributed && ctx.global_rank == 0) {
+    spdlog::info("note: optimizer.distributed shards over the data-parallel group; with dp 1 there is nothing to "
+                 "shard, so every rank keeps its whole AdamW state as without it");
+  }
   GradientBuffers gradients(ctx.stages, ctx.data_parallel, spec.model.tie_embeddings ? ctx.embedding : nullptr,
-                            bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size));
+                            bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size), distributed);
+  // One of the two: AdamW over every parameter, or over this replica's shard (then the parameters
+  // move into buffers laid out as the gradients').
+  auto plain = distributed ? nullptr : make_optimizer(ctx.stages, spec.optimizer);
+  auto sharded = distributed ? std::make_unique<DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel,
+                                                                      spec.optimizer)
+                             : nullptr;
+  torch::optim::AdamW& optimizer = sharded ? sharded->local() : *plain;
   ctx.executor.set_gradient_reduction(&gradients);
   struct Detach {  // the executor outlives this function's buffers
     runtime::Executor& executor;
@@ -148,7 +152,13 @@ void run_training(LoopContext& ctx) {
   if (!ctx.resume_from.empty()) {
     const auto meta = read_checkpoint_meta(ctx.resume_from);
     check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
-    load_checkpoint(ctx.resume_from, meta, ctx.stages, *optimizer);
+    if (sharded) {  // the checkpoint holds whole moments: load them, keep this replica's shard
+      auto whole = make_optimizer(ctx.stages, spec.optimizer);
+      load_checkpoint(ctx.resume_from, meta, ctx.stages, *whole);
+      sharded->scatter_state(*whole, ctx.stages);
+    } else {
+      load_checkpoint(ctx.resume_from, meta, ctx.stages, optimizer);
+    }
     first_step = meta.step;
     if (ctx.dataset != nullptr) {  // the data position the checkpoint recorded (one text source: next_sample)
       ctx.dataset->seek(meta.data_counts.empty() ? data::BlendPosition{meta.next_sample, {meta.next_sample}}
@@ -158,9 +168,16 @@ void run_training(LoopContext& ctx) {
                  ctx.resume_from, meta.step, meta.stages, meta.next_sample);
   }
   if (ctx.observer) ctx.observer->on_start(first_step);
-  const CheckpointWriter checkpoint{spec,     ctx.stages,         *optimizer,
-                                    ctx.rank, ctx.comm,           sequences_per_step,
-                                    ctx.crash_in_checkpoint,      ctx.steps};
+  // Replicas hold the same weights: the first one (dp rank 0) writes. The distributed optimizer's
+  // moments are gathered first, by every replica, into whole tensors on the CPU (the same format).
+  const auto save = [&](int64_t step, double lr) {
+    const auto gathered = sharded ? sharded->gather_state(ctx.stages) : nullptr;
+    if (ctx.dp_rank != 0) return;
+    const CheckpointWriter writer{spec,     ctx.stages, sharded ? *gathered : optimizer,
+                                  ctx.rank, ctx.comm,   sequences_per_step,
+                                  ctx.crash_in_checkpoint, ctx.steps};
+    save_checkpoint(writer, step, lr);
+  };
 
   // Timing summary over the steps after the first (which includes one-off start-up costs).
   runtime::StepResult timing;
@@ -196,14 +213,21 @@ void run_training(LoopContext& ctx) {
     }
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1 &&
         (!ctx.inject_nan->replica || *ctx.inject_nan->replica == ctx.dp_rank)) {
-      poison_gradients(ctx.stages, ctx.inject_nan->stage);
+      if (sharded) {
+        poison_gradients(sharded->owned_gradients(), ctx.inject_nan->stage);
+      } else {
+        poison_gradients(ctx.stages, ctx.inject_nan->stage);
+      }
     }
 
     // Every rank sees the same global statistics, so every rank decides alike (nobody is left
     // waiting in the next step's communication).
-    auto stats = local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count);
+    auto stats = sharded ? local_gradient_stats(ctx.stages, sharded->owned_gradients(), num_stages,
+                                                result.loss_sum, result.loss_count)
+                         : local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count);
     reduce_gradient_stats(stats, groups);
     if (ctx.data_parallel != nullptr) agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
+    if (sharded) reduce_gradient_stats(stats, {ctx.data_parallel});  // each replica summed its shard only
     const double grad_norm = stats.norm();
     const bool finite = stats.finite();
     if (!finite) {
@@ -211,9 +235,10 @@ void run_training(LoopContext& ctx) {
       gradients.zero();
       ++skipped_steps;
     } else if (spec.optimizer.clip_grad_norm > 0) {
-      scale_gradients(ctx.stages, clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));
+      gradients.scale(clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));
     }
     if (!ctx.dump_gradients_dir.empty()) {
+      gradients.gather_shards();  // sharded: every replica's .grad whole again, as the dump shows them
       dump_gradients(ctx.stages, result.loss_sum, result.loss_count, grad_norm,
                      fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.global_rank));
       return;
@@ -221,8 +246,14 @@ void run_training(LoopContext& ctx) {
     mark(comm::Phase::Optimizer);
     // Once per optimizer step, whatever the number of microbatches.
     const double lr = learning_rate(spec.optimizer, step, ctx.steps);
-    for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
-    if (finite) optimizer->step();
+    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+    if (finite) {
+      if (sharded) {
+        sharded->step();  // AdamW on the shard, then the parameters all-gathered
+      } else {
+        optimizer.step();
+      }
+    }
     if (ctx.observer) ctx.observer->on_step(step, result, lr, grad_norm, !finite, step_start, schedule_end);
     ++interval_steps;
     const auto now = Clock::now();
@@ -245,7 +276,7 @@ void run_training(LoopContext& ctx) {
           "step {}/{} | loss {:.4f} | lr {:.6g} | grad norm {:.4g} | {:.0f} tok/s | "
           "step {:.3f} s{}{}",
           step + 1, ctx.steps, result.loss_sum / static_cast<double>(result.loss_count),
-          optimizer->param_groups().front().options().get_lr(), grad_norm,
+          optimizer.param_groups().front().options().get_lr(), grad_norm,
           static_cast<double>(tokens_per_step * interval_steps) / elapsed, step_time,
           ctx.observer ? ctx.observer->log_suffix() : "", finite ? "" : " | skipped");
     }
@@ -267,11 +298,9 @@ void run_training(LoopContext& ctx) {
       interval_start = Clock::now();  // tokens/s counts training only
     }
     const auto interval = spec.checkpoint.interval;
-    // Replicas hold the same weights: the first one (dp rank 0) writes, the others go on.
-    if (!spec.checkpoint.dir.empty() && ctx.dp_rank == 0 &&
-        (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0))) {
+    if (!spec.checkpoint.dir.empty() && (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0))) {
       mark(comm::Phase::Checkpoint);
-      save_checkpoint(checkpoint, step + 1, lr);
+      save(step + 1, lr);
       interval_start = Clock::now();
     }
   }
@@ -281,7 +310,15 @@ void run_training(LoopContext& ctx) {
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),
                spec.runtime.device == config::Device::Cpu);
   }
-  log_tied_weights(ctx.stages, *optimizer);
+  log_tied_weights(ctx.stages, optimizer);
+  int64_t parameters = 0;
+  for (const auto& stage : ctx.stages) {
+    for (const auto& p : stage->parameters()) parameters += p.numel();
+  }
+  const int64_t state_bytes = adamw_state_bytes(optimizer);
+  spdlog::info("AdamW state on this rank: {} bytes for {} parameters ({:.2f} B per parameter{})", state_bytes,
+               parameters, static_cast<double>(state_bytes) / static_cast<double>(std::max<int64_t>(parameters, 1)),
+               sharded ? fmt::format(", sharded over dp {}", ctx.dp_size) : "");
   if (skipped_steps > 0) {
     spdlog::warn(
         "{} of {} optimizer steps skipped for non-finite values "

@@ -16,6 +16,7 @@
 #include "observe/observer.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
+#include "train/optimizer.hpp"
 
 namespace ppctl::train {
 
@@ -42,11 +43,6 @@ struct LoopContext {
   comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks of every replica; else null
   comm::ProgressCursor* progress = nullptr;  ///< told the step and phase (cheap atomics); may be null
 };
-
-/// AdamW as torch::optim::AdamW over the stages' parameters; weight decay on matrices (dim >= 2)
-/// only, not on biases and LayerNorm gains (as GPT-2/Megatron do).
-std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::StageModule>& stages,
-                                                    const config::OptimizerSpec& spec);
 
 /// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
 /// `ctx.resume_from` (its parameters and AdamW state loaded first; checkpoint/checkpoint.hpp). The gradients live in
