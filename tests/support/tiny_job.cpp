@@ -100,5 +100,13 @@ std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
   return steps;
 }
 
+std::vector<std::string> tied_hashes(const std::string& output) {
+  static const std::regex line(R"(tied embedding on stage \d+: (fnv1a64 [0-9a-f]+, moments fnv1a64 [0-9a-f]+))");
+  std::vector<std::string> hashes;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    hashes.push_back((*it)[1]);
+  }
+  return hashes;
+}
 
 }  // namespace ppctl::test

@@ -56,4 +56,13 @@ struct LoggedStep {
 };
 std::map<int64_t, LoggedStep> logged_steps(const std::string& output);
 
+/// The `tied embedding on stage S: fnv1a64 H, moments fnv1a64 M` lines' "fnv1a64 H, moments fnv1a64 M", one per
+/// line, in order (each worker logs one per tied copy it holds).
+std::vector<std::string> tied_hashes(const std::string& output);
+
+/// The schedule families as `pipeline.schedule` values (with virtual_stages: 2 where the family needs it),
+/// for GENERATE over every family at 2 ranks.
+inline const std::vector<std::string> kScheduleFamilies{"1f1b", "gpipe", "zb-h1", "interleaved-1f1b, virtual_stages: 2",
+                                                        "zbv, virtual_stages: 2"};
+
 }  // namespace ppctl::test

@@ -5,6 +5,7 @@
 // in flight bounded by the microbatches in flight.
 #include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
 #include <catch2/generators/catch_generators.hpp>
+#include <catch2/generators/catch_generators_range.hpp>
 
 #include <fmt/format.h>
 
@@ -38,16 +39,6 @@ std::map<std::string, std::string> checkpoint_files(const fs::path& step) {
   return files;
 }
 
-/// The `tied embedding on stage S: fnv1a64 H, moments fnv1a64 M` lines' hashes, one per line.
-std::vector<std::string> tied_hashes(const std::string& output) {
-  static const std::regex line(R"(tied embedding on stage \d+: (fnv1a64 [0-9a-f]+, moments fnv1a64 [0-9a-f]+))");
-  std::vector<std::string> hashes;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
-    hashes.push_back((*it)[1]);
-  }
-  return hashes;
-}
-
 }  // namespace
 
 TEST_CASE("REDUCE_GRAD in the schedule gives the bits of the reduction after it, tied copies and moments equal") {
@@ -56,8 +47,7 @@ TEST_CASE("REDUCE_GRAD in the schedule gives the bits of the reduction after it,
   // and final weights must be bitwise equal. The tied copies (stage 0's embedding, the last stage's
   // head) and their AdamW moments end bitwise equal on both replicas.
   at::set_num_threads(1);
-  const std::string schedule = GENERATE("1f1b", "gpipe", "zb-h1", "interleaved-1f1b, virtual_stages: 2",
-                                        "zbv, virtual_stages: 2");
+  const std::string schedule = GENERATE(from_range(kScheduleFamilies));
   const std::string name = schedule.substr(0, schedule.find(','));
   INFO(name);
   std::map<bool, std::map<int64_t, LoggedStep>> logged;

@@ -1,0 +1,160 @@
+// Tests for train/optimizer: the distributed optimizer (optimizer.distributed) end to end in real worker
+// processes over Gloo. Against the plain optimizer over 10 steps in every schedule family at dp 2 x pp 2
+// (losses and gradient norms within 1e-6 relative, clipping on), its AdamW state (8/dp bytes per parameter
+// but the tied copies), tied copies bitwise equal, and resuming across dp sizes with the option on or off.
+#include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/generators/catch_generators_range.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "config/load.hpp"
+#include "support/tiny_job.hpp"
+
+namespace fs = std::filesystem;
+using namespace ppctl;
+using namespace ppctl::test;
+
+namespace {
+
+/// The `AdamW state on this rank: B bytes for P parameters` lines: (bytes, parameters) by global rank.
+std::map<int, std::pair<int64_t, int64_t>> state_bytes(const std::string& output) {
+  static const std::regex line(R"(\[rank (\d+)\][^\n]*AdamW state on this rank: (\d+) bytes for (\d+) parameters)");
+  std::map<int, std::pair<int64_t, int64_t>> bytes;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    bytes[std::stoi((*it)[1])] = {std::stoll((*it)[2]), std::stoll((*it)[3])};
+  }
+  return bytes;
+}
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+/// Checks the logged steps `from`..`to` of `run` against `reference`'s within `tolerance` relative.
+void check_steps(const std::map<int64_t, LoggedStep>& run, const std::map<int64_t, LoggedStep>& reference,
+                 int64_t from, int64_t to, double tolerance) {
+  for (int64_t step = from; step <= to; ++step) {
+    INFO("step " << step);
+    REQUIRE(run.count(step) == 1);
+    REQUIRE(reference.count(step) == 1);
+    CHECK(relative(run.at(step).loss, reference.at(step).loss) <= tolerance);
+    CHECK(relative(run.at(step).grad_norm, reference.at(step).grad_norm) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the distributed optimizer trains as the plain one: every family at dp 2 x pp 2, a quarter of the state") {
+  // 10 steps each way, clipping on (the global norm spans the shards), small buckets (several per stage,
+  // so shards cut parameters and buckets are padded). The weights follow the same arithmetic either way:
+  // AdamW is element-wise, the reduce-scatter sums what the all-reduce sums; only the gradient norm's
+  // fp64 sum is taken in other pieces, which moves the clip factor in its last bits.
+  at::set_num_threads(1);
+  const std::string schedule = GENERATE(from_range(kScheduleFamilies));
+  const std::string name = schedule.substr(0, schedule.find(','));
+  INFO(name);
+  std::map<bool, std::map<int64_t, LoggedStep>> logged;
+  std::map<bool, std::map<int, std::pair<int64_t, int64_t>>> bytes;
+  int64_t tied_numel = 0;
+  for (const bool distributed : {false, true}) {
+    const auto dir = fresh_dir(fmt::format("distopt_{}_{}", name, distributed));
+    Job job{2, 4, 2, 10};
+    job.pipeline = ", data_parallel: 2";
+    job.optimizer = fmt::format(", clip_grad_norm: 0.05, distributed: {}", distributed);
+    job.runtime = ", grad_bucket_size: 3001";
+    job.train = ", log_interval: 1";
+    const auto spec_path = edit_spec(make_job(job, dir), "schedule: 1f1b", "schedule: " + schedule);
+    const auto spec = config::load_job_spec(spec_path.string());
+    REQUIRE(spec.model.tie_embeddings);
+    tied_numel = spec.model.vocab_size * spec.model.hidden;
+    const auto run = run_job(spec_path, {});
+    INFO(run.output);
+    REQUIRE(run.result.exit_code == 0);
+    logged[distributed] = logged_steps(run.output);
+    REQUIRE(logged[distributed].size() == 10);
+    bytes[distributed] = state_bytes(run.output);
+    REQUIRE(bytes[distributed].size() == 4);
+    const auto hashes = tied_hashes(run.output);
+    REQUIRE(hashes.size() == 4);  // 2 copies x 2 replicas: weights and moments bitwise equal
+    CHECK(std::set<std::string>(hashes.begin(), hashes.end()).size() == 1);
+  }
+  check_steps(logged[true], logged[false], 1, 10, 1e-6);
+  // Global ranks: pipeline rank r of replica d is r * dp + d (the pipeline rank outermost). Plain: 8 B per
+  // parameter on every rank. Distributed: the replicas of a pipeline rank split the moments of its untied
+  // parameters between them, exactly once, and each keeps the whole moments of the tied copies it holds
+  // (one per pipeline rank, or both on rank 0 under zbv's V placement).
+  int64_t copies_held = 0;
+  for (const int r : {0, 1}) {
+    INFO("pipeline rank " << r);
+    const auto plain = bytes[false].at(2 * r);
+    CHECK(bytes[false].at(2 * r + 1) == plain);
+    CHECK(plain.first == 8 * plain.second);
+    const auto first = bytes[true].at(2 * r), second = bytes[true].at(2 * r + 1);
+    CHECK(first.second == plain.second);
+    const int64_t extra = first.first + second.first - plain.first;  // the tied copies' moments, counted twice
+    CHECK(extra % (8 * tied_numel) == 0);
+    const int64_t copies = extra / (8 * tied_numel);
+    copies_held += copies;
+    const int64_t untied = plain.second - copies * tied_numel;
+    for (const auto& replica : {first, second}) {  // 8/dp B per untied parameter, give or take a bucket's padding
+      CHECK(std::abs(static_cast<double>(replica.first - 8 * copies * tied_numel) - 4.0 * static_cast<double>(untied)) <=
+            8.0 * 2);
+    }
+  }
+  CHECK(copies_held == 2);
+}
+
+TEST_CASE("a distributed optimizer's checkpoint resumes at another dp size, and with the option off or on") {
+  // The checkpoint holds whole AdamW moments (gathered at save): dp 2 distributed, saved after step 2,
+  // continues as the uninterrupted run at dp 1 (the option has nothing to shard: a note), at dp 4 and with
+  // the option off; a plain dp 1 checkpoint continues under the distributed optimizer at dp 2. The global
+  // batch stays 16 sequences; dp sizes sum the replicas' gradients in other orders (1e-5 relative).
+  at::set_num_threads(1);
+  const auto spec_for = [](const fs::path& dir, int64_t dp, bool distributed, int64_t steps) {
+    Job job{2, 8 / dp, 2, steps};
+    job.pipeline = fmt::format(", data_parallel: {}", dp);
+    job.optimizer = fmt::format(", distributed: {}", distributed);
+    job.runtime = ", grad_bucket_size: 2999";
+    job.train = ", log_interval: 1";
+    job.sections = "checkpoint: {dir: ckpt, interval: 2}\n";
+    return make_job(job, dir);
+  };
+  const auto base_dir = fresh_dir("distopt_resume_base");
+  const auto base = run_job(spec_for(base_dir, 2, true, 4), {});
+  INFO(base.output);
+  REQUIRE(base.result.exit_code == 0);
+  const auto whole = logged_steps(base.output);
+  const auto saved = base_dir / "ckpt" / "step-00000002";
+  REQUIRE(fs::exists(saved));
+  struct Resume {
+    int64_t dp;
+    bool distributed;
+    double tolerance;
+  };
+  for (const auto& resume : {Resume{1, true, 1e-5}, Resume{4, true, 1e-5}, Resume{2, false, 1e-6}}) {
+    INFO("resumed at dp " << resume.dp << ", distributed " << resume.distributed);
+    const auto dir = fresh_dir(fmt::format("distopt_resume_dp{}_{}", resume.dp, resume.distributed));
+    const auto run = run_job(spec_for(dir, resume.dp, resume.distributed, 4), {"--resume", saved.string()});
+    INFO(run.output);
+    REQUIRE(run.result.exit_code == 0);
+    CHECK(run.output.find("after step 2") != std::string::npos);
+    if (resume.dp == 1) CHECK(run.output.find("with dp 1 there is nothing to shard") != std::string::npos);
+    const auto steps = logged_steps(run.output);
+    CHECK(steps.count(2) == 0);
+    check_steps(steps, whole, 3, 4, resume.tolerance);
+  }
+  // And on: a plain dp 1 run's checkpoint continued by the distributed optimizer at dp 2.
+  const auto plain_dir = fresh_dir("distopt_resume_plain");
+  const auto plain = run_job(spec_for(plain_dir, 1, false, 4), {});
+  REQUIRE(plain.result.exit_code == 0);
+  const auto dir = fresh_dir("distopt_resume_on");
+  const auto run = run_job(spec_for(dir, 2, true, 4), {"--resume", (plain_dir / "ckpt" / "step-00000002").string()});
+  INFO(run.output);
+  REQUIRE(run.result.exit_code == 0);
+  check_steps(logged_steps(run.output), logged_steps(plain.output), 3, 4, 1e-5);
+}
