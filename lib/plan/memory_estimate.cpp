@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/check.hpp"
+
 namespace ppctl::plan {
 namespace {
 
@@ -238,6 +240,10 @@ StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const Sta
   return bytes;
 }
 
-StaticBytes static_bytes(int64_t parameters) { return {4 * parameters, 4 * parameters, 8 * parameters}; }
+StaticBytes static_bytes(int64_t parameters, int64_t optimizer_shards, int64_t unsharded) {
+  PPCTL_ASSERT(optimizer_shards >= 1 && unsharded >= 0 && unsharded <= parameters, "static_bytes: bad arguments");
+  const int64_t sharded = parameters - unsharded;
+  return {4 * parameters, 4 * parameters, 8 * unsharded + 8 * ((sharded + optimizer_shards - 1) / optimizer_shards)};
+}
 
 }  // namespace ppctl::plan

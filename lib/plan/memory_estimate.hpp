@@ -102,12 +102,16 @@ StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const Sta
 /// Static bytes of `parameters` parameters: the fp32 weights (4 B each), their fp32 gradients
 /// (4 B) and AdamW's two fp32 moments (8 B). runtime.precision bf16 is autocast over fp32
 /// weights (the fp32 weights are the master weights; no extra copy outside the forward's graph).
+/// With the distributed optimizer (optimizer.distributed, `optimizer_shards` = dp > 1) the moments
+/// of all but `unsharded` of the parameters (the tied embedding's copies, kept whole) are split over
+/// the dp replicas: 8 x unsharded + 8 x ceil((parameters - unsharded) / dp) B, Megatron-Core's
+/// 8 + 8/d per parameter (a bucket's padding to a multiple of dp, under dp elements, is left out).
 struct StaticBytes {
   int64_t parameters = 0;
   int64_t gradients = 0;
   int64_t optimizer = 0;
   int64_t total() const { return parameters + gradients + optimizer; }
 };
-StaticBytes static_bytes(int64_t parameters);
+StaticBytes static_bytes(int64_t parameters, int64_t optimizer_shards = 1, int64_t unsharded = 0);
 
 }  // namespace ppctl::plan

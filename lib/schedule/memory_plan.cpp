@@ -18,6 +18,11 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+/// The data-parallel size when optimizer.distributed shards AdamW's state over it, else 1.
+int64_t optimizer_shards(const config::JobSpec& spec) {
+  return spec.optimizer.distributed ? std::max<int64_t>(spec.pipeline.data_parallel, 1) : 1;
+}
+
 /// "1.25 GiB", "340.0 MiB" below one GiB, or "812.5 KiB" below one MiB (small models keep 4 digits).
 std::string bytes_text(int64_t bytes) {
   const auto b = static_cast<double>(bytes);
@@ -105,14 +110,19 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
   const int64_t p2p = plan::p2p_bytes(spec);
   const int64_t boundary = plan::boundary_bytes(spec);
   const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
+  // The tied embedding's two copies (the first stage's and the last stage's), when on several stages.
+  int64_t tied_copy = 0;
+  for (const auto& stage : layout.stages) tied_copy += stage.tied_copy;
   std::vector<RankMemory> out;
   for (int64_t r = 0; r < program.num_ranks(); ++r) {
     RankMemory rank;
     rank.rank = r;
     for (const auto& stage : layout.stages) {
-      if (stage.rank == r) rank.parameters += stage.parameters;
+      if (stage.rank != r) continue;
+      rank.parameters += stage.parameters;
+      rank.tied += stage.tied_copy + (stage.has_embedding ? tied_copy : 0);
     }
-    rank.fixed = plan::static_bytes(rank.parameters);
+    rank.fixed = plan::static_bytes(rank.parameters, optimizer_shards(spec), rank.tied);
     Peak bytes, pairs, buffers, sends, receives, total;
     std::set<std::tuple<int, int64_t, int64_t>> posted;  // receives posted, not yet consumed
     std::set<std::pair<int64_t, int64_t>> outputs;        // (stage, microbatch) outputs not yet sent
@@ -228,8 +238,22 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
     if (most == nullptr || r.total() > most->total()) most = &r;
   }
   if (over.empty()) return {};
-  // Only what the spec can still change: more stages always (while layers are left to split).
-  std::vector<std::string> options{"more pipeline stages"};
+  // Only what the spec can still change: the distributed optimizer (first, when it alone would fit),
+  // more stages always (while layers are left to split).
+  std::vector<std::string> options;
+  const int64_t dp = std::max<int64_t>(spec.pipeline.data_parallel, 1);
+  if (!spec.optimizer.distributed && dp > 1) {
+    int64_t largest = 0;  // the largest total with AdamW's state sharded over dp
+    for (const auto& r : ranks) {
+      largest = std::max(largest, r.total() - r.fixed.optimizer + plan::static_bytes(r.parameters, dp, r.tied).optimizer);
+    }
+    options.push_back(static_cast<double>(largest) / kGiB <= limit
+                          ? fmt::format("optimizer.distributed: true, which alone fits: at most {} per rank",
+                                        bytes_text(largest))
+                          : fmt::format("optimizer.distributed: true (at most {} per rank, not enough alone)",
+                                        bytes_text(largest)));
+  }
+  options.emplace_back("more pipeline stages");
   if (spec.train.recompute == config::Recompute::None) options.emplace_back("train.recompute full or blocks");
   if (spec.train.recompute == config::Recompute::Blocks) options.emplace_back("train.recompute full");
   if (spec.pipeline.micro_batch_size > 1) options.emplace_back("a smaller pipeline.micro_batch_size");
@@ -254,13 +278,18 @@ std::string format_memory(const config::JobSpec& spec, const std::vector<RankMem
   std::string mode = config::to_string(spec.train.recompute);
   if (spec.train.recompute == config::Recompute::Blocks) mode += fmt::format(" every {}", spec.train.recompute_every);
   std::string out = fmt::format(
-      "\nmemory per pp rank (estimate; precision {}, recompute {}; weights + gradients + AdamW = 16 B per "
-      "parameter; activations: the most kept between actions, at the peak of microbatches in flight; send and "
+      "\nmemory per pp rank (estimate; precision {}, recompute {}; {}; activations: the most kept between actions, at the peak of microbatches in flight; send and "
       "receive buffers of {} each, p2p dtype {}, the most alive at once; transient: the most one action "
       "allocates for its duration (logits, backward temporaries, recomputed graphs); peak: activations + "
       "buffers + the running action's transient, the most at any one time; gradient buckets reduce in place: "
       "0; total = weights + gradients + AdamW + peak):\n",
-      config::to_string(spec.runtime.precision), mode, bytes_text(plan::p2p_bytes(spec)),
+      config::to_string(spec.runtime.precision), mode,
+      optimizer_shards(spec) > 1
+          ? fmt::format("weights + gradients = 8 B per parameter, AdamW 8/{} B sharded over dp (optimizer.distributed; "
+                        "the tied embedding's copies 8 B)",
+                        optimizer_shards(spec))
+          : std::string("weights + gradients + AdamW = 16 B per parameter"),
+      bytes_text(plan::p2p_bytes(spec)),
       config::to_string(config::p2p_dtype_of(spec.runtime)));
   const auto row = [](const auto&... cells) {
     return fmt::format("{:>7}  {:>10}  {:>10}  {:>10}  {:>11}  {:>9}  {:>14}  {:>14}  {:>10}  {:>10}  {:>10}\n",

@@ -18,7 +18,9 @@ namespace ppctl::schedule {
 struct RankMemory {
   int64_t rank = 0;
   int64_t parameters = 0;        ///< count, over the stages the rank holds (a tied head's copy included)
-  plan::StaticBytes fixed;       ///< weights, gradients, AdamW moments
+  int64_t tied = 0;              ///< of `parameters`, the tied embedding's copies (both ends of several stages):
+                                 ///< the distributed optimizer keeps their AdamW state whole
+  plan::StaticBytes fixed;       ///< weights, gradients, AdamW moments (sharded with optimizer.distributed, dp > 1)
   int64_t activations = 0;       ///< the most held between two actions (plan::stage_activation_bytes
                                  ///< summed over the (stage, microbatch) pairs alive then, and the
                                  ///< outputs not yet sent): runtime::StepResult::kept_bytes
@@ -72,7 +74,8 @@ std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Prog
 
 /// One warning for all the ranks whose total exceeds runtime.device_memory_gib, or none (also when it is
 /// 0): "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (fix: ...)" for one rank
-/// (the fix names only the settings the spec can still change: recompute, micro batch, precision),
+/// (the fix names only the settings the spec can still change: recompute, micro batch, precision, and
+/// with dp > 1 optimizer.distributed, first and saying "fits" when that alone brings every rank under),
 /// "pp ranks 0-63: estimated 70.1 GiB to 84.2 GiB (pp rank 0) exceed ..." for several (the ranks
 /// compressed by core::format_rank_list, the smallest and largest estimate, the rank of the largest), so
 /// that a plan of hundreds of ranks says it once.

@@ -205,3 +205,71 @@ TEST_CASE("runtime.device_memory_gib: one warning for the ranks whose estimate e
   CHECK_THAT(text, ContainsSubstring("memory per pp rank (estimate; precision fp32, recompute none") &&
                        ContainsSubstring("WARNING: pp ranks 0, 1: estimated"));
 }
+
+TEST_CASE("optimizer.distributed: AdamW's state 8/dp B per parameter but the tied copies', and the warning says it fits") {
+  for (const auto kind : {config::ScheduleKind::OneFOneB, config::ScheduleKind::ZBV}) {
+    auto spec = spec_of(kind, 2, 4);
+    spec.model.tie_embeddings = true;
+    spec.pipeline.data_parallel = 4;
+    const auto plain = plan_of(spec);
+    spec.optimizer.distributed = true;
+    const auto sharded = plan_of(spec);
+    const int64_t tied = spec.model.vocab_size * spec.model.hidden;
+    int64_t copies = 0;
+    for (size_t r = 0; r < plain.ranks.size(); ++r) {
+      INFO("schedule " << static_cast<int>(kind) << ", pp rank " << r);
+      const auto& a = plain.ranks[r];
+      const auto& b = sharded.ranks[r];
+      CHECK(a.tied == b.tied);
+      CHECK(a.tied % tied == 0);
+      copies += a.tied / tied;
+      CHECK(a.fixed.optimizer == 8 * a.parameters);  // without the option, whatever dp
+      CHECK(b.fixed.parameters == a.fixed.parameters);
+      CHECK(b.fixed.gradients == a.fixed.gradients);
+      CHECK(b.fixed.optimizer == 8 * b.tied + 8 * ((b.parameters - b.tied + 3) / 4));
+      CHECK(b.peak == a.peak);
+    }
+    CHECK(copies == 2);  // the embedding and the head's copy: one per rank, or both on rank 0 under zbv
+    // dp 1: nothing to shard.
+    spec.pipeline.data_parallel = 1;
+    const auto alone = plan_of(spec);
+    for (const auto& r : alone.ranks) CHECK(r.fixed.optimizer == 8 * r.parameters);
+  }
+  CHECK(plan::static_bytes(1001, 4, 0).optimizer == 8 * 251);  // rounded up: a shard holds whole elements
+  CHECK(plan::static_bytes(1000, 3, 100).optimizer == 8 * 100 + 8 * 300);
+  CHECK(plan::static_bytes(1000, 1, 100).optimizer == 8000);
+
+  // The device-memory warning: with dp > 1 and the option off it is offered first, and said to fit
+  // when that alone brings every rank under the limit.
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
+  spec.pipeline.data_parallel = 8;
+  auto p = plan_of(spec);
+  int64_t sharded_total = 0, plain_total = 0;
+  for (const auto& r : p.ranks) {
+    plain_total = std::max(plain_total, r.total());
+    sharded_total = std::max(sharded_total,
+                             r.total() - r.fixed.optimizer + plan::static_bytes(r.parameters, 8, r.tied).optimizer);
+  }
+  REQUIRE(sharded_total < plain_total);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  spec.runtime.device_memory_gib = static_cast<double>(sharded_total + plain_total) / 2 / kGiB;
+  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0),
+             ContainsSubstring("(fix: optimizer.distributed: true, which alone fits: at most "));
+  spec.runtime.device_memory_gib = static_cast<double>(sharded_total) / 2 / kGiB;
+  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0),
+             ContainsSubstring("(fix: optimizer.distributed: true (at most ") &&
+                 ContainsSubstring("per rank, not enough alone), more pipeline stages"));
+  // Once on, or at dp 1, it is not offered.
+  spec.optimizer.distributed = true;
+  p = plan_of(spec);
+  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0), !ContainsSubstring("optimizer.distributed"));
+  spec.optimizer.distributed = false;
+  spec.pipeline.data_parallel = 1;
+  p = plan_of(spec);
+  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0), !ContainsSubstring("optimizer.distributed"));
+  // The table's header says which.
+  spec.pipeline.data_parallel = 8;
+  spec.optimizer.distributed = true;
+  CHECK_THAT(schedule::format_memory(spec, plan_of(spec).ranks),
+             ContainsSubstring("AdamW 8/8 B sharded over dp (optimizer.distributed"));
+}

@@ -15,6 +15,9 @@
 #include <set>
 
 #include "config/load.hpp"
+#include "plan/layout.hpp"
+#include "schedule/job_program.hpp"
+#include "schedule/memory_plan.hpp"
 #include "support/tiny_job.hpp"
 
 namespace fs = std::filesystem;
@@ -61,6 +64,7 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
   std::map<bool, std::map<int64_t, LoggedStep>> logged;
   std::map<bool, std::map<int, std::pair<int64_t, int64_t>>> bytes;
   int64_t tied_numel = 0;
+  std::map<bool, std::vector<schedule::RankMemory>> planned;  // ppctl plan's memory table, per pipeline rank
   for (const bool distributed : {false, true}) {
     const auto dir = fresh_dir(fmt::format("distopt_{}_{}", name, distributed));
     Job job{2, 4, 2, 10};
@@ -72,6 +76,8 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
     const auto spec = config::load_job_spec(spec_path.string());
     REQUIRE(spec.model.tie_embeddings);
     tied_numel = spec.model.vocab_size * spec.model.hidden;
+    const auto program = schedule::job_program(spec);
+    planned[distributed] = schedule::estimate_memory(spec, plan::make_layout(spec, &program.stage_to_rank), program);
     const auto run = run_job(spec_path, {});
     INFO(run.output);
     REQUIRE(run.result.exit_code == 0);
@@ -104,7 +110,10 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
     for (const auto& replica : {first, second}) {  // 8/dp B per untied parameter, give or take a bucket's padding
       CHECK(std::abs(static_cast<double>(replica.first - 8 * copies * tied_numel) - 4.0 * static_cast<double>(untied)) <=
             8.0 * 2);
+      // What `ppctl plan` prints in its AdamW column, in each mode.
+      CHECK(std::abs(replica.first - planned[true].at(static_cast<size_t>(r)).fixed.optimizer) <= 8 * 2);
     }
+    CHECK(planned[false].at(static_cast<size_t>(r)).fixed.optimizer == plain.first);
   }
   CHECK(copies_held == 2);
 }
