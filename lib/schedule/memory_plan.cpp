@@ -248,7 +248,7 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
       largest = std::max(largest, r.total() - r.fixed.optimizer + plan::static_bytes(r.parameters, dp, r.tied).optimizer);
     }
     options.push_back(static_cast<double>(largest) / kGiB <= limit
-                          ? fmt::format("optimizer.distributed: true, which alone fits: at most {} per rank",
+                          ? fmt::format("optimizer.distributed: true (enough alone: at most {} per rank)",
                                         bytes_text(largest))
                           : fmt::format("optimizer.distributed: true (at most {} per rank, not enough alone)",
                                         bytes_text(largest)));
@@ -285,9 +285,12 @@ std::string format_memory(const config::JobSpec& spec, const std::vector<RankMem
       "0; total = weights + gradients + AdamW + peak):\n",
       config::to_string(spec.runtime.precision), mode,
       optimizer_shards(spec) > 1
-          ? fmt::format("weights + gradients = 8 B per parameter, AdamW 8/{} B sharded over dp (optimizer.distributed; "
-                        "the tied embedding's copies 8 B)",
-                        optimizer_shards(spec))
+          ? fmt::format("weights + gradients = 8 B per parameter, AdamW sharded over dp {}: 8/dp = {:g} B per "
+                        "parameter (optimizer.distributed{})",
+                        optimizer_shards(spec), 8.0 / static_cast<double>(optimizer_shards(spec)),
+                        spec.model.tie_embeddings && spec.pipeline.stages * spec.pipeline.virtual_stages > 1
+                            ? "; 8 B for the tied embedding's two copies, kept whole"
+                            : "")
           : std::string("weights + gradients + AdamW = 16 B per parameter"),
       bytes_text(plan::p2p_bytes(spec)),
       config::to_string(config::p2p_dtype_of(spec.runtime)));

@@ -254,7 +254,7 @@ TEST_CASE("optimizer.distributed: AdamW's state 8/dp B per parameter but the tie
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   spec.runtime.device_memory_gib = static_cast<double>(sharded_total + plain_total) / 2 / kGiB;
   CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0),
-             ContainsSubstring("(fix: optimizer.distributed: true, which alone fits: at most "));
+             ContainsSubstring("(fix: optimizer.distributed: true (enough alone: at most "));
   spec.runtime.device_memory_gib = static_cast<double>(sharded_total) / 2 / kGiB;
   CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0),
              ContainsSubstring("(fix: optimizer.distributed: true (at most ") &&
@@ -271,5 +271,9 @@ TEST_CASE("optimizer.distributed: AdamW's state 8/dp B per parameter but the tie
   spec.pipeline.data_parallel = 8;
   spec.optimizer.distributed = true;
   CHECK_THAT(schedule::format_memory(spec, plan_of(spec).ranks),
-             ContainsSubstring("AdamW 8/8 B sharded over dp (optimizer.distributed"));
+             ContainsSubstring("AdamW sharded over dp 8: 8/dp = 1 B per parameter (optimizer.distributed; 8 B for the "
+                               "tied embedding's two copies, kept whole)"));
+  spec.model.tie_embeddings = false;
+  CHECK_THAT(schedule::format_memory(spec, plan_of(spec).ranks),
+             ContainsSubstring("8/dp = 1 B per parameter (optimizer.distributed)"));
 }
