@@ -244,6 +244,9 @@ struct RuntimeSpec {
   bool overlap_grad_reduce = true;    ///< each stage's data-parallel gradient reduction starts right after its
                                       ///< last backward of the step (REDUCE_GRAD actions in the schedule, as
                                       ///< Megatron-Core's overlap_grad_reduce); false: after the whole schedule.
+  bool overlap_param_gather = true;   ///< optimizer.distributed: each stage's forward waits for its own updated
+                                      ///< parameters (the all-gather after AdamW runs under the next step's start,
+                                      ///< Megatron-Core's overlap_param_gather); false: waited for right after AdamW.
   int64_t grad_bucket_size = 0;       ///< parameters per gradient bucket (one collective each); 0 = Megatron-Core's
                                       ///< default max(40M, 1M x dp) (train::bucket_size_of). Range [0, 1e9].
 };

@@ -302,6 +302,8 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
                    {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}}),
         bool_field("overlap_grad_reduce", r.overlap_grad_reduce,
                    "start each stage's gradient reduction right after its last backward (REDUCE_GRAD)"),
+        bool_field("overlap_param_gather", r.overlap_param_gather,
+                   "optimizer.distributed: each stage's first forward waits for its updated parameters"),
         int_field("grad_bucket_size", r.grad_bucket_size, {0, kBillion},
                   "parameters per gradient bucket; 0 = max(40M, 1M x dp)")}},
       {"observe",

@@ -332,6 +332,8 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   slot.loss_scale = loss_scale;
   if (last) slot.targets = batch.targets.to(device_);
 
+  if (gather_ != nullptr) gather_->ready(action.stage);  // this step's weights, after the input's wait
+
   std::optional<torch::NoGradGuard> no_grad;
   if (!keep_graph) no_grad.emplace();
   const auto& starts = segment_starts_.at(action.stage);

@@ -15,6 +15,7 @@
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
 #include "runtime/grad_reduction.hpp"
+#include "runtime/param_gather.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/split_backward.hpp"
 #include "runtime/trace.hpp"
@@ -137,6 +138,10 @@ class Executor {
   /// The data-parallel gradient reduction REDUCE_GRAD actions start and run_step finishes; null
   /// (the default): none. `reduction` must outlive the executor's steps. Forward-only runs skip it.
   void set_gradient_reduction(GradientReduction* reduction) { reduction_ = reduction; }
+  /// The distributed optimizer's parameter all-gather, which each F waits for (ready(stage)) once its
+  /// input is there; null (the default): parameters are always current. `gather` must outlive the
+  /// executor's steps.
+  void set_parameter_gather(ParameterGather* gather) { gather_ = gather; }
   /// Optional: run_step stores the index of the action it starts into `*position` (relaxed; read by
   /// comm::ProgressPublisher). Null (the default): nothing is stored.
   void set_progress(std::atomic<int64_t>* position) { progress_ = position; }
@@ -227,6 +232,7 @@ class Executor {
   bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
   TraceRecorder* trace_ = nullptr;
   GradientReduction* reduction_ = nullptr;
+  ParameterGather* gather_ = nullptr;
   std::atomic<int64_t>* progress_ = nullptr;
   bool tracing_ = false;  // trace_ records the step being run
   int64_t step_ = 0;      // the step being run (from 0)

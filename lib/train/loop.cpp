@@ -129,13 +129,17 @@ void run_training(LoopContext& ctx) {
   // move into buffers laid out as the gradients').
   auto plain = distributed ? nullptr : make_optimizer(ctx.stages, spec.optimizer);
   auto sharded = distributed ? std::make_unique<DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel,
-                                                                      spec.optimizer)
+                                                                      spec.optimizer, spec.runtime.overlap_param_gather)
                              : nullptr;
   torch::optim::AdamW& optimizer = sharded ? sharded->local() : *plain;
   ctx.executor.set_gradient_reduction(&gradients);
+  ctx.executor.set_parameter_gather(sharded.get());  // each F waits for its stage's updated weights
   struct Detach {  // the executor outlives this function's buffers
     runtime::Executor& executor;
-    ~Detach() { executor.set_gradient_reduction(nullptr); }
+    ~Detach() {
+      executor.set_gradient_reduction(nullptr);
+      executor.set_parameter_gather(nullptr);
+    }
   } detach{ctx.executor};
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
@@ -305,6 +309,7 @@ void run_training(LoopContext& ctx) {
     }
   }
   mark(comm::Phase::Finishing);
+  if (sharded) sharded->wait_all();  // every weight current before anything reads them (hashes, export)
   if (timed_steps > 0) {
     log_timing(timing, timed_step_ms, timed_steps,
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),

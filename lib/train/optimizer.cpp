@@ -33,8 +33,8 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 
 DistributedOptimizer::DistributedOptimizer(const std::vector<model::StageModule>& stages,
                                            const GradientBuffers& gradients, comm::Communicator& data_parallel,
-                                           const config::OptimizerSpec& spec)
-    : data_parallel_(data_parallel), spec_(spec) {
+                                           const config::OptimizerSpec& spec, bool overlap)
+    : data_parallel_(data_parallel), spec_(spec), overlap_(overlap) {
   PPCTL_ASSERT(gradients.sharded(), "the distributed optimizer needs sharded gradient buffers");
   torch::NoGradGuard no_grad;
   const int64_t dp = data_parallel.world_size(), rank = data_parallel.rank();
@@ -95,18 +95,30 @@ std::map<int64_t, std::vector<torch::Tensor>> DistributedOptimizer::owned_gradie
 }
 
 void DistributedOptimizer::step() {
+  wait_all();  // a step skipped since the last one leaves nothing in flight; a step never posts twice
   local_->step();
   ++steps_taken_;
   torch::NoGradGuard no_grad;
-  std::vector<comm::PendingOp> ops;
   for (auto& stage : stages_) {
+    auto& ops = gathering_[stage.index];
     for (size_t b = 0; b < stage.buckets.size(); ++b) {
       ops.push_back(data_parallel_.all_gather_inplace_async(
           stage.buckets[b].params, fmt::format("parameter bucket {} of {} of stage {}", b + 1, stage.buckets.size(),
                                                stage.index)));
     }
   }
-  for (const auto& op : ops) data_parallel_.wait(op);
+  if (!overlap_) wait_all();
+}
+
+void DistributedOptimizer::ready(int64_t stage) {
+  const auto it = gathering_.find(stage);
+  if (it == gathering_.end()) return;
+  for (const auto& op : it->second) data_parallel_.wait(op);
+  gathering_.erase(it);
+}
+
+void DistributedOptimizer::wait_all() {
+  while (!gathering_.empty()) ready(gathering_.begin()->first);
 }
 
 namespace {
@@ -119,7 +131,8 @@ torch::Tensor cpu_copy(const torch::Tensor& tensor) {
 }  // namespace
 
 std::unique_ptr<torch::optim::AdamW> DistributedOptimizer::gather_state(
-    const std::vector<model::StageModule>& stages) const {
+    const std::vector<model::StageModule>& stages) {
+  wait_all();  // the parameters whole before the moments' collectives
   torch::NoGradGuard no_grad;
   auto full = make_optimizer(stages, spec_);
   if (steps_taken_ == 0) return full;  // AdamW holds no state before its first step

@@ -13,6 +13,7 @@
 #include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
+#include "runtime/param_gather.hpp"
 #include "train/grad_buffers.hpp"
 
 namespace ppctl::train {
@@ -45,13 +46,14 @@ int64_t adamw_state_bytes(const torch::optim::AdamW& optimizer);
 /// The tied embedding copies are in no bucket: their gradients are all-reduced as without the
 /// option, and each holder keeps their full AdamW state and steps them itself (small next to the
 /// blocks; the same bits on every replica).
-class DistributedOptimizer {
+class DistributedOptimizer final : public runtime::ParameterGather {
  public:
   /// `stages`' parameters are re-seated (set_data) into the parameter buffers, values kept.
   /// `gradients` must have been built over the same stages with `shard` and `data_parallel`;
-  /// `spec`: AdamW's hyper-parameters (make_optimizer's groups).
+  /// `spec`: AdamW's hyper-parameters (make_optimizer's groups). `overlap` (runtime.overlap_param_gather):
+  /// step() leaves the all-gathers in flight for ready() / wait_all(); otherwise it waits for them.
   DistributedOptimizer(const std::vector<model::StageModule>& stages, const GradientBuffers& gradients,
-                       comm::Communicator& data_parallel, const config::OptimizerSpec& spec);
+                       comm::Communicator& data_parallel, const config::OptimizerSpec& spec, bool overlap);
 
   /// The optimizer over this rank's shard pieces and tied copies (its param_groups carry the
   /// learning rate; its state the moments of the pieces held).
@@ -63,14 +65,22 @@ class DistributedOptimizer {
   /// local_gradient_stats). Summed over the data-parallel group, they cover each gradient once.
   std::map<int64_t, std::vector<torch::Tensor>> owned_gradients() const;
 
-  /// AdamW on the shard, then the in-place all-gather of every parameter bucket (waited; bounded
-  /// by the group's timeout, throwing as Communicator::wait does).
+  /// AdamW on the shard, then the in-place all-gather of every parameter bucket, posted stage by
+  /// stage; waited for here unless `overlap` (bounded by the group's timeout, throwing as
+  /// Communicator::wait does).
   void step();
+
+  /// Waits for `stage`'s parameter all-gathers still in flight (nothing when none is).
+  void ready(int64_t stage) override;
+  /// Waits for every stage's: before anything but a forward reads the weights (a checkpoint, the
+  /// run's end).
+  void wait_all();
 
   /// Collective over the data-parallel group (every replica calls it): an AdamW over `stages`'
   /// parameters (make_optimizer) whose state holds the full moments, gathered bucket by bucket, on
   /// the CPU (for save_checkpoint's per-parameter format). Empty state before the first step.
-  std::unique_ptr<torch::optim::AdamW> gather_state(const std::vector<model::StageModule>& stages) const;
+  /// Waits for the parameter all-gathers first (wait_all).
+  std::unique_ptr<torch::optim::AdamW> gather_state(const std::vector<model::StageModule>& stages);
 
   /// Takes this rank's shard of the moments from `full` (loaded by load_checkpoint over `stages`'
   /// parameters, whatever dp or option it was saved with): what gather_state would give back.
@@ -101,6 +111,8 @@ class DistributedOptimizer {
   std::vector<Stage> stages_;
   std::vector<Piece> pieces_;
   std::unique_ptr<torch::optim::AdamW> local_;
+  bool overlap_ = true;
+  std::map<int64_t, std::vector<comm::PendingOp>> gathering_;  // by stage: all-gathers posted, not yet waited for
   int64_t steps_taken_ = 0;  // AdamW steps taken (skipped steps not counted), as AdamWParamState::step
 };
 
