@@ -14,8 +14,11 @@
 #include <regex>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "config/load.hpp"
 #include "job/local_job.hpp"
+#include "observe/run_dir.hpp"
 #include "support/temp_dir.hpp"
 
 namespace ppctl::test {
@@ -51,7 +54,14 @@ fs::path edit_spec(const fs::path& spec_path, const std::string& from, const std
   return spec_path;
 }
 
-Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
+Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) { return run_job(spec_path, args, {}); }
+
+Run run_job(const fs::path& spec_path, const std::vector<std::string>& args, const fs::path& run_dir) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!run_dir.empty()) {
+    fs::create_directories(run_dir);
+    env.emplace_back(observe::kRunDirVariable, run_dir.string());
+  }
   const auto spec = config::load_job_spec(spec_path.string());
   const auto log = spec_path.parent_path() / "output.log";
   std::fflush(stdout);
@@ -78,8 +88,7 @@ Run run_job(const fs::path& spec_path, const std::vector<std::string>& args) {
     const Restore restore{saved_out, saved_err};
     const auto start = std::chrono::steady_clock::now();
     const auto world = spec.pipeline.stages * std::max<int64_t>(spec.pipeline.data_parallel, 1);  // dp x pp
-    run.result = job::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY,
-                                    spec_path.string(), args);
+    run.result = job::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY, spec_path.string(), args, env);
     run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   std::ifstream in(log);
@@ -96,6 +105,19 @@ std::map<int64_t, LoggedStep> logged_steps(const std::string& output) {
     std::smatch m;
     if (!std::regex_search(text, m, line)) continue;
     steps[std::stoll(m[1])] = {std::stod(m[2]), std::stod(m[3]), std::stod(m[4]), m[5].matched};
+  }
+  return steps;
+}
+
+std::map<int64_t, LoggedStep> metrics_steps(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  REQUIRE(in.good());
+  std::map<int64_t, LoggedStep> steps;
+  for (std::string text; std::getline(in, text);) {
+    const auto line = nlohmann::json::parse(text);
+    if (line.at("event") != "step") continue;
+    steps[line.at("step").get<int64_t>()] = {line.at("loss").get<double>(), line.at("lr").get<double>(),
+                                             line.at("grad_norm").get<double>(), line.at("skipped").get<bool>()};
   }
   return steps;
 }

@@ -47,6 +47,10 @@ struct Run {
 /// Runs the job in real worker processes (one per stage and dp replica) with the worker arguments `args`,
 /// capturing everything the launcher and the workers print.
 Run run_job(const std::filesystem::path& spec_path, const std::vector<std::string>& args);
+/// The same, with the workers' run directory `run_dir` (created here; as `ppctl train` hands it to them in
+/// PPCTL_RUN_DIR): rank0.log..., and the first replica's metrics.jsonl (metrics_steps reads it back).
+Run run_job(const std::filesystem::path& spec_path, const std::vector<std::string>& args,
+            const std::filesystem::path& run_dir);
 
 /// The logged lines `step S/N | loss L | lr R | grad norm G | ...` as S -> (L, R, G, skipped); the
 /// line may end with the achieved TFLOP/s and MFU before ` | skipped`.
@@ -55,6 +59,10 @@ struct LoggedStep {
   bool skipped;
 };
 std::map<int64_t, LoggedStep> logged_steps(const std::string& output);
+
+/// The steps of the run directory `run_dir`, read from its metrics.jsonl at full double precision (the log
+/// lines round the loss to 4 decimals): loss, lr, grad_norm and skipped by step.
+std::map<int64_t, LoggedStep> metrics_steps(const std::filesystem::path& run_dir);
 
 /// The `tied embedding on stage S: fnv1a64 H, moments fnv1a64 M` lines' "fnv1a64 H, moments fnv1a64 M", one per
 /// line, in order (each worker logs one per tied copy it holds).

@@ -65,12 +65,20 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
   std::map<bool, std::map<int, std::pair<int64_t, int64_t>>> bytes;
   int64_t tied_numel = 0;
   std::map<bool, std::vector<schedule::RankMemory>> planned;  // ppctl plan's memory table, per pipeline rank
-  for (const bool distributed : {false, true}) {
-    const auto dir = fresh_dir(fmt::format("distopt_{}_{}", name, distributed));
+  std::map<bool, std::vector<std::string>> hashes;
+  // The parameter all-gather overlapped with the next step's start (the default) and waited for right after
+  // AdamW: the same bits. Checked on two families (one stage per rank, and two).
+  const bool both_gathers = name == "1f1b" || name == "interleaved-1f1b";
+  std::map<int64_t, LoggedStep> gathered_at_once;
+  std::vector<std::string> hashes_at_once;
+  for (const int mode : {0, 1, 2}) {  // plain, distributed, distributed with overlap_param_gather false
+    if (mode == 2 && !both_gathers) continue;
+    const bool distributed = mode > 0;
+    const auto dir = fresh_dir(fmt::format("distopt_{}_{}", name, mode));
     Job job{2, 4, 2, 10};
     job.pipeline = ", data_parallel: 2";
     job.optimizer = fmt::format(", clip_grad_norm: 0.05, distributed: {}", distributed);
-    job.runtime = ", grad_bucket_size: 3001";
+    job.runtime = fmt::format(", grad_bucket_size: 3001, overlap_param_gather: {}", mode != 2);
     job.train = ", log_interval: 1";
     const auto spec_path = edit_spec(make_job(job, dir), "schedule: 1f1b", "schedule: " + schedule);
     const auto spec = config::load_job_spec(spec_path.string());
@@ -78,18 +86,31 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
     tied_numel = spec.model.vocab_size * spec.model.hidden;
     const auto program = schedule::job_program(spec);
     planned[distributed] = schedule::estimate_memory(spec, plan::make_layout(spec, &program.stage_to_rank), program);
-    const auto run = run_job(spec_path, {});
+    const auto run = run_job(spec_path, {}, dir / "run");
     INFO(run.output);
     REQUIRE(run.result.exit_code == 0);
-    logged[distributed] = logged_steps(run.output);
+    if (mode == 2) {
+      gathered_at_once = metrics_steps(dir / "run");
+      hashes_at_once = tied_hashes(run.output);
+      continue;
+    }
+    logged[distributed] = metrics_steps(dir / "run");  // full precision
     REQUIRE(logged[distributed].size() == 10);
     bytes[distributed] = state_bytes(run.output);
     REQUIRE(bytes[distributed].size() == 4);
-    const auto hashes = tied_hashes(run.output);
-    REQUIRE(hashes.size() == 4);  // 2 copies x 2 replicas: weights and moments bitwise equal
-    CHECK(std::set<std::string>(hashes.begin(), hashes.end()).size() == 1);
+    hashes[distributed] = tied_hashes(run.output);
+    REQUIRE(hashes[distributed].size() == 4);  // 2 copies x 2 replicas: weights and moments bitwise equal
+    CHECK(std::set<std::string>(hashes[distributed].begin(), hashes[distributed].end()).size() == 1);
   }
   check_steps(logged[true], logged[false], 1, 10, 1e-6);
+  if (both_gathers) {
+    REQUIRE(gathered_at_once.size() == 10);
+    for (const auto& [step, line] : logged[true]) {
+      CHECK(line.loss == gathered_at_once.at(step).loss);
+      CHECK(line.grad_norm == gathered_at_once.at(step).grad_norm);
+    }
+    CHECK(hashes_at_once == hashes[true]);
+  }
   // Global ranks: pipeline rank r of replica d is r * dp + d (the pipeline rank outermost). Plain: 8 B per
   // parameter on every rank. Distributed: the replicas of a pipeline rank split the moments of its untied
   // parameters between them, exactly once, and each keeps the whole moments of the tied copies it holds
@@ -134,10 +155,10 @@ TEST_CASE("a distributed optimizer's checkpoint resumes at another dp size, and 
     return make_job(job, dir);
   };
   const auto base_dir = fresh_dir("distopt_resume_base");
-  const auto base = run_job(spec_for(base_dir, 2, true, 4), {});
+  const auto base = run_job(spec_for(base_dir, 2, true, 4), {}, base_dir / "run");
   INFO(base.output);
   REQUIRE(base.result.exit_code == 0);
-  const auto whole = logged_steps(base.output);
+  const auto whole = metrics_steps(base_dir / "run");
   const auto saved = base_dir / "ckpt" / "step-00000002";
   REQUIRE(fs::exists(saved));
   struct Resume {
@@ -148,22 +169,23 @@ TEST_CASE("a distributed optimizer's checkpoint resumes at another dp size, and 
   for (const auto& resume : {Resume{1, true, 1e-5}, Resume{4, true, 1e-5}, Resume{2, false, 1e-6}}) {
     INFO("resumed at dp " << resume.dp << ", distributed " << resume.distributed);
     const auto dir = fresh_dir(fmt::format("distopt_resume_dp{}_{}", resume.dp, resume.distributed));
-    const auto run = run_job(spec_for(dir, resume.dp, resume.distributed, 4), {"--resume", saved.string()});
+    const auto run = run_job(spec_for(dir, resume.dp, resume.distributed, 4), {"--resume", saved.string()}, dir / "run");
     INFO(run.output);
     REQUIRE(run.result.exit_code == 0);
     CHECK(run.output.find("after step 2") != std::string::npos);
     if (resume.dp == 1) CHECK(run.output.find("with dp 1 there is nothing to shard") != std::string::npos);
-    const auto steps = logged_steps(run.output);
+    const auto steps = metrics_steps(dir / "run");
     CHECK(steps.count(2) == 0);
     check_steps(steps, whole, 3, 4, resume.tolerance);
   }
   // And on: a plain dp 1 run's checkpoint continued by the distributed optimizer at dp 2.
   const auto plain_dir = fresh_dir("distopt_resume_plain");
-  const auto plain = run_job(spec_for(plain_dir, 1, false, 4), {});
+  const auto plain = run_job(spec_for(plain_dir, 1, false, 4), {}, plain_dir / "run");
   REQUIRE(plain.result.exit_code == 0);
   const auto dir = fresh_dir("distopt_resume_on");
-  const auto run = run_job(spec_for(dir, 2, true, 4), {"--resume", (plain_dir / "ckpt" / "step-00000002").string()});
+  const auto run =
+      run_job(spec_for(dir, 2, true, 4), {"--resume", (plain_dir / "ckpt" / "step-00000002").string()}, dir / "run");
   INFO(run.output);
   REQUIRE(run.result.exit_code == 0);
-  check_steps(logged_steps(run.output), logged_steps(plain.output), 3, 4, 1e-5);
+  check_steps(metrics_steps(dir / "run"), metrics_steps(plain_dir / "run"), 3, 4, 1e-5);
 }
