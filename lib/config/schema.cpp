@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "config/foreign_keys.hpp"
 #include "config/suggest.hpp"
 
 namespace ppctl::config::detail {
@@ -324,6 +325,7 @@ std::string unknown_key_hint(const std::vector<Section>& sections, const std::st
       if (field.key == name) return fmt::format("move it under '{}:' ({}.{})", section.name, section.name, name);
     }
   }
+  if (auto hint = foreign_key_hint(name)) return *hint;  // Megatron-LM's num_layers is model.layers
   if (auto match = closest_match(name, known)) return "did you mean '" + *match + "'?";
   return (prefix.empty() ? "valid sections are " : "valid keys are ") + join_names(known);
 }

@@ -73,7 +73,8 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries);
 
 /// The fix for an unknown key `name` in the mapping at `prefix` whose keys are `known` (a
 /// KeyWalk::UnknownKeyHint over `sections`): where it belongs when another section has it ("move it under
-/// 'model:' (model.layers)"), else "did you mean 'hidden'?", else the valid keys (or sections, at the top).
+/// 'model:' (model.layers)"), else where another tool's name for it goes ("Megatron-LM's num_layers is
+/// model.layers", foreign_key_hint), else "did you mean 'hidden'?", else the valid keys (or sections, at the top).
 std::string unknown_key_hint(const std::vector<Section>& sections, const std::string& name, const std::string& prefix,
                              const std::vector<std::string>& known);
 
