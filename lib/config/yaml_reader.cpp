@@ -108,7 +108,7 @@ class DocumentStarts : public YAML::EventHandler {
 void Problems::add(int line, const std::string& path, const std::optional<std::string>& value,
                    const std::string& rule, const std::string& hint) {
   std::string text = fmt::format("{}:{}: ", source_, line);
-  if (!path.empty()) text += core::echo_value(path) + ": ";
+  if (!path.empty()) text += core::echo_label(path) + ": ";
   if (value) text += "value " + core::echo_value(*value) + ": ";
   text += fmt::format("{} (fix: {})", rule, hint);
   problems_.push_back({line, std::move(text)});
@@ -116,7 +116,7 @@ void Problems::add(int line, const std::string& path, const std::optional<std::s
 
 void Problems::add_with_fix(int line, const std::string& path, const std::optional<std::string>& value,
                             const std::string& message) {
-  std::string text = fmt::format("{}:{}: {}: ", source_, line, core::echo_value(path));
+  std::string text = fmt::format("{}:{}: {}: ", source_, line, core::echo_label(path));
   if (value) text += "value " + core::echo_value(*value) + ": ";
   problems_.push_back({line, text + message});
 }

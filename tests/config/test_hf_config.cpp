@@ -160,3 +160,17 @@ TEST_CASE("hf_config_json reads back into the same model", "[config][hf]") {
     CHECK(back.rope_theta == m.rope_theta);
   }
 }
+
+TEST_CASE("init_from: a long folder path stays whole in the message; only a value is cut", "[config][hf]") {
+  // Issue 25 item 6: with an init_from path of about 40 characters or more the label "model.hidden (from
+  // .../config.json n_embd)" was cut as if it were the value, losing the key and then the file.
+  std::string config = kGpt2;
+  config.replace(config.find("\"n_embd\": 64"), 12, "\"n_embd\": 0");
+  const auto dir = folder_with(std::string(180, 'd'), config);
+  const auto file = (dir / "hf" / "config.json").string();
+  const auto text = problems(dir, "");
+  INFO(text);
+  CHECK(file.size() > 200);
+  CHECK_THAT(text, ContainsSubstring("model.hidden (from " + file + " n_embd): value 0: "));
+  CHECK_THAT(text, !ContainsSubstring("bytes in all"));
+}
