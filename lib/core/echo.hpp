@@ -1,4 +1,5 @@
-// Echoing a user's value (a spec value, a config.json entry) in an error message, cut when long.
+// Echoing text from an input (a spec value or key, a config.json entry, a tensor name, a file path) in an
+// error message: control characters and invalid UTF-8 escaped, cut when long.
 #pragma once
 
 #include <cstddef>
@@ -7,19 +8,27 @@
 
 namespace ppctl::core {
 
+/// `text` with every byte that could act on a terminal written as an escape: C0 controls (0x00-0x1f, ESC
+/// among them), DEL and bytes that are not valid UTF-8 as `\xNN`, C1 controls (U+0080-U+009F) as `\u00NN`,
+/// and the backslash itself as `\\` (so that an escape shown is never one the input spelled). Valid UTF-8
+/// text, accents and CJK included, is kept as it is. Model folders and datasets come from strangers: a
+/// tensor named "\x1b]0;pwned\x07" would otherwise retitle the terminal that prints the error.
+std::string escape_control(std::string_view text);
+
 /// The most characters of a value an error message echoes.
 inline constexpr std::size_t kMaxEchoChars = 80;
 
-/// `text` as an error message shows it: unchanged when it has at most kMaxEchoChars bytes, else its first
-/// kMaxEchoChars bytes (backed off to a UTF-8 character boundary) followed by "... (N bytes in all)", so
-/// that one bad value of hundreds of KB stays one readable line. Never throws except std::bad_alloc.
+/// `text` as an error message shows it, through escape_control: whole when it has at most kMaxEchoChars
+/// bytes, else its first kMaxEchoChars bytes (backed off to a UTF-8 character boundary) followed by "... (N
+/// bytes in all)", so that one bad value of hundreds of KB stays one readable line. Never throws except
+/// std::bad_alloc.
 std::string echo_value(std::string_view text);
 
 /// The most bytes of a label (a YAML path, or "model.hidden (from FOLDER/config.json hidden_size)") an
 /// error message shows whole: a file path of PATH_MAX (4096) and its key with room to spare.
 inline constexpr std::size_t kMaxLabelChars = 4352;
 
-/// `label` as an error message shows it: whole up to kMaxLabelChars bytes (a label names where the problem
+/// `label` as an error message shows it, through escape_control: whole up to kMaxLabelChars bytes (a label names where the problem
 /// is, so a long file path is not cut as a value would be), else echo_value's cut form (a key of
 /// hundreds of KB typed by mistake).
 std::string echo_label(std::string_view label);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/echo.hpp"
 #include "core/bad_input.hpp"
 #include "core/check.hpp"
 #include "data/mapped_ids.hpp"
@@ -14,7 +15,7 @@ FlatTokenSource::FlatTokenSource(const std::string& path, config::TokenDType dty
   if (file_.size() % layout_.bytes != 0) {
     throw DataError(fmt::format("{}: {} bytes is not a whole number of {}-byte {} ids (fix: check data.dtype; "
                             "a nanoGPT train.bin is uint16)",
-                            path, file_.size(), layout_.bytes, config::to_string(dtype)));
+                            core::echo_label(path), file_.size(), layout_.bytes, config::to_string(dtype)));
   }
 }
 

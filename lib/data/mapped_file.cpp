@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/echo.hpp"
 #include "core/bad_input.hpp"
 #include "core/error.hpp"
 
@@ -21,7 +22,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    throw DataError(fmt::format("{}: cannot be read: {} (fix: {})", path, std::strerror(err),
+    throw DataError(fmt::format("{}: cannot be read: {} (fix: {})", core::echo_label(path), std::strerror(err),
                                 err == ENOENT ? "check the path, relative to the spec's folder"
                                               : "make it readable by the user that runs ppctl on every node, "
                                                 "e.g. chmod a+r"));
@@ -30,7 +31,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     const int err = errno;
     ::close(fd);
-    throw DataError(fmt::format("{}: {}", path, S_ISREG(info.st_mode) ? std::strerror(err) : "not a regular file"));
+    throw DataError(fmt::format("{}: {}", core::echo_label(path), S_ISREG(info.st_mode) ? std::strerror(err) : "not a regular file"));
   }
   size_ = static_cast<int64_t>(info.st_size);
   mtime_ns_ = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
@@ -39,7 +40,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      throw DataError(fmt::format("{}: cannot be memory-mapped: {}", path, std::strerror(err)));
+      throw DataError(fmt::format("{}: cannot be memory-mapped: {}", core::echo_label(path), std::strerror(err)));
     }
     ::madvise(p, static_cast<size_t>(size_), MADV_RANDOM);
     data_ = static_cast<const uint8_t*>(p);

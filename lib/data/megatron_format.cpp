@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/echo.hpp"
 #include "core/check.hpp"
 #include "core/bad_input.hpp"
 #include "core/error.hpp"
@@ -77,26 +78,26 @@ IndexHeader parse_index_header(std::string_view bytes, const std::string& path) 
   if (static_cast<int64_t>(bytes.size()) < kIndexHeaderBytes) {
     throw DataError(fmt::format("{}: {} bytes, shorter than the {}-byte header of a Megatron index (fix: "
                             "rewrite it with `ppctl data prepare` or Megatron's preprocess_data.py)",
-                            path, bytes.size(), kIndexHeaderBytes));
+                            core::echo_label(path), bytes.size(), kIndexHeaderBytes));
   }
   if (bytes.substr(0, kIndexMagic.size()) != kIndexMagic) {
     throw DataError(fmt::format("{}: bad magic: not a Megatron index (expected MMIDIDX\\0\\0 in the first 9 "
                             "bytes; fix: name the PREFIX of PREFIX.bin/PREFIX.idx written by "
                             "`ppctl data prepare` or Megatron's preprocess_data.py)",
-                            path));
+                            core::echo_label(path)));
   }
   const auto version = read_le<uint64_t>(bytes, 9);
   if (version != kIndexVersion) {
     throw DataError(fmt::format("{}: index version {}, only version {} is supported (fix: rewrite it with "
                             "`ppctl data prepare`)",
-                            path, version, kIndexVersion));
+                            core::echo_label(path), version, kIndexVersion));
   }
   const auto code = read_le<uint8_t>(bytes, 17);
   const auto dtype = dtype_from_code(code);
   if (!dtype) {
     throw DataError(fmt::format("{}: unknown dtype code {} (Megatron's codes are 1..8: uint8, int8, int16, "
                             "int32, int64, float64, float32, uint16; fix: rewrite the dataset)",
-                            path, code));
+                            core::echo_label(path), code));
   }
   IndexHeader header;
   header.dtype = *dtype;

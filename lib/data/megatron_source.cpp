@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "core/echo.hpp"
 #include "core/bad_input.hpp"
 #include "core/check.hpp"
 #include "data/mapped_ids.hpp"
@@ -43,14 +44,14 @@ MegatronSource::MegatronSource(const std::string& prefix)
   if (!megatron::is_integer(header_.dtype)) {
     throw DataError(fmt::format("{}: dtype {} holds no token ids (fix: write the dataset with an integer dtype, "
                             "uint16 or int32)",
-                            idx_.path(), megatron::dtype_name(header_.dtype)));
+                            core::echo_label(idx_.path()), megatron::dtype_name(header_.dtype)));
   }
   layout_ = id_layout(header_.dtype);
   if (header_.sequence_count > (1ULL << 40) || header_.document_count > (1ULL << 40) ||
       idx_.size() < megatron::index_file_bytes(header_)) {
     throw DataError(fmt::format("{}: {} bytes, but its header counts {} sequences and {} document-index entries, "
                             "which need {} bytes (truncated or damaged; fix: rewrite the dataset)",
-                            idx_.path(), idx_.size(), header_.sequence_count, header_.document_count,
+                            core::echo_label(idx_.path()), idx_.size(), header_.sequence_count, header_.document_count,
                             megatron::index_file_bytes(header_)));
   }
   const auto sequences = static_cast<int64_t>(header_.sequence_count);
@@ -62,7 +63,7 @@ MegatronSource::MegatronSource(const std::string& prefix)
   if (overflow || expected != bin_.size()) {
     throw DataError(fmt::format("{}: the index does not match {}: its last sequence ends at byte {}, the .bin has {} "
                             "bytes (fix: the two files come from different runs; rewrite the dataset)",
-                            idx_.path(), bin_.path(), expected, bin_.size()));
+                            core::echo_label(idx_.path()), core::echo_label(bin_.path()), expected, bin_.size()));
   }
 }
 
@@ -95,14 +96,14 @@ void MegatronSource::check_index() const {
     if (length < 0 || at != pointer) {
       throw DataError(fmt::format("{}: sequence {} has length {} and byte pointer {}, but the sequences before it end "
                               "at byte {} (damaged index; fix: rewrite the dataset)",
-                              idx_.path(), k, length, at, pointer));
+                              core::echo_label(idx_.path()), k, length, at, pointer));
     }
     pointer += length * layout_.bytes;
   }
   if (documents < 1) {
     throw DataError(fmt::format("{}: the document index is empty (Megatron writes at least its leading 0; damaged "
                             "index; fix: rewrite the dataset)",
-                            idx_.path()));
+                            core::echo_label(idx_.path())));
   }
   int64_t previous = 0;
   for (int64_t k = 0; k < documents; ++k) {
@@ -110,7 +111,7 @@ void MegatronSource::check_index() const {
     if ((k == 0 && doc != 0) || doc < previous || doc > sequences || (k == documents - 1 && doc != sequences)) {
       throw DataError(fmt::format("{}: document-index entry {} is {} (entries must start at 0, never decrease and end "
                               "at the sequence count {}; damaged index; fix: rewrite the dataset)",
-                              idx_.path(), k, doc, sequences));
+                              core::echo_label(idx_.path()), k, doc, sequences));
     }
     previous = doc;
   }

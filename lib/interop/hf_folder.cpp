@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/echo.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::interop {
@@ -20,7 +21,7 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 [[noreturn]] void bad_index(const fs::path& index, const std::string& why) {
   throw CheckpointError(fmt::format("{}: {} (fix: re-save the model with save_pretrained, or restore the "
                                     "missing files)",
-                                    index.string(), why));
+                                    core::echo_label(index.string()), why));
 }
 
 }  // namespace
@@ -34,7 +35,7 @@ HfFolder::HfFolder(const fs::path& dir) : dir_(dir) {
     try {
       root = nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
-      bad_index(index, std::string("not valid JSON: ") + e.what());
+      bad_index(index, std::string("not valid JSON: ") + core::escape_control(e.what()));
     }
     const auto map = root.find("weight_map");
     if (!root.is_object() || map == root.end() || !map->is_object()) bad_index(index, "no 'weight_map' object");
@@ -42,8 +43,8 @@ HfFolder::HfFolder(const fs::path& dir) : dir_(dir) {
     std::map<std::string, std::string> example;   // file name -> one of its tensors
     for (const auto& [tensor, file] : map->items()) {
       if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos) {
-        bad_index(index, fmt::format("weight_map['{}'] must be a file name in the folder, not {}", tensor,
-                                     file.dump()));
+        bad_index(index, fmt::format("weight_map['{}'] must be a file name in the folder, not {}",
+                                     core::echo_value(tensor), core::echo_value(file.dump())));
       }
       shard_of[tensor] = file.get<std::string>();
       example.emplace(file.get<std::string>(), tensor);
@@ -52,7 +53,8 @@ HfFolder::HfFolder(const fs::path& dir) : dir_(dir) {
     for (const auto& [file, tensor] : example) {
       if (!fs::is_regular_file(dir / file, ec)) {
         bad_index(index, fmt::format("names shard {} (for tensor '{}' and others), which is missing from {}",
-                                     file, tensor, dir.string()));
+                                     core::echo_value(file), core::echo_value(tensor),
+                                     core::echo_label(dir.string())));
       }
       files_.push_back(std::make_unique<SafetensorsFile>(dir / file));
       opened[file] = files_.back().get();
@@ -60,8 +62,8 @@ HfFolder::HfFolder(const fs::path& dir) : dir_(dir) {
     for (const auto& [tensor, file] : shard_of) {
       const auto* shard = opened.at(file);
       if (shard->find(tensor) == nullptr) {
-        bad_index(index, fmt::format("maps tensor '{}' to {}, which does not hold it", tensor,
-                                     shard->path().string()));
+        bad_index(index, fmt::format("maps tensor '{}' to {}, which does not hold it", core::echo_value(tensor),
+                                     core::echo_label(shard->path().string())));
       }
       by_name_[tensor] = shard;
     }
@@ -72,7 +74,7 @@ HfFolder::HfFolder(const fs::path& dir) : dir_(dir) {
   if (!fs::exists(single, ec)) {
     throw CheckpointError(fmt::format("{}: holds neither {} nor {} (fix: model.init_from must name a Hugging "
                                       "Face model folder saved with safetensors, e.g. by save_pretrained)",
-                                      dir.string(), kSingleFile, kIndexFile));
+                                      core::echo_label(dir.string()), kSingleFile, kIndexFile));
   }
   files_.push_back(std::make_unique<SafetensorsFile>(single));
   for (const auto& [name, info] : files_.back()->tensors()) by_name_[name] = files_.back().get();
@@ -92,20 +94,20 @@ namespace {
 std::string problem(const HfTensor& t, const HfFolder::Found& found, const std::string& files) {
   if (found.file == nullptr) {
     return fmt::format("missing tensor {} (ppctl {} {}) in {}", t.hf_names.front(), t.ppctl_name,
-                       shape_text(t.hf_shape), files);
+                       shape_text(t.hf_shape), core::echo_label(files));
   }
   const auto& shape = found.info->shape;
   const bool rows_ok = t.layout == Layout::Rows && shape.size() == 2 && shape[0] >= t.hf_shape[0] &&
                        shape[1] == t.hf_shape[1];
   if (shape != t.hf_shape && !rows_ok) {
     return fmt::format("tensor {} in {} has shape {}, the spec needs {}{} (ppctl {})", found.info->name,
-                       found.file->path().string(), shape_text(shape), shape_text(t.hf_shape),
+                       core::echo_label(found.file->path().string()), shape_text(shape), shape_text(t.hf_shape),
                        t.layout == Layout::Rows ? " or more rows" : "", t.ppctl_name);
   }
   const auto& dtype = found.info->dtype;
   if (dtype != "F32" && dtype != "F16" && dtype != "BF16") {
     return fmt::format("tensor {} in {} has dtype {}; ppctl reads F32, F16 and BF16", found.info->name,
-                       found.file->path().string(), dtype);
+                       core::echo_label(found.file->path().string()), core::echo_value(dtype));
   }
   return "";
 }

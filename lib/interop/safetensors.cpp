@@ -17,6 +17,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/check.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::interop {
@@ -29,7 +30,7 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
   throw CheckpointError(fmt::format("{}: not a valid safetensors file: {} (fix: re-save it with "
                                     "safetensors/transformers save_pretrained, or copy it again if it "
                                     "was cut short)",
-                                    path.string(), why));
+                                    core::echo_label(path.string()), why));
 }
 
 uint64_t read_u64_le(const unsigned char* p) {
@@ -63,14 +64,14 @@ float half_to_float(uint16_t h) {
 /// One entry of the header, validated against the rules of the format.
 TensorInfo parse_entry(const std::filesystem::path& path, const std::string& name,
                        const nlohmann::json& entry) {
-  const auto where = fmt::format("tensor '{}'", name);
+  const auto where = fmt::format("tensor '{}'", core::echo_value(name));
   if (!entry.is_object()) bad_file(path, where + " is not a JSON object");
   TensorInfo info;
   info.name = name;
   const auto dtype = entry.find("dtype");
   if (dtype == entry.end() || !dtype->is_string()) bad_file(path, where + " has no string 'dtype'");
   info.dtype = dtype->get<std::string>();
-  if (dtype_size(info.dtype) == 0) bad_file(path, fmt::format("{} has unknown dtype '{}'", where, info.dtype));
+  if (dtype_size(info.dtype) == 0) bad_file(path, fmt::format("{} has unknown dtype '{}'", where, core::echo_value(info.dtype)));
   const auto shape = entry.find("shape");
   if (shape == entry.end() || !shape->is_array()) bad_file(path, where + " has no 'shape' list");
   for (const auto& size : *shape) {
@@ -103,7 +104,7 @@ TensorInfo parse_entry(const std::filesystem::path& path, const std::string& nam
   }
   for (const auto& [key, ignored] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      bad_file(path, fmt::format("{} has unknown field '{}'", where, key));
+      bad_file(path, fmt::format("{} has unknown field '{}'", where, core::echo_value(key)));
     }
   }
   return info;
@@ -138,7 +139,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     throw CheckpointError(fmt::format("cannot open {}: {} (fix: check the path and its permissions)",
-                                      path.string(), std::strerror(errno)));
+                                      core::echo_label(path.string()), std::strerror(errno)));
   }
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -152,7 +153,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
     if (map_ == MAP_FAILED) {
       map_ = nullptr;
-      throw CheckpointError(fmt::format("cannot map {}: {}", path.string(), std::strerror(errno)));
+      throw CheckpointError(fmt::format("cannot map {}: {}", core::echo_label(path.string()), std::strerror(errno)));
     }
     const auto* bytes = static_cast<const unsigned char*>(map_);
     const uint64_t header_bytes = read_u64_le(bytes);
@@ -173,14 +174,14 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     try {
       header = nlohmann::json::parse(text, text + header_bytes);
     } catch (const nlohmann::json::exception& e) {
-      bad_file(path, std::string("the header is not valid JSON: ") + e.what());
+      bad_file(path, std::string("the header is not valid JSON: ") + core::escape_control(e.what()));
     }
     if (!header.is_object()) bad_file(path, "the header is not a JSON object");
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
         if (!entry.is_object()) bad_file(path, "__metadata__ is not an object");
         for (const auto& [key, value] : entry.items()) {
-          if (!value.is_string()) bad_file(path, fmt::format("__metadata__ '{}' is not a string", key));
+          if (!value.is_string()) bad_file(path, fmt::format("__metadata__ '{}' is not a string", core::echo_value(key)));
           metadata_[key] = value.get<std::string>();
         }
         continue;
@@ -198,7 +199,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
       if (info->begin != expected) {
         bad_file(path, fmt::format("tensor '{}' starts at data offset {} where {} was expected "
                                    "(tensors overlap or leave a hole)",
-                                   info->name, info->begin, expected));
+                                   core::echo_value(info->name), info->begin, expected));
       }
       expected = info->end;
     }
@@ -207,7 +208,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
       const auto* last = ordered.back();
       bad_file(path, fmt::format("truncated: tensor '{}' ends at data offset {} but the file holds only "
                                  "{} data bytes",
-                                 last->name, last->end, buffer));
+                                 core::echo_value(last->name), last->end, buffer));
     }
     if (expected < buffer) {
       bad_file(path, fmt::format("{} bytes after the last tensor's end (data offset {})", buffer - expected,
@@ -237,7 +238,7 @@ const unsigned char* SafetensorsFile::data(const TensorInfo& info) const {
 std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
   const auto* info = find(name);
   PPCTL_CHECK(info != nullptr, CheckpointError,
-              fmt::format("{}: no tensor '{}'", path_.string(), name),
+              fmt::format("{}: no tensor '{}'", core::echo_label(path_.string()), core::echo_value(name)),
               "check the file's tensor names (python: safetensors.safe_open(path, 'pt').keys())");
   const auto n = static_cast<size_t>(info->numel());
   std::vector<float> out(n);
@@ -253,7 +254,8 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
   } else {
     throw CheckpointError(fmt::format("{}: tensor '{}' has dtype {}; ppctl reads F32, F16 and BF16 (fix: "
                                       "convert the model to float32, float16 or bfloat16)",
-                                      path_.string(), name, info->dtype));
+                                      core::echo_label(path_.string()), core::echo_value(name),
+                                      core::echo_value(info->dtype)));
   }
   return out;
 }

@@ -174,3 +174,15 @@ TEST_CASE("init_from: a long folder path stays whole in the message; only a valu
   CHECK_THAT(text, ContainsSubstring("model.hidden (from " + file + " n_embd): value 0: "));
   CHECK_THAT(text, !ContainsSubstring("bytes in all"));
 }
+
+TEST_CASE("init_from: a config.json value with an escape sequence reaches the message escaped", "[config][hf]") {
+  // Issue 25 item 7: config.json comes from whoever uploaded the model.
+  std::string config = kGpt2;
+  config.replace(config.find("\"gelu_new\""), 10, "\"\\u001b]0;pwned\\u0007\"");
+  const auto text = problems(folder_with("escape", config), "");
+  INFO(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find('\x07') == std::string::npos);
+  CHECK_THAT(text, ContainsSubstring("activation_function"));
+  CHECK_THAT(text, ContainsSubstring("\\x1b]0;pwned\\x07"));
+}

@@ -1532,3 +1532,16 @@ TEST_CASE("runtime.cpu_binding: cores by default, or none", "[config]") {
   check(typo, 1, "runtime.cpu_binding", "\"off\"", "must be one of cores, none");
   CHECK(typo.hint == "did you mean 'none'?");
 }
+
+TEST_CASE("a spec's values and keys with escape sequences reach the message escaped", "[config]") {
+  // Issue 25 item 7: `layers: "\e[31mX"` was printed as it is (it recolours the terminal).
+  for (const auto& yaml : {with_data("model: {layers: \"\\e[31mX\"}\n"), with_data("model: {\"\\e]0;t\\a\": 1}\n"),
+                           std::string("data: {path: \"corpus\\e[2J.txt\"}\n")}) {
+    const auto problems = problems_of(yaml);
+    REQUIRE(problems.size() == 1);
+    INFO(problems[0]);
+    CHECK(problems[0].find('\x1b') == std::string::npos);
+    CHECK(problems[0].find('\x07') == std::string::npos);
+    CHECK(problems[0].find("\\x1b") != std::string::npos);
+  }
+}

@@ -160,3 +160,37 @@ TEST_CASE("text files read as bytes across file boundaries, one document each") 
   source.read(1, 3, window.data());
   CHECK(window == std::vector<int64_t>{'b', 'c', 'd'});
 }
+
+TEST_CASE("a dataset path from a stranger reaches the message escaped: a file name with an escape sequence") {
+  // Issue 25 item 7: file names come from whoever made the dataset; ESC in one must not act on the terminal.
+  ppctl::test::TempDir dir;
+  const std::string name = "ds\x1b]0;pwned\x07";
+  const auto shown = (dir.path / "ds\\x1b]0;pwned\\x07").string();
+  const auto check_escaped = [&](const std::string& what) {
+    INFO(what);
+    CHECK(what.find('\x1b') == std::string::npos);
+    CHECK(what.find('\x07') == std::string::npos);
+    CHECK(what.find(shown) != std::string::npos);
+  };
+  const auto prefix = write_megatron((dir.path / name).string(), {{1, 2, 3}, {4}});
+  write_bytes(prefix + ".idx", "not an index at all, but long enough to hold the 34-byte header");
+  try {
+    ppctl::data::MegatronSource source(prefix);
+    FAIL("accepted");
+  } catch (const ppctl::Error& e) {
+    check_escaped(e.what());
+  }
+  write_bytes(prefix + ".bin", std::string(5, '\1'));
+  try {
+    ppctl::data::FlatTokenSource source(prefix + ".bin", ppctl::config::TokenDType::Uint16);
+    FAIL("accepted");
+  } catch (const ppctl::Error& e) {
+    check_escaped(e.what());
+  }
+  try {
+    ppctl::data::FlatTokenSource source(prefix + ".missing", ppctl::config::TokenDType::Uint16);
+    FAIL("accepted");
+  } catch (const ppctl::Error& e) {
+    check_escaped(e.what());
+  }
+}

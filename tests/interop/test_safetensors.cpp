@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -136,4 +138,31 @@ TEST_CASE("safetensors: corrupt headers and truncated files are refused, naming 
   CHECK_THROWS_AS(SafetensorsFile(temp_dir() / "absent.safetensors"), ppctl::CheckpointError);
   // The intact file is accepted (the checks above fail for their own reason).
   CHECK(SafetensorsFile(raw_file("intact.safetensors", ok, eight)).read_f32("t").size() == 2);
+}
+
+TEST_CASE("safetensors: names and bytes from a stranger's header reach the message escaped", "[interop]") {
+  // Issue 25 item 7: a tensor named "\x1b]0;pwned\x07" (an escape sequence that retitles the terminal) was
+  // printed as it is in the "truncated" error.
+  const std::string eight(8, '\0');
+  const std::string name = "\\u001b]0;pwned\\u0007";  // JSON for ESC ] 0 ; pwned BEL
+  for (const auto& [file, header, data] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"escape-truncated.safetensors",
+            R"({")" + name + R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(5, '\0')},
+           {"escape-dtype.safetensors", R"({"t":{"dtype":")" + name + R"(","shape":[2],"data_offsets":[0,8]}})", eight},
+           {"escape-field.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8],")" + name + R"(":1}})",
+            eight},
+           {"escape-json.safetensors", "{\"t\x1b[2J\": [1, ", eight},
+       }) {
+    INFO(file);
+    try {
+      SafetensorsFile opened(raw_file(file, header, data));
+      FAIL("accepted");
+    } catch (const ppctl::CheckpointError& e) {
+      const std::string what = e.what();
+      CHECK(what.find('\x1b') == std::string::npos);
+      CHECK(what.find('\x07') == std::string::npos);
+      // The JSON parser's own message names the control character (U+001B) without quoting it.
+      if (file != "escape-json.safetensors") CHECK(what.find("\\x1b") != std::string::npos);
+    }
+  }
 }
