@@ -33,6 +33,7 @@
 #include "observe/progress.hpp"
 #include "observe/run_dir.hpp"
 #include "plan/parallel.hpp"
+#include "schedule/split_time.hpp"
 #include "plan_command.hpp"
 #include "prepare/prepare.hpp"
 #include "prepare/prepare_error.hpp"
@@ -96,12 +97,16 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
     return kExitBadInput;
   }
   ppctl::core::setup_logging(info.rank);
-  const auto planned = ppctl::job::prepare_job(spec_path, {steps});
+  auto planned = ppctl::job::prepare_job(spec_path, {steps});
   info.job_id += ", " + ppctl::job::job_fingerprint(planned);
+  // pipeline.data_parallel 0: dp comes from WORLD_SIZE. The plan (plan.txt, the memory table and its
+  // warning, the global batch) is made for that dp, not for 1.
+  const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
+  planned.spec.pipeline.data_parallel = dp;
+  planned.layout = ppctl::schedule::job_layout(planned.spec, planned.program);
   if (info.rank == 0) ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
   if (const auto w = ppctl::job::external_restart_warning(planned.spec, ppctl::comm::to_string(mode));
       w && info.rank == 0) spdlog::warn("{}", *w);
-  const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
   spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
                ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
                planned.spec.pipeline.stages, info.master_addr, info.master_port,

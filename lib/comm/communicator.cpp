@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -24,14 +25,17 @@ namespace ppctl::comm {
 namespace {
 
 using Work = c10d::Work;
+/// The c10d works behind one PendingOp: one, or several that complete it together (Gloo's in-place all-gather).
+using Works = std::vector<c10::intrusive_ptr<Work>>;
 
 class ProcessGroupCommunicator final : public Communicator {
  public:
   /// `members`: the group's global ranks, by group rank; `hosts`: their host names (for messages).
-  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> backend, int rank, int world_size,
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Backend> backend, bool gloo, int rank, int world_size,
                            std::chrono::milliseconds timeout, at::Device device, std::string name,
                            std::vector<int> members, std::vector<std::string> hosts)
       : backend_(std::move(backend)),
+        gloo_(gloo),
         rank_(rank),
         world_size_(world_size),
         timeout_(timeout),
@@ -56,21 +60,26 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
   void wait(const PendingOp& op) override {
-    auto* work = static_cast<c10::intrusive_ptr<Work>*>(op.work.get());
-    bool completed = false;
-    try {
-      completed = (*work)->wait(timeout_);
-    } catch (const std::exception& e) {
-      throw_failure(op, error_text(e));
+    const auto& works = *static_cast<Works*>(op.work.get());
+    // One timeout for the whole operation, however many works it took.
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (const auto& work : works) {
+      bool completed = false;
+      try {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        completed = work->wait(std::max(left, std::chrono::milliseconds(1)));
+      } catch (const std::exception& e) {
+        throw_failure(op, error_text(e));
+      }
+      if (!completed) throw_failure(op, "did not complete");
     }
-    if (!completed) throw_failure(op, "did not complete");
   }
 
   bool poll(const PendingOp& op) override {
-    auto* work = static_cast<c10::intrusive_ptr<Work>*>(op.work.get());
-    bool done = false;
+    const auto& works = *static_cast<Works*>(op.work.get());
+    bool done = true;
     try {
-      done = (*work)->isCompleted();
+      for (const auto& work : works) done = done && work->isCompleted();
     } catch (const std::exception& e) {
       throw_failure(op, error_text(e));
     }
@@ -117,6 +126,12 @@ class ProcessGroupCommunicator final : public Communicator {
 
   PendingOp reduce_scatter_sum_async(at::Tensor& tensor, std::string what) override {
     auto shard = own_slice(tensor, what);
+    if (gloo_) {
+      // ProcessGroupGloo's _reduce_scatter_base clones the whole input and all-reduces the clone (torch
+      // 2.11): 4 B per parameter more at every REDUCE_GRAD. An in-place all-reduce moves the same bytes and
+      // leaves the sum in this rank's slice (and in the rest, which the contract leaves unspecified).
+      return all_reduce_sum_async(tensor, std::move(what));
+    }
     c10d::ReduceScatterOptions reduce;
     reduce.reduceOp = c10d::ReduceOp::SUM;
     return post([&] { return backend_->_reduce_scatter_base(shard, tensor, reduce); }, -1,
@@ -125,20 +140,47 @@ class ProcessGroupCommunicator final : public Communicator {
 
   PendingOp all_gather_inplace_async(at::Tensor& tensor, std::string what) override {
     auto shard = own_slice(tensor, what);
+    if (gloo_) {
+      // ProcessGroupGloo's _allgather_base gathers into a temporary of the whole output. One in-place
+      // broadcast per slice, from the rank that owns it, moves the same bytes into place.
+      const int64_t slice = shard.numel();
+      std::vector<std::function<c10::intrusive_ptr<Work>()>> posts;
+      for (int r = 0; r < world_size_; ++r) {
+        posts.push_back([this, &tensor, r, slice] {
+          std::vector<at::Tensor> part{tensor.view({-1}).narrow(0, r * slice, slice)};
+          c10d::BroadcastOptions options;
+          options.rootRank = r;
+          return backend_->broadcast(part, options);
+        });
+      }
+      return post_all(posts, "all-gather of " + what);
+    }
     return post([&] { return backend_->_allgather_base(tensor, shard); }, -1, "all-gather of " + what);
   }
 
  private:
   template <typename Post>
   PendingOp post(Post&& post_op, int peer, std::string what) {
+    return post_all(std::vector<std::function<c10::intrusive_ptr<Work>()>>{post_op}, peer, std::move(what));
+  }
+
+  /// Posts the collectives of `posts` in order as one operation (a collective: peer -1), waited for together.
+  PendingOp post_all(const std::vector<std::function<c10::intrusive_ptr<Work>()>>& posts, std::string what) {
+    return post_all(posts, -1, std::move(what));
+  }
+
+  PendingOp post_all(const std::vector<std::function<c10::intrusive_ptr<Work>()>>& posts, int peer,
+                     std::string what) {
     PendingOp op;
     op.peer = peer;
     op.what = std::move(what);
+    auto works = std::make_shared<Works>();
     try {
-      op.work = std::make_shared<c10::intrusive_ptr<Work>>(post_op());
+      for (const auto& post_op : posts) works->push_back(post_op());
     } catch (const std::exception& e) {
       throw CommError(fmt::format("rank {}: cannot post {}: {}", global_rank(), describe(op), error_text(e)));
     }
+    op.work = std::move(works);
     return op;
   }
 
@@ -185,6 +227,7 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
   c10::intrusive_ptr<c10d::Backend> backend_;
+  bool gloo_;  // ProcessGroupGloo: reduce-scatter and all-gather in place by other collectives (see there)
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
@@ -231,8 +274,8 @@ std::unique_ptr<Communicator> make_group(const c10::intrusive_ptr<c10d::Store>& 
                                 info.rank, backend == BackendKind::Gloo ? "gloo" : "nccl", name,
                                 size, error_text(e)));
   }
-  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), rank, size, timeout, device, name,
-                                                    members, std::move(hosts));
+  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), backend == BackendKind::Gloo, rank, size, timeout,
+                                                    device, name, members, std::move(hosts));
 }
 
 }  // namespace

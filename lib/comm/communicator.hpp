@@ -94,12 +94,16 @@ class Communicator {
   /// summed element-wise over the ranks, and once wait(op) returns rank r's slice [r n/W, (r+1) n/W)
   /// holds its part of the sum; the rest of `tensor` is then unspecified. (c10d _reduce_scatter_base,
   /// torch.distributed.reduce_scatter_tensor, with the output a slice of the input as Megatron-Core's
-  /// distributed optimizer posts it.) Same ordering rule and errors as all_reduce_sum_async.
+  /// distributed optimizer posts it.) Same ordering rule and errors as all_reduce_sum_async. On Gloo it
+  /// is an in-place all-reduce (the rest of `tensor` then holds the sum too): ProcessGroupGloo's
+  /// _reduce_scatter_base would clone the whole input first.
   virtual PendingOp reduce_scatter_sum_async(at::Tensor& tensor, std::string what) = 0;
   /// Posts an all-gather in place, without waiting: rank r contributes slice [r n/W, (r+1) n/W) of
   /// `tensor` (same conditions as reduce_scatter_sum_async); once wait(op) returns, every rank's
   /// `tensor` holds every rank's slice, bitwise. (c10d _allgather_base,
-  /// torch.distributed.all_gather_into_tensor.) Same ordering rule and errors as all_reduce_sum_async.
+  /// torch.distributed.all_gather_into_tensor.) Same ordering rule and errors as all_reduce_sum_async. On
+  /// Gloo it is one in-place broadcast per slice from its owner (ProcessGroupGloo's _allgather_base
+  /// gathers into a temporary of the whole tensor), waited for together.
   virtual PendingOp all_gather_inplace_async(at::Tensor& tensor, std::string what) = 0;
 };
 

@@ -772,6 +772,8 @@ PY
     done
     cat "$WORK"/rank*.out > "$WORK/out"
     grep -q "launched by torchrun: rank 0 of 4 (local rank 0), dp 2 x pp 2" "$WORK/rank0.out" || fail "rank 0 does not say how it was launched"
+    # pipeline.data_parallel is 0 here: the plan rank 0 prints is made for the dp WORLD_SIZE gives.
+    grep -q "dp 2 x pp 2 = 4 ranks" "$WORK/rank0.out" || fail "rank 0's plan is not for dp 2: $(grep -m1 ' x pp ' "$WORK/rank0.out")"
     grep -q "(hosted here)" "$WORK/rank0.out" || fail "rank 0 does not host the store"
     # rank = pp_rank x dp + dp_rank: rank 2 holds the last stage of replica 0 and logs the loss.
     [ "$(grep -c "| loss " "$WORK/rank2.out")" -eq 4 ] || fail "rank 2 logged no 4 loss lines"

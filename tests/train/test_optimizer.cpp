@@ -36,6 +36,17 @@ std::map<int, std::pair<int64_t, int64_t>> state_bytes(const std::string& output
   return bytes;
 }
 
+/// Each rank's executor counters, `tensors held between actions up to H MiB, peak P MiB`, as "H / P" by global rank.
+std::map<int, std::string> step_memory(const std::string& output) {
+  static const std::regex line(
+      R"(\[rank (\d+)\][^\n]*tensors held between actions up to ([\d.]+) MiB, peak ([\d.]+) MiB above)");
+  std::map<int, std::string> memory;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    memory[std::stoi((*it)[1])] = std::string((*it)[2]) + " / " + std::string((*it)[3]);
+  }
+  return memory;
+}
+
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
 /// Checks the logged steps `from`..`to` of `run` against `reference`'s within `tolerance` relative.
@@ -66,6 +77,7 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
   int64_t tied_numel = 0;
   std::map<bool, std::vector<schedule::RankMemory>> planned;  // ppctl plan's memory table, per pipeline rank
   std::map<bool, std::vector<std::string>> hashes;
+
   // The parameter all-gather overlapped with the next step's start (the default) and waited for right after
   // AdamW: the same bits. Checked on two families (one stage per rank, and two).
   const bool both_gathers = name == "1f1b" || name == "interleaved-1f1b";
@@ -97,6 +109,7 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
     logged[distributed] = metrics_steps(dir / "run");  // full precision
     REQUIRE(logged[distributed].size() == 10);
     bytes[distributed] = state_bytes(run.output);
+
     REQUIRE(bytes[distributed].size() == 4);
     hashes[distributed] = tied_hashes(run.output);
     REQUIRE(hashes[distributed].size() == 4);  // 2 copies x 2 replicas: weights and moments bitwise equal
@@ -137,6 +150,27 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
     CHECK(planned[false].at(static_cast<size_t>(r)).fixed.optimizer == plain.first);
   }
   CHECK(copies_held == 2);
+}
+
+TEST_CASE("the sharded reduction holds no copy of the gradients: a step's memory as without the option") {
+  // Reduce-scatter and all-gather run in place. ProcessGroupGloo's own _reduce_scatter_base clones each
+  // bucket first: 4 B per parameter more at REDUCE_GRAD (about 3.4 MiB a rank here, in the executor's
+  // count of tensors held between actions), which the option exists to save.
+  at::set_num_threads(1);
+  std::map<bool, std::map<int, std::string>> memory;
+  for (const bool distributed : {false, true}) {
+    const auto dir = fresh_dir(fmt::format("distopt_memory_{}", distributed));
+    Job job{2, 2, 1, 2};
+    job.pipeline = ", data_parallel: 2";
+    job.optimizer = fmt::format(", distributed: {}", distributed);
+    const auto spec_path = edit_spec(make_job(job, dir), "hidden: 32", "hidden: 128");
+    const auto run = run_job(spec_path, {});
+    INFO(run.output);
+    REQUIRE(run.result.exit_code == 0);
+    memory[distributed] = step_memory(run.output);
+    REQUIRE(memory[distributed].size() == 4);
+  }
+  CHECK(memory[true] == memory[false]);
 }
 
 TEST_CASE("a distributed optimizer's checkpoint resumes at another dp size, and with the option off or on") {
