@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Benchmark: the distributed optimizer (optimizer.distributed) against the plain one at dp x pp on the CPU.
+
+For each data-parallel size it runs the same job (same global batch: microbatches = --global-microbatches / dp)
+with AdamW's state whole on every replica, sharded over the replicas, and sharded with the parameter all-gather
+waited for right after AdamW (runtime.overlap_param_gather false; dp > 1 only), and prints per mode: AdamW's state
+per parameter on the largest rank (the workers' `AdamW state on this rank` lines), the same from `ppctl plan`'s
+memory table, the largest max resident set over the ranks (`memory: max resident set`), the median step time
+(metrics.jsonl, steps after --warmup) and the first and last logged loss. Usage:
+
+    scripts/bench/dist_optimizer.py [--dp 1,2,4] [--stages 2] [--steps 10] [--no-build]
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from bench_common import ROOT, add_run_options, build_ppctl, check_run_options, print_machine_line, stage_list
+
+PPCTL = os.path.join(ROOT, "build", "app", "ppctl")
+
+
+MODES = {"plain": (False, True), "distributed": (True, True), "distributed, gather at once": (True, False)}
+
+
+def write_spec(folder, args, dp, mode):
+    distributed, overlap = MODES[mode]
+    spec = os.path.join(folder, "job.yaml")
+    with open(spec, "w") as out:
+        out.write(f"""model: {{layers: {args.layers}, hidden: {args.hidden}, heads: 4, seq_len: 64}}
+pipeline: {{stages: {args.stages[0]}, data_parallel: {dp}, schedule: 1f1b, microbatches: {args.global_microbatches // dp}, micro_batch_size: 2}}
+data: {{path: "{args.data}"}}
+optimizer: {{lr: 0.001, distributed: {str(distributed).lower()}}}
+train: {{steps: {args.warmup + args.steps}, seed: 1, log_interval: 1}}
+runtime: {{threads_per_worker: 1, cpu_binding: none, grad_bucket_size: {args.bucket_size}, overlap_param_gather: {str(overlap).lower()}}}
+observe: {{runs_dir: {os.path.join(folder, 'runs')}, trace_steps: 0}}
+""")
+    return spec
+
+
+def planned_adamw_mib(spec):
+    """The largest AdamW cell of `ppctl plan`'s memory table, MiB."""
+    out = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True, check=True).stdout
+    header = out.index("pp rank     weights")
+    cells = []
+    for line in out[header:].splitlines()[1:]:
+        parts = line.split()
+        if not parts or not parts[0].isdigit():
+            break
+        value, unit = float(parts[5]), parts[6]  # weights, gradients, AdamW: value and unit each
+        cells.append(value * {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit])
+    return max(cells)
+
+
+def run(args, dp, mode):
+    with tempfile.TemporaryDirectory(prefix="ppctl_dist_optimizer_") as folder:
+        spec = write_spec(folder, args, dp, mode)
+        out = subprocess.run([PPCTL, "train", spec], capture_output=True, text=True)
+        text = out.stdout + out.stderr
+        if out.returncode != 0:
+            sys.exit(f"dp {dp} {mode}: ppctl train exited {out.returncode}:\n{text[-3000:]}")
+        state = [(int(b), int(p)) for b, p in re.findall(r"AdamW state on this rank: (\d+) bytes for (\d+) parameters", text)]
+        rss = [float(x) for x in re.findall(r"memory: max resident set ([\d.]+) MiB", text)]
+        losses = [float(x) for x in re.findall(r"step \d+/\d+ \| loss (\S+)", text)]
+        if len(state) != dp * args.stages[0] or len(rss) != dp * args.stages[0] or not losses:
+            sys.exit(f"dp {dp} {mode}: expected a state and a memory line per rank and logged losses")
+        run_dir = glob.glob(os.path.join(folder, "runs", "*"))[0]
+        steps = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+        times = [s["step_time_s"] for s in steps if s.get("event") == "step" and s["step"] > args.warmup]
+        largest = max(state)
+        return {"bytes": largest[0], "per_parameter": largest[0] / largest[1], "planned": planned_adamw_mib(spec),
+                "rss": max(rss), "step_ms": statistics.median(times) * 1e3, "first": losses[0], "last": losses[-1]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(parser, steps=10)
+    parser.set_defaults(stages=[2])
+    parser.add_argument("--dp", type=stage_list, default=[1, 2, 4], help="data-parallel sizes (default 1,2,4)")
+    parser.add_argument("--global-microbatches", type=int, default=16,
+                        help="microbatches of the global batch, split over the replicas (default 16)")
+    parser.add_argument("--layers", type=int, default=8, help="blocks (default 8)")
+    parser.add_argument("--hidden", type=int, default=256, help="hidden size (default 256)")
+    parser.add_argument("--bucket-size", type=int, default=200000, help="parameters per gradient bucket (default 200000)")
+    args = parser.parse_args()
+    check_run_options(parser, args)
+    bad = [d for d in args.dp if d < 1 or args.global_microbatches % d != 0]
+    if bad or len(args.stages) != 1:
+        parser.error(f"--dp {bad}: each at least 1 and dividing --global-microbatches; one --stages value")
+    build_ppctl(args)
+    print_machine_line()
+    print(f"pp {args.stages[0]}, 1f1b, {args.global_microbatches} microbatches of 2 x 64 tokens per step over the "
+          f"replicas, {args.layers} blocks of hidden {args.hidden} (tied embeddings), buckets of {args.bucket_size} "
+          f"parameters; median step over {args.steps} steps after {args.warmup}; the largest rank of each run")
+    print("| dp | optimizer | AdamW state MiB (B/param) | plan's AdamW MiB | max RSS MiB | step ms | loss first / last |")
+    print("|---|---|---|---|---|---|---|")
+    for dp in args.dp:
+        for mode in MODES:
+            if dp == 1 and mode != "plain":
+                continue  # nothing to shard: the same run
+            r = run(args, dp, mode)
+            print(f"| {dp} | {mode} | {r['bytes'] / 2**20:.2f} ({r['per_parameter']:.2f}) "
+                  f"| {r['planned']:.2f} | {r['rss']:.1f} | {r['step_ms']:.1f} | {r['first']:.6f} / {r['last']:.6f} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
