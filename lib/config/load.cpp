@@ -124,7 +124,7 @@ class Loader {
       const auto written = seen_.find(path);
       if (written == seen_.end()) {
         const Entry entry{fmt::format("{} (from {} {})", path, file, f.source), line, YAML::Node(f.value)};
-        seen_[path] = {line, field->read(c_, entry)};
+        seen_[path] = {line, field->read(c_, entry), entry.path};  // rules name config.json, not the spec
         continue;
       }
       const YAML::Node node = root["model"][f.key];

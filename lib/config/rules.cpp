@@ -421,7 +421,9 @@ void SpecState::combination_problem(const std::string& path, const std::string& 
   const bool present = here != seen.end();
   const auto there = seen.find(other);
   const int line = present ? here->second.line : there != seen.end() ? there->second.line : 1;
-  c.problems.add(line, path, present ? value : value + " (default)", rule, hint);
+  // A field taken from model.init_from's config.json is named with the file and its key there.
+  const std::string& shown = present && !here->second.label.empty() ? here->second.label : path;
+  c.problems.add(line, shown, present ? value : value + " (default)", rule, hint);
 }
 
 std::string SpecState::steps_named() const {

@@ -23,7 +23,8 @@ struct SpecState {
   bool usable(const std::string& path) const;
 
   /// Reports a combination problem on `path` (the later key of the pair in the spec layout), at its line, or
-  /// at the line of `other` when `path` was left at its default.
+  /// at the line of `other` when `path` was left at its default; named by its Seen::label when it has one
+  /// (a field taken from config.json: the file and its key there).
   void combination_problem(const std::string& path, const std::string& other, const std::string& value,
                            const std::string& rule, const std::string& hint);
 

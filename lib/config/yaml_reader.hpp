@@ -176,6 +176,7 @@ bool read_text(Context& c, const Entry& e, const std::string& what, const std::s
 struct Seen {
   int line;
   bool ok;
+  std::string label = "";  ///< how messages name the key when not by its path: "model.heads (from FILE n_head)"
 };
 
 /// Every key walked so far by its dotted path (`model`, `model.heads`, `data.blend[0].weight`).

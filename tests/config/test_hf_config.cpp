@@ -186,3 +186,15 @@ TEST_CASE("init_from: a config.json value with an escape sequence reaches the me
   CHECK_THAT(text, ContainsSubstring("activation_function"));
   CHECK_THAT(text, ContainsSubstring("\\x1b]0;pwned\\x07"));
 }
+
+TEST_CASE("init_from: a rule broken between fields from config.json names config.json and its key", "[config][hf]") {
+  // Issue 25 item 6: n_head 5 does not divide n_embd 64; the message named model.heads on the spec's
+  // init_from line as if the spec had written it.
+  std::string config = kGpt2;
+  config.replace(config.find("\"n_head\": 4"), 11, "\"n_head\": 5");
+  const auto dir = folder_with("heads", config);
+  const auto text = problems(dir, "");
+  INFO(text);
+  CHECK_THAT(text, ContainsSubstring("model.heads (from " + (dir / "hf" / "config.json").string() +
+                                     " n_head): value 5: must divide model.hidden (64)"));
+}
