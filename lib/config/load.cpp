@@ -208,6 +208,24 @@ class Loader {
                 }};
 };
 
+/// The first line, up to `last` (1-based, or the line after it), whose leading whitespace holds a tab; 0 when none.
+int first_tab_indented_line(const std::string& text, int last) {
+  int line = 1;
+  bool leading = true;  // still in the line's leading whitespace
+  for (const char c : text) {
+    if (line > last + 1) break;
+    if (c == '\n') {
+      ++line;
+      leading = true;
+    } else if (leading && c == '\t') {
+      return line;
+    } else if (c != ' ') {
+      leading = false;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir,
@@ -219,8 +237,15 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
     documents = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     const int line = line_of(e.mark);
-    problems.add(line, "", std::nullopt, "invalid YAML: " + e.msg,
-                 fmt::format("check the indentation, quoting and brackets on line {} and just above it", line));
+    // yaml-cpp names a tab in the indentation "illegal map value" or "illegal tab when looking for
+    // indentation"; the first such line up to the error is the likely cause.
+    if (const auto tab = first_tab_indented_line(yaml_text, line); tab > 0) {
+      problems.add(tab, "", std::nullopt, fmt::format("line {} is indented with a tab; YAML allows only spaces", tab),
+                   "indent with spaces, e.g. two per level");
+    } else {
+      problems.add(line, "", std::nullopt, "invalid YAML: " + e.msg,
+                   fmt::format("check the indentation, quoting and brackets on line {} and just above it", line));
+    }
     problems.throw_if_any();
   }
 

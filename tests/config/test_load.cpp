@@ -964,9 +964,10 @@ TEST_CASE("a YAML syntax error reports yaml-cpp's line", "[config][document]") {
   CHECK(indent[0] == "job.yaml:4: invalid YAML: end of map not found "
                      "(fix: check the indentation, quoting and brackets on line 4 and just above it)");
 
+  // A tab in the indentation is named as such (the next test case).
   const auto tab = problems_of("model:\n  layers: 4\n\tbad: 1\n");
   REQUIRE(tab.size() == 1);
-  CHECK_THAT(tab[0], StartsWith("job.yaml:3: invalid YAML: illegal tab when looking for indentation (fix: "));
+  CHECK_THAT(tab[0], StartsWith("job.yaml:3: line 3 is indented with a tab; YAML allows only spaces (fix: "));
 }
 
 TEST_CASE("a ',' where a document starts is invalid YAML, not a hang (fuzz finding)", "[config][document]") {
@@ -1544,4 +1545,21 @@ TEST_CASE("a spec's values and keys with escape sequences reach the message esca
     CHECK(problems[0].find('\x07') == std::string::npos);
     CHECK(problems[0].find("\\x1b") != std::string::npos);
   }
+}
+
+TEST_CASE("a line indented with a tab is named as such, not as yaml-cpp's illegal map value", "[config]") {
+  // Issue 26: `\tlayers: 4` under model: gave "invalid YAML: illegal map value".
+  for (const auto& [yaml, line] : {std::pair{std::string("model:\n\tlayers: 4\n"), 2},
+                                   std::pair{std::string("model:\n  layers: 4\n  \thidden: 32\n"), 3},
+                                   std::pair{std::string("model:\n  layers: 4\n\t\n  hidden: x: y\n"), 3}}) {
+    const auto problems = problems_of(with_data(yaml));
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0] == fmt::format("job.yaml:{}: line {} is indented with a tab; YAML allows only spaces (fix: indent "
+                                     "with spaces, e.g. two per level)",
+                                     line, line));
+  }
+  // A tab inside a value is not indentation: the parser's own message stays.
+  const auto other = problems_of(with_data("model: {layers: [1,\t2}\n"));
+  REQUIRE(other.size() == 1);
+  CHECK(other[0].find("invalid YAML") != std::string::npos);
 }
