@@ -37,7 +37,14 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
     }
     for (auto& event : parsed["traceEvents"]) {
       if (event.value("ph", "") != "X") continue;  // the part's own track name is replaced above
-      event["ts"] = event["ts"].get<double>() - static_cast<double>(origin_us);
+      // From the run's start, exact to the nanosecond when the part has ts_ns (a double of microseconds
+      // since the epoch keeps only quarter microseconds; slices would overlap the ones they follow).
+      if (event.contains("ts_ns") && event["ts_ns"].is_number_integer()) {
+        event["ts"] = static_cast<double>(event["ts_ns"].get<int64_t>() - origin_us * 1000) / 1000.0;
+        event.erase("ts_ns");
+      } else {
+        event["ts"] = event["ts"].get<double>() - static_cast<double>(origin_us);
+      }
       // Gradient reductions run beside the schedule: a track of their own below the ranks'.
       const bool collective = event.value("cat", "") == "reduce";
       event["tid"] = collective ? world_size + rank : rank;

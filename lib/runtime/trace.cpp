@@ -49,13 +49,20 @@ std::string TraceRecorder::to_json() const {
     return static_cast<double>(wall_anchor_us_) +
            std::chrono::duration<double, std::micro>(t - steady_anchor_).count();
   };
+  // Also the start in whole nanoseconds: a double of microseconds since the epoch (about 1.8e15) keeps only
+  // quarter microseconds, so a slice's start could fall before the end of the one it follows;
+  // merge_trace_parts makes times relative to the run's start from these.
+  const auto nanos = [this](Clock::time_point t) {
+    return wall_anchor_us_ * 1000 + std::chrono::duration_cast<std::chrono::nanoseconds>(t - steady_anchor_).count();
+  };
   json events = json::array();
   events.push_back(schedule::chrome_track_name(rank_));
   for (const Slice& s : slices_) {
     json event{{"cat", category(s.kind, s.action)},
                {"ph", "X"},
                {"ts", micros(s.start)},
-               {"dur", std::chrono::duration<double, std::micro>(s.end - s.start).count()},
+               {"ts_ns", nanos(s.start)},
+               {"dur", static_cast<double>(nanos(s.end) - nanos(s.start)) / 1000.0},
                {"pid", 0},
                {"tid", rank_}};
     json args{{"step", s.step + 1}};
