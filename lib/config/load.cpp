@@ -208,6 +208,14 @@ class Loader {
                 }};
 };
 
+/// Throws the ConfigError for a spec of `bytes` bytes, over kMaxSpecBytes.
+[[noreturn]] void refuse_oversized_spec(const std::string& source, std::uintmax_t bytes) {
+  throw ConfigError({fmt::format("{}: the spec is {} bytes, more than ppctl reads ({} bytes, 120 KiB: the spec "
+                                 "reaches every worker in one environment variable) (fix: keep long lists "
+                                 "out of the spec, e.g. data.path globs instead of one entry per file)",
+                                 source, bytes, kMaxSpecBytes)});
+}
+
 /// The first line, up to `last` (1-based, or the line after it), whose leading whitespace holds a tab; 0 when none.
 int first_tab_indented_line(const std::string& text, int last) {
   int line = 1;
@@ -231,6 +239,7 @@ int first_tab_indented_line(const std::string& text, int last) {
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir,
                        const SpecOverrides& overrides) {
   Problems problems(source_name);
+  if (yaml_text.size() > kMaxSpecBytes) refuse_oversized_spec(source_name, yaml_text.size());
   std::vector<YAML::Node> documents;
   try {
     refuse_stuck_documents(yaml_text);
@@ -324,6 +333,7 @@ JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides) {
   };
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail("it is a directory");
+  if (const auto size = fs::file_size(path, ec); !ec && size > kMaxSpecBytes) refuse_oversized_spec(path, size);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(std::strerror(errno));
   std::ostringstream text;

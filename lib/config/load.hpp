@@ -23,7 +23,14 @@ struct SpecOverrides {
 /// Unknown keys get a did-you-mean; wrong types, out-of-range values and inconsistent combinations
 /// (layers < stages, hidden % heads != 0, data matching no file, nccl without cuda, ...) are all errors.
 /// Nothing is written and no process is started. `overrides` replace spec fields before validation.
+/// A file larger than kMaxSpecBytes is refused without reading it (ConfigError naming its size and the limit).
 JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides = {});
+
+/// The largest spec ppctl reads, in bytes (120 KiB): the spec text reaches every worker in one environment
+/// variable, and Linux caps one "NAME=value" string at 128 KiB (MAX_ARG_STRLEN); past it the launch failed
+/// with "Argument list too long" after `plan` had accepted the spec. A spec is a few KiB; even a blend of
+/// hundreds of data files fits. Checked by load_job_spec and parse_job_spec, so `plan` and `train` agree.
+inline constexpr std::size_t kMaxSpecBytes = 120 * 1024;
 
 /// Same as load_job_spec on in-memory text; `source_name` appears in messages (and becomes JobSpec::source)
 /// and relative data paths are resolved against `base_dir` (empty = the working directory).

@@ -1224,7 +1224,7 @@ TEST_CASE("hints suggest only values inside the field's range", "[config]") {
 }
 
 TEST_CASE("a long value is cut where a message echoes it", "[config]") {
-  const std::string huge(300'000, 'x');
+  const std::string huge(100'000, 'x');  // under the spec's 120 KiB limit (kMaxSpecBytes)
   const std::vector<std::string> specs = {
       with_data("model: {hidden: " + huge + "}\n"),             // a plain scalar of the wrong type
       with_data("model: {activation: \"" + huge + "\"}\n"),   // an unknown enum value
@@ -1238,7 +1238,7 @@ TEST_CASE("a long value is cut where a message echoes it", "[config]") {
       CHECK(line.size() < 1000);
     }
   }
-  CHECK_THAT(problems_of(specs[0]).at(0), ContainsSubstring("xxx... (300002 bytes in all): "));  // with quotes
+  CHECK_THAT(problems_of(specs[0]).at(0), ContainsSubstring("xxx... (100002 bytes in all): "));  // with quotes
   CHECK(ppctl::core::echo_value("short") == "short");
   CHECK(ppctl::core::echo_value(std::string(ppctl::core::kMaxEchoChars, 'y')) ==
         std::string(ppctl::core::kMaxEchoChars, 'y'));
@@ -1562,4 +1562,27 @@ TEST_CASE("a line indented with a tab is named as such, not as yaml-cpp's illega
   const auto other = problems_of(with_data("model: {layers: [1,\t2}\n"));
   REQUIRE(other.size() == 1);
   CHECK(other[0].find("invalid YAML") != std::string::npos);
+}
+
+TEST_CASE("a spec over 120 KiB is refused before parsing, naming its size and the limit", "[config]") {
+  // Issue 26: a spec of 128 KiB or more passed `plan` and failed `train` with "Argument list too long" (the
+  // spec reaches the workers in an environment variable); a 50 MB YAML list took 5.8 GB to parse.
+  const std::string base = with_data("model: {layers: 2}\n");
+  const auto padded = [&](std::size_t size) { return base + "#" + std::string(size - base.size() - 2, 'x') + "\n"; };
+  CHECK_NOTHROW(parse_job_spec(padded(ppctl::config::kMaxSpecBytes), "job.yaml", corpus_dir().str()));
+  const auto over = problems_of(padded(ppctl::config::kMaxSpecBytes + 1));
+  REQUIRE(over.size() == 1);
+  CHECK(over[0] == fmt::format("job.yaml: the spec is {} bytes, more than ppctl reads ({} bytes, 120 KiB: the spec "
+                               "reaches every worker in one environment variable) (fix: keep long lists out of the "
+                               "spec, e.g. data.path globs instead of one entry per file)",
+                               ppctl::config::kMaxSpecBytes + 1, ppctl::config::kMaxSpecBytes));
+  // From a file: refused by its size, before reading it.
+  corpus_dir().write("big.yaml", padded(5'000'000));
+  const auto big = corpus_dir().path() / "big.yaml";
+  try {
+    load_job_spec(big.string());
+    FAIL("accepted");
+  } catch (const ppctl::ConfigError& e) {
+    CHECK(std::string(e.what()).find("the spec is 5000000 bytes") != std::string::npos);
+  }
 }
