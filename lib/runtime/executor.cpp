@@ -347,6 +347,7 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
     slot.segments.push_back(std::move(segment));
   }
   if (last) {
+    if (!std::isfinite(loss) && result.first_nonfinite_microbatch < 0) result.first_nonfinite_microbatch = action.microbatch;
     result.loss_sum += loss;
     result.loss_count += 1;
   } else {

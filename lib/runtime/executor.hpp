@@ -38,6 +38,8 @@ using MicrobatchSource = std::function<MicrobatchData(int64_t microbatch)>;
 struct StepResult {
   double loss_sum = 0.0;   ///< sum over this rank's last-stage microbatches of the mean token loss (nats)
   int64_t loss_count = 0;  ///< how many microbatches contributed (0 unless this rank holds the last stage)
+  int64_t first_nonfinite_microbatch = -1;  ///< the first microbatch (0..m-1, this replica's) whose loss was NaN or
+                                            ///< infinite, in schedule order; -1 when none (or not the last stage)
   std::array<double, 4> compute_ms{};   ///< wall time spent in F, B, I, W actions (index = ActionKind)
   std::array<int64_t, 4> compute_count{};  ///< how many of each ran
   /// CPU time of the thread that runs the schedule during F, B, I, W actions, ms (CLOCK_THREAD_CPUTIME_ID).

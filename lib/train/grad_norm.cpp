@@ -41,7 +41,15 @@ std::string GradientStats::describe_nonfinite() const {
   std::vector<std::string> parts;
   const auto losses = marked(loss_nonfinite, true);
   const auto grads = marked(sum_squares, false);
-  if (!losses.empty()) parts.push_back("non-finite loss on " + stage_list(losses));
+  if (!losses.empty()) {
+    parts.push_back("non-finite loss on " + stage_list(losses));
+    // The first microbatch of the step that showed it (its number counts every replica's microbatches).
+    double first = 0.0;
+    for (const double m : loss_microbatch) {
+      if (m > 0.0 && (first == 0.0 || m < first)) first = m;
+    }
+    if (first > 0.0) parts.back() += fmt::format(" (first in microbatch {} of the step)", static_cast<int64_t>(first) - 1);
+  }
   if (!grads.empty()) parts.push_back("non-finite gradients on " + stage_list(grads));
   if (const auto replicas = marked(replica_nonfinite, true);
       !replicas.empty() && replicas.size() < replica_nonfinite.size()) {  // named only when not all
@@ -53,10 +61,11 @@ std::string GradientStats::describe_nonfinite() const {
 
 GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
                                    const std::map<int64_t, std::vector<torch::Tensor>>& owned, int64_t num_stages,
-                                   double loss_sum, int64_t loss_count) {
+                                   double loss_sum, int64_t loss_count, int64_t nonfinite_microbatch) {
   GradientStats stats;
   stats.sum_squares.assign(static_cast<size_t>(num_stages), 0.0);
   stats.loss_nonfinite.assign(static_cast<size_t>(num_stages), 0.0);
+  stats.loss_microbatch.assign(static_cast<size_t>(num_stages), 0.0);
   for (const auto& [stage, gradients] : owned) {
     const auto index = static_cast<size_t>(stage);
     PPCTL_ASSERT(index < stats.sum_squares.size(), "stage index beyond the job's stages");
@@ -73,13 +82,17 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
   for (const auto& stage : stages) {
     if (stage->has_head() && loss_count > 0 && !std::isfinite(loss_sum)) {
       stats.loss_nonfinite[static_cast<size_t>(stage->layout().stage)] = 1.0;
+      if (nonfinite_microbatch >= 0) {
+        stats.loss_microbatch[static_cast<size_t>(stage->layout().stage)] = static_cast<double>(nonfinite_microbatch + 1);
+      }
     }
   }
   return stats;
 }
 
 GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
-                                   int64_t num_stages, double loss_sum, int64_t loss_count) {
+                                   int64_t num_stages, double loss_sum, int64_t loss_count,
+                                   int64_t nonfinite_microbatch) {
   std::map<int64_t, std::vector<torch::Tensor>> gradients;
   for (const auto& stage : stages) {
     auto& list = gradients[stage->layout().stage];
@@ -89,36 +102,58 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
       if (!(copy.defined() && p.is_same(copy))) list.push_back(p.grad());
     }
   }
-  return local_gradient_stats(stages, gradients, num_stages, loss_sum, loss_count);
+  return local_gradient_stats(stages, gradients, num_stages, loss_sum, loss_count, nonfinite_microbatch);
 }
 
 void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups) {
   const size_t n = stats.sum_squares.size();
+  stats.loss_microbatch.resize(n, 0.0);
   for (auto* group : groups) {
+    // One stage holds the head, so each loss entry is summed from one rank: the sum is that rank's value.
     std::vector<double> values = stats.sum_squares;
     values.insert(values.end(), stats.loss_nonfinite.begin(), stats.loss_nonfinite.end());
+    values.insert(values.end(), stats.loss_microbatch.begin(), stats.loss_microbatch.end());
     values = group->all_reduce_sum(values);
-    stats.sum_squares.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n));
-    stats.loss_nonfinite.assign(values.begin() + static_cast<std::ptrdiff_t>(n), values.end());
+    const auto at = [&](size_t k) { return values.begin() + static_cast<std::ptrdiff_t>(k * n); };
+    stats.sum_squares.assign(at(0), at(1));
+    stats.loss_nonfinite.assign(at(1), at(2));
+    stats.loss_microbatch.assign(at(2), at(3));
   }
 }
 
 void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel, int64_t dp_rank,
                          int64_t dp_size) {
   const size_t n = stats.sum_squares.size();
-  std::vector<double> flags(2 * n + static_cast<size_t>(dp_size), 0.0);
+  const auto dp = static_cast<size_t>(dp_size);
+  stats.loss_microbatch.resize(n, 0.0);
+  // Per stage two flags, per replica one flag and the first microbatch with a non-finite loss (+ 1).
+  std::vector<double> flags(2 * n + 2 * dp, 0.0);
   for (size_t s = 0; s < n; ++s) {
     flags[s] = std::isfinite(stats.sum_squares[s]) ? 0.0 : 1.0;
     flags[n + s] = stats.loss_nonfinite[s];
   }
   flags[2 * n + static_cast<size_t>(dp_rank)] = stats.finite() ? 0.0 : 1.0;
+  for (const double m : stats.loss_microbatch) {  // the loss lives on one stage: at most one is set
+    if (m > 0.0) flags[2 * n + dp + static_cast<size_t>(dp_rank)] = m;
+  }
   flags = data_parallel.all_reduce_sum(flags);
+  double first = 0.0;  // the earliest over the replicas
+  for (size_t d = 0; d < dp; ++d) {
+    const double m = flags[2 * n + dp + d];
+    if (m > 0.0 && (first == 0.0 || m < first)) first = m;
+  }
   for (size_t s = 0; s < n; ++s) {
     if (flags[s] != 0.0 && std::isfinite(stats.sum_squares[s]))
       stats.sum_squares[s] = std::numeric_limits<double>::quiet_NaN();
     stats.loss_nonfinite[s] = flags[n + s] != 0.0 ? 1.0 : 0.0;
+    stats.loss_microbatch[s] = stats.loss_nonfinite[s] != 0.0 ? first : 0.0;
   }
-  stats.replica_nonfinite.assign(flags.begin() + static_cast<std::ptrdiff_t>(2 * n), flags.end());
+  stats.replica_nonfinite.assign(flags.begin() + static_cast<std::ptrdiff_t>(2 * n),
+                                 flags.begin() + static_cast<std::ptrdiff_t>(2 * n + dp));
+}
+
+void sum_over_shards(GradientStats& stats, comm::Communicator& data_parallel) {
+  stats.sum_squares = data_parallel.all_reduce_sum(stats.sum_squares);
 }
 
 double clip_coefficient(double norm, double max_norm) {

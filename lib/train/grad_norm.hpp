@@ -20,6 +20,8 @@ struct GradientStats {
   std::vector<double> sum_squares;  ///< per stage: sum of squared gradient entries (fp64); NaN or
                                     ///< inf when one of them is not finite
   std::vector<double> loss_nonfinite;  ///< per stage: 1 where the stage's loss was NaN or infinite
+  std::vector<double> loss_microbatch;  ///< per stage: 1 + the step's first microbatch (numbered over every replica,
+                                        ///< d x m + k) whose loss was NaN or infinite there; 0 when none
   std::vector<double> replica_nonfinite;  ///< per dp replica: non-zero where that replica saw a non-finite
                                           ///< value (agree_over_replicas); empty without data parallelism
 
@@ -35,14 +37,17 @@ struct GradientStats {
 /// stage index, in fp64, and the loss of the stage holding the head when `loss_count` > 0 (its
 /// microbatches' losses summed to `loss_sum`). `num_stages` is the job's total number of stages.
 GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
-                                   int64_t num_stages, double loss_sum, int64_t loss_count);
+                                   int64_t num_stages, double loss_sum, int64_t loss_count,
+                                   int64_t nonfinite_microbatch = -1);
 
 /// The same over given gradients: `owned` by global stage (the distributed optimizer's shard
 /// pieces, DistributedOptimizer::owned_gradients) in place of the stages' whole .grad; `stages` say
 /// which stage holds the head (for the loss).
+/// `nonfinite_microbatch`: the step's first microbatch with a NaN or infinite loss on this rank's last stage,
+/// numbered over every replica (d x m + k), or -1 (StepResult::first_nonfinite_microbatch on replica d).
 GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
                                    const std::map<int64_t, std::vector<torch::Tensor>>& owned, int64_t num_stages,
-                                   double loss_sum, int64_t loss_count);
+                                   double loss_sum, int64_t loss_count, int64_t nonfinite_microbatch = -1);
 
 /// Sums `stats` element-wise over the ranks of each group in `groups`, in order (one all-reduce
 /// each, bounded by the group's timeout). For a pipeline that is the one pipeline group; an empty
@@ -60,6 +65,11 @@ void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communi
 /// Bounded by the group's timeout.
 void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel, int64_t dp_rank,
                          int64_t dp_size);
+
+/// optimizer.distributed: each replica summed only its shard of every gradient; adds sum_squares over
+/// `data_parallel` (one all-reduce, bounded by its timeout) so that it covers every gradient once. The
+/// other fields, already the same on every replica (agree_over_replicas), are left as they are.
+void sum_over_shards(GradientStats& stats, comm::Communicator& data_parallel);
 
 /// The factor torch.nn.utils.clip_grad_norm_ scales gradients by: min(1, max_norm / (norm + 1e-6))
 /// (torch/nn/utils/clip_grad.py, `clip_coef_clamped`).

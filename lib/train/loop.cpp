@@ -226,12 +226,17 @@ void run_training(LoopContext& ctx) {
 
     // Every rank sees the same global statistics, so every rank decides alike (nobody is left
     // waiting in the next step's communication).
+    // The step's first microbatch with a non-finite loss, numbered over every replica (d x m + k).
+    const int64_t bad_microbatch = result.first_nonfinite_microbatch < 0
+                                       ? -1
+                                       : ctx.dp_rank * spec.pipeline.microbatches + result.first_nonfinite_microbatch;
     auto stats = sharded ? local_gradient_stats(ctx.stages, sharded->owned_gradients(), num_stages,
-                                                result.loss_sum, result.loss_count)
-                         : local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count);
+                                                result.loss_sum, result.loss_count, bad_microbatch)
+                         : local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count,
+                                                bad_microbatch);
     reduce_gradient_stats(stats, groups);
     if (ctx.data_parallel != nullptr) agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
-    if (sharded) reduce_gradient_stats(stats, {ctx.data_parallel});  // each replica summed its shard only
+    if (sharded) sum_over_shards(stats, *ctx.data_parallel);  // each replica summed its shard only
     const double grad_norm = stats.norm();
     const bool finite = stats.finite();
     if (!finite) {

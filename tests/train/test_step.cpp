@@ -24,6 +24,8 @@
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "job/local_job.hpp"
+#include "support/memory_spec.hpp"
+#include "plan/layout.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
 #include "support/temp_dir.hpp"
@@ -337,6 +339,20 @@ TEST_CASE("gradient statistics: norm, non-finite stages, clip factor") {
   stats.sum_squares[0] = INFINITY;
   CHECK(stats.describe_nonfinite() ==
         "non-finite loss on stage 2 and non-finite gradients on stages 0, 1");
+  // The microbatch of the step whose loss was first non-finite (numbered over every replica), when known.
+  stats.loss_microbatch = {0.0, 0.0, 6.0};
+  CHECK(stats.describe_nonfinite() ==
+        "non-finite loss on stage 2 (first in microbatch 5 of the step) and non-finite gradients on stages 0, 1");
+  // local_gradient_stats records it on the stage holding the head, and only with a non-finite loss.
+  auto spec = test::memory_test_spec();
+  spec.pipeline.stages = 2;
+  const auto layout = plan::make_layout(spec);
+  const std::vector<model::StageModule> last{model::StageModule(spec.model, layout.stages.back(), 3)};
+  auto local = train::local_gradient_stats(last, 2, std::nan(""), 4, 7);
+  CHECK(local.loss_nonfinite == std::vector<double>{0.0, 1.0});
+  CHECK(local.loss_microbatch == std::vector<double>{0.0, 8.0});
+  local = train::local_gradient_stats(last, 2, 1.5, 4, 7);
+  CHECK(local.loss_microbatch == std::vector<double>{0.0, 0.0});
   CHECK(train::clip_coefficient(0.5, 1.0) == 1.0);
   CHECK(train::clip_coefficient(10.0, 1.0) == Approx(1.0 / (10.0 + 1e-6)));
 }
