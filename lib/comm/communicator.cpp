@@ -11,7 +11,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <string>
 
@@ -144,16 +143,16 @@ class ProcessGroupCommunicator final : public Communicator {
       // ProcessGroupGloo's _allgather_base gathers into a temporary of the whole output. One in-place
       // broadcast per slice, from the rank that owns it, moves the same bytes into place.
       const int64_t slice = shard.numel();
-      std::vector<std::function<c10::intrusive_ptr<Work>()>> posts;
-      for (int r = 0; r < world_size_; ++r) {
-        posts.push_back([this, &tensor, r, slice] {
-          std::vector<at::Tensor> part{tensor.view({-1}).narrow(0, r * slice, slice)};
-          c10d::BroadcastOptions options;
-          options.rootRank = r;
-          return backend_->broadcast(part, options);
-        });
-      }
-      return post_all(posts, "all-gather of " + what);
+      return post_works(
+          [&](Works& works) {
+            for (int r = 0; r < world_size_; ++r) {
+              std::vector<at::Tensor> part{tensor.view({-1}).narrow(0, r * slice, slice)};
+              c10d::BroadcastOptions options;
+              options.rootRank = r;
+              works.push_back(backend_->broadcast(part, options));
+            }
+          },
+          -1, "all-gather of " + what);
     }
     return post([&] { return backend_->_allgather_base(tensor, shard); }, -1, "all-gather of " + what);
   }
@@ -161,22 +160,18 @@ class ProcessGroupCommunicator final : public Communicator {
  private:
   template <typename Post>
   PendingOp post(Post&& post_op, int peer, std::string what) {
-    return post_all(std::vector<std::function<c10::intrusive_ptr<Work>()>>{post_op}, peer, std::move(what));
+    return post_works([&](Works& works) { works.push_back(post_op()); }, peer, std::move(what));
   }
 
-  /// Posts the collectives of `posts` in order as one operation (a collective: peer -1), waited for together.
-  PendingOp post_all(const std::vector<std::function<c10::intrusive_ptr<Work>()>>& posts, std::string what) {
-    return post_all(posts, -1, std::move(what));
-  }
-
-  PendingOp post_all(const std::vector<std::function<c10::intrusive_ptr<Work>()>>& posts, int peer,
-                     std::string what) {
+  /// Posts what `fill` adds to the operation's works, in order, as one operation waited for together.
+  template <typename Fill>
+  PendingOp post_works(Fill&& fill, int peer, std::string what) {
     PendingOp op;
     op.peer = peer;
     op.what = std::move(what);
     auto works = std::make_shared<Works>();
     try {
-      for (const auto& post_op : posts) works->push_back(post_op());
+      fill(*works);
     } catch (const std::exception& e) {
       throw CommError(fmt::format("rank {}: cannot post {}: {}", global_rank(), describe(op), error_text(e)));
     }

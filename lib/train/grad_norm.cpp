@@ -13,6 +13,15 @@
 namespace ppctl::train {
 namespace {
 
+/// The smallest value above 0 in `values`, or 0 when there is none (the "first microbatch + 1" entries).
+double smallest_positive(const std::vector<double>& values) {
+  double smallest = 0.0;
+  for (const double v : values) {
+    if (v > 0.0 && (smallest == 0.0 || v < smallest)) smallest = v;
+  }
+  return smallest;
+}
+
 /// Indices i with a non-finite values[i] (or, when `flags`, values[i] != 0).
 std::vector<int64_t> marked(const std::vector<double>& values, bool flags) {
   std::vector<int64_t> out;
@@ -44,11 +53,7 @@ std::string GradientStats::describe_nonfinite() const {
   if (!losses.empty()) {
     parts.push_back("non-finite loss on " + stage_list(losses));
     // The first microbatch of the step that showed it (its number counts every replica's microbatches).
-    double first = 0.0;
-    for (const double m : loss_microbatch) {
-      if (m > 0.0 && (first == 0.0 || m < first)) first = m;
-    }
-    if (first > 0.0) parts.back() += fmt::format(" (first in microbatch {} of the step)", static_cast<int64_t>(first) - 1);
+    if (const double first = smallest_positive(loss_microbatch); first > 0.0) parts.back() += fmt::format(" (first in microbatch {} of the step)", static_cast<int64_t>(first) - 1);
   }
   if (!grads.empty()) parts.push_back("non-finite gradients on " + stage_list(grads));
   if (const auto replicas = marked(replica_nonfinite, true);
@@ -90,9 +95,7 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
   return stats;
 }
 
-GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
-                                   int64_t num_stages, double loss_sum, int64_t loss_count,
-                                   int64_t nonfinite_microbatch) {
+std::map<int64_t, std::vector<torch::Tensor>> stage_gradients(const std::vector<model::StageModule>& stages) {
   std::map<int64_t, std::vector<torch::Tensor>> gradients;
   for (const auto& stage : stages) {
     auto& list = gradients[stage->layout().stage];
@@ -102,7 +105,13 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
       if (!(copy.defined() && p.is_same(copy))) list.push_back(p.grad());
     }
   }
-  return local_gradient_stats(stages, gradients, num_stages, loss_sum, loss_count, nonfinite_microbatch);
+  return gradients;
+}
+
+GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages,
+                                   int64_t num_stages, double loss_sum, int64_t loss_count,
+                                   int64_t nonfinite_microbatch) {
+  return local_gradient_stats(stages, stage_gradients(stages), num_stages, loss_sum, loss_count, nonfinite_microbatch);
 }
 
 void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups) {
@@ -137,11 +146,7 @@ void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel
     if (m > 0.0) flags[2 * n + dp + static_cast<size_t>(dp_rank)] = m;
   }
   flags = data_parallel.all_reduce_sum(flags);
-  double first = 0.0;  // the earliest over the replicas
-  for (size_t d = 0; d < dp; ++d) {
-    const double m = flags[2 * n + dp + d];
-    if (m > 0.0 && (first == 0.0 || m < first)) first = m;
-  }
+  const double first = smallest_positive({flags.begin() + static_cast<std::ptrdiff_t>(2 * n + dp), flags.end()});
   for (size_t s = 0; s < n; ++s) {
     if (flags[s] != 0.0 && std::isfinite(stats.sum_squares[s]))
       stats.sum_squares[s] = std::numeric_limits<double>::quiet_NaN();

@@ -40,6 +40,10 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
                                    int64_t num_stages, double loss_sum, int64_t loss_count,
                                    int64_t nonfinite_microbatch = -1);
 
+/// The gradients of `stages` by global stage, each once: a tied embedding's copy on the stage holding the
+/// head is left out (it counts on the first stage). Views of the parameters' .grad (undefined ones included).
+std::map<int64_t, std::vector<torch::Tensor>> stage_gradients(const std::vector<model::StageModule>& stages);
+
 /// The same over given gradients: `owned` by global stage (the distributed optimizer's shard
 /// pieces, DistributedOptimizer::owned_gradients) in place of the stages' whole .grad; `stages` say
 /// which stage holds the head (for the loss).

@@ -72,27 +72,13 @@ void check_injection(const std::optional<NanInjection>& injection, int64_t num_s
   }
 }
 
-/// Testing (--inject-nan): fills the gradient of the first parameter of stage `stage` with NaN, if
-/// this rank holds that stage.
-void poison_gradients(const std::vector<model::StageModule>& stages, int64_t stage) {
-  torch::NoGradGuard no_grad;
-  for (const auto& module : stages) {
-    if (module->layout().stage != stage) continue;
-    for (auto& p : module->parameters()) {
-      if (!p.grad().defined()) continue;
-      spdlog::warn("fault injection: NaN written into the gradient of stage {}", stage);
-      p.grad().fill_(std::numeric_limits<double>::quiet_NaN());
-      return;
-    }
-  }
-}
-
-/// The same for the distributed optimizer: the first gradient this rank owns of `stage` (its shard).
+/// Testing (--inject-nan): fills the first of the gradients this rank counts for stage `stage` (`owned`:
+/// stage_gradients, or the distributed optimizer's shard) with NaN, if it holds that stage.
 void poison_gradients(const std::map<int64_t, std::vector<torch::Tensor>>& owned, int64_t stage) {
   torch::NoGradGuard no_grad;
   const auto it = owned.find(stage);
   if (it == owned.end() || it->second.empty()) return;
-  spdlog::warn("fault injection: NaN written into this replica's shard of the gradients of stage {}", stage);
+  spdlog::warn("fault injection: NaN written into the gradient of stage {}", stage);
   it->second.front().fill_(std::numeric_limits<double>::quiet_NaN());
 }
 
@@ -215,13 +201,11 @@ void run_training(LoopContext& ctx) {
         result.loss_count = static_cast<int64_t>(sums[1]);
       }
     }
+    // The gradients this rank answers for in the global norm: its stages' (the tied copy once), or its shard.
+    const auto owned = sharded ? sharded->owned_gradients() : stage_gradients(ctx.stages);
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1 &&
         (!ctx.inject_nan->replica || *ctx.inject_nan->replica == ctx.dp_rank)) {
-      if (sharded) {
-        poison_gradients(sharded->owned_gradients(), ctx.inject_nan->stage);
-      } else {
-        poison_gradients(ctx.stages, ctx.inject_nan->stage);
-      }
+      poison_gradients(owned, ctx.inject_nan->stage);
     }
 
     // Every rank sees the same global statistics, so every rank decides alike (nobody is left
@@ -230,10 +214,7 @@ void run_training(LoopContext& ctx) {
     const int64_t bad_microbatch = result.first_nonfinite_microbatch < 0
                                        ? -1
                                        : ctx.dp_rank * spec.pipeline.microbatches + result.first_nonfinite_microbatch;
-    auto stats = sharded ? local_gradient_stats(ctx.stages, sharded->owned_gradients(), num_stages,
-                                                result.loss_sum, result.loss_count, bad_microbatch)
-                         : local_gradient_stats(ctx.stages, num_stages, result.loss_sum, result.loss_count,
-                                                bad_microbatch);
+    auto stats = local_gradient_stats(ctx.stages, owned, num_stages, result.loss_sum, result.loss_count, bad_microbatch);
     reduce_gradient_stats(stats, groups);
     if (ctx.data_parallel != nullptr) agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
     if (sharded) sum_over_shards(stats, *ctx.data_parallel);  // each replica summed its shard only

@@ -47,6 +47,7 @@ DistributedOptimizer::DistributedOptimizer(const std::vector<model::StageModule>
     const auto grads = gradients.buffer(stage.index);
     auto params = module->parameters();
     stage.flat = torch::zeros({layout.numel}, grads.options());
+    stage.offsets = layout.offsets;
     for (size_t i = 0; i < params.size(); ++i) {  // re-seat each parameter in the buffer, values kept
       auto view = stage.flat.narrow(0, layout.offsets[i], params[i].numel()).view_as(params[i]);
       view.copy_(params[i]);
@@ -170,12 +171,11 @@ std::unique_ptr<torch::optim::AdamW> DistributedOptimizer::gather_state(
             moment, fmt::format("optimizer state bucket {} of stage {}", b + 1, stage.index)));
       }
       // Every parameter starting in this bucket lies whole inside it.
-      for (const auto& p : params) {
-        const int64_t at = static_cast<const char*>(p.data_ptr()) - static_cast<const char*>(bucket.params.data_ptr());
-        if (at < 0 || at >= static_cast<int64_t>(bucket.params.nbytes())) continue;
-        const int64_t first = at / static_cast<int64_t>(sizeof(float));
-        put(p, cpu_copy(moments[0].narrow(0, first, p.numel()).view_as(p)),
-            cpu_copy(moments[1].narrow(0, first, p.numel()).view_as(p)));
+      for (size_t i = 0; i < params.size(); ++i) {
+        const int64_t first = stage.offsets[i] - bucket.offset;
+        if (first < 0 || first >= numel) continue;
+        put(params[i], cpu_copy(moments[0].narrow(0, first, params[i].numel()).view_as(params[i])),
+            cpu_copy(moments[1].narrow(0, first, params[i].numel()).view_as(params[i])));
       }
     }
   }

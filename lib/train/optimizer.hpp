@@ -102,6 +102,7 @@ class DistributedOptimizer final : public runtime::ParameterGather {
     int64_t index = 0;
     bool has_head = false;
     torch::Tensor flat;  // the parameter buffer
+    std::vector<int64_t> offsets;  // each parameter's offset in `flat` (StageBufferLayout::offsets)
     std::vector<Bucket> buckets;
     torch::Tensor tied;  // the tied copy, or undefined
   };
