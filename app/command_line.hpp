@@ -17,6 +17,10 @@ namespace ppctl::app {
 
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
+// 75, a job stopped on a signal with a checkpoint (resumable): launch::kExitStoppedResumable.
+
+/// `ppctl train --resume auto`: this run's latest checkpoint, or a fresh start (a folder named auto: ./auto).
+inline constexpr const char* kResumeAuto = "auto";
 
 /// Sets up the top level of ppctl's command line on `app`: its description, one subcommand required, --version.
 void describe_ppctl(CLI::App& app);

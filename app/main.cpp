@@ -13,6 +13,8 @@
 #include <iostream>
 #include <optional>
 
+#include <unistd.h>
+
 #include "checkpoint/checkpoint.hpp"
 #include "cli_checks.hpp"
 #include "comm/error_text.hpp"
@@ -30,6 +32,7 @@
 #include "job/worker_failure.hpp"
 #include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
+#include "launch/worker_signals.hpp"
 #include "observe/progress.hpp"
 #include "observe/run_dir.hpp"
 #include "plan/parallel.hpp"
@@ -61,23 +64,56 @@ int interrupted_before_start(const std::optional<std::string>& run_dir) {
   return 128 + sig;
 }
 
-/// `--resume [PATH]`: the checkpoint folder to continue from (PATH, else checkpoint.dir), checked
-/// against the spec before anything starts. Throws ppctl::CheckpointError.
-std::string resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp) {
+/// `--resume auto`: the latest checkpoint in checkpoint.dir when this run wrote it (checkpoint::run_mismatch),
+/// nothing (a fresh start) when there is none yet. Throws ppctl::CheckpointError when it is another run's.
+std::optional<std::filesystem::path> latest_of_this_run(const ppctl::config::JobSpec& spec, int64_t sequences_per_step) {
+  if (spec.checkpoint.dir.empty()) {
+    spdlog::warn("--resume auto: {} sets no checkpoint.dir, so there is nothing to resume and this run cannot be "
+                 "resumed either: starting from step 1 (fix: set checkpoint.dir)", spec.source);
+    return std::nullopt;
+  }
+  std::error_code ignored;
+  if (!std::filesystem::exists(std::filesystem::path(spec.checkpoint.dir) / "latest", ignored)) {
+    spdlog::info("--resume auto: no checkpoint in {} yet: starting from step 1", spec.checkpoint.dir);
+    return std::nullopt;
+  }
+  const auto checkpoint = ppctl::checkpoint::resolve_checkpoint(spec.checkpoint.dir);
+  const auto meta = ppctl::checkpoint::read_checkpoint_meta(checkpoint);
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const auto hash = ppctl::checkpoint::run_spec_hash(spec, sequences_per_step);
+  if (const auto why = ppctl::checkpoint::run_mismatch(meta, hash, job ? job : "")) {
+    throw ppctl::CheckpointError(fmt::format(
+        "--resume auto: the latest checkpoint in checkpoint.dir, {} (step {}), is not this run's: {} (fix: to "
+        "continue it anyway pass --resume {}; to start this run afresh set checkpoint.dir to another folder, or "
+        "remove {})",
+        checkpoint.string(), meta.step, *why, spec.checkpoint.dir, spec.checkpoint.dir));
+  }
+  return checkpoint;
+}
+
+/// `--resume [PATH]` or `--resume auto`: the checkpoint folder to continue from (PATH, else checkpoint.dir's
+/// latest; with auto only this run's, latest_of_this_run), checked against the spec before anything starts;
+/// nullopt for a fresh start (auto, and no checkpoint yet). Throws ppctl::CheckpointError.
+std::optional<std::string> resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp) {
   const auto& spec = planned.spec;
+  const int64_t sequences_per_step = dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;
   if (path.empty() && spec.checkpoint.dir.empty()) {
     throw ppctl::CheckpointError(fmt::format(
         "--resume without a folder continues from checkpoint.dir, but {} sets none (fix: add "
         "checkpoint: {{dir: ...}} to the spec, or pass --resume CHECKPOINT_FOLDER)",
         spec.source));
   }
-  const auto checkpoint =
-      ppctl::checkpoint::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
+  std::filesystem::path checkpoint;
+  if (path == ppctl::app::kResumeAuto) {
+    const auto latest = latest_of_this_run(spec, sequences_per_step);
+    if (!latest) return std::nullopt;
+    checkpoint = *latest;
+  } else {
+    checkpoint = ppctl::checkpoint::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
+  }
   const auto meta = ppctl::checkpoint::read_checkpoint_meta(checkpoint);
   ppctl::checkpoint::verify_checkpoint_files(checkpoint, meta);
-  ppctl::train::check_resumable(
-      meta, spec, dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size, spec.train.steps,
-      checkpoint);
+  ppctl::train::check_resumable(meta, spec, sequences_per_step, spec.train.steps, checkpoint);
   spdlog::info("resuming from {} (step {}, saved with {} stage(s))", checkpoint.string(), meta.step,
                meta.stages);
   return std::filesystem::absolute(checkpoint).string();
@@ -97,6 +133,8 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
     return kExitBadInput;
   }
   ppctl::core::setup_logging(info.rank);
+  // Each rank gets the signal itself (torchrun's agent, srun): the job stops at the next step (train.on_signal).
+  const ppctl::launch::WorkerSignalScope stop_signals(info.rank, std::nullopt);
   auto planned = ppctl::job::prepare_job(spec_path, {steps});
   info.job_id += ", " + ppctl::job::job_fingerprint(planned);
   // pipeline.data_parallel 0: dp comes from WORLD_SIZE. The plan (plan.txt, the memory table and its
@@ -116,7 +154,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   options.steps = steps;
   options.identity = info;
   if (resume) {
-    options.resume_from = resolve_resume(planned, *resume, dp);
+    options.resume_from = resolve_resume(planned, *resume, dp).value_or("");
   }
   // The run directory: rank 0 makes it and publishes its path through the store (shared_run_dir.hpp).
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(planned.spec.runtime.comm_timeout_s * 1000.0));
@@ -135,7 +173,9 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   if (shared && shared->made) {  // rank 0: merge the trace parts (after a failure, give the others 3 s)
     ppctl::job::finish_shared_run_directory(
         *shared->made, static_cast<int>(planned.program.num_ranks()), planned.spec.observe.trace_steps > 0,
-        code == 0 ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)) : std::chrono::seconds(3));
+        code == 0 || ppctl::launch::WorkerSignalScope::caught() != 0 || code == ppctl::launch::kExitStoppedResumable
+            ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))
+            : std::chrono::seconds(3));
   }
   return code;
 }
@@ -158,8 +198,10 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     spdlog::info("--steps {} overrides train.steps", *steps);
   }
   if (resume) {
-    extra.push_back("--resume");
-    extra.push_back(resolve_resume(planned, *resume, planned.layout.data_parallel));
+    if (const auto checkpoint = resolve_resume(planned, *resume, planned.layout.data_parallel)) {
+      extra.push_back("--resume");
+      extra.push_back(*checkpoint);
+    }
   }
   if (!planned.spec.checkpoint.dir.empty()) {
     ppctl::checkpoint::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
@@ -191,6 +233,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
                                        planned.spec.observe.trace_steps > 0);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
+  } else if (result.stop_signal != 0) {
+    spdlog::warn("training stopped: {}", result.message);
   } else {
     spdlog::error("training failed: {}", result.message);
   }
@@ -211,7 +255,10 @@ int cmd_verify(const std::string& spec_path, double tolerance) {
 /// launcher then names the rank and stops the job. Bad input exits 2 (not restarted).
 int cmd_worker(const ppctl::job::WorkerOptions& options) {
   const char* rank = std::getenv("RANK");
-  ppctl::core::setup_logging(rank ? std::optional<int>(std::atoi(rank)) : std::nullopt);
+  const auto rank_number = rank ? std::optional<int>(std::atoi(rank)) : std::nullopt;
+  ppctl::core::setup_logging(rank_number);
+  // The local launcher forwards the stop signals it gets and ends the job with SIGTERM (worker_signals.hpp).
+  const ppctl::launch::WorkerSignalScope stop_signals(rank_number, getppid());
   try {
     return ppctl::job::run_worker(options);
   } catch (const std::exception& e) {
@@ -273,9 +320,10 @@ int main(int argc, char** argv) {
   std::string resume_path;
   auto* resume = train->add_option(
       "--resume", resume_path,
-      "Continue from a checkpoint: the latest in checkpoint.dir, or the checkpoint folder given "
-      "(after the spec: ppctl train job.yaml --resume [FOLDER])");
-  resume->expected(0, 1)->type_name("[FOLDER]");
+      "Continue from a checkpoint: the latest in checkpoint.dir, or the checkpoint folder given; `auto`: "
+      "the latest in checkpoint.dir if this run wrote it, else a fresh start when there is none "
+      "(after the spec: ppctl train job.yaml --resume [FOLDER|auto])");
+  resume->expected(0, 1)->type_name("[FOLDER|auto]");
   std::string run_dir;
   train->add_option("--run-dir", run_dir,
                     "Folder for this run's config, logs, metrics and trace (new or empty; default: "

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -90,6 +91,8 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
   meta.schedule = CheckpointSchedule{spec.optimizer.lr_schedule, spec.optimizer.lr, spec.optimizer.min_lr,
                                      spec.optimizer.warmup_steps,
                                      writer.total_steps > 0 ? writer.total_steps : spec.train.steps};
+  meta.run_hash = run_spec_hash(spec, writer.sequences_per_step);
+  if (const char* job = std::getenv("SLURM_JOB_ID")) meta.slurm_job_id = job;
   for (const auto& name : checkpoint_files(spec.model.layers)) {
     const auto bytes = core::read_file(partial / name);  // throws naming a file a rank did not write
     meta.files[name] = {bytes.size(), core::fnv1a64(bytes)};

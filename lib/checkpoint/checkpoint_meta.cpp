@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 
@@ -114,6 +115,10 @@ CheckpointMeta read_fields(const json& j, const fs::path& file) {
   meta.stages = integer<int64_t>(j.at("stages"), file);
   meta.lr = j.at("lr").get<double>();
   if (j.contains("schedule")) meta.schedule = read_schedule(j.at("schedule"), file);  // absent before it was recorded
+  if (j.contains("run")) {  // absent before --resume auto
+    meta.run_hash = j.at("run").at("spec_hash").get<std::string>();
+    meta.slurm_job_id = j.at("run").at("slurm_job_id").get<std::string>();
+  }
   for (const auto& [name, entry] : j.at("files").items()) {
     const auto checksum = entry.at("fnv1a64").get<std::string>();
     size_t used = 0;
@@ -185,7 +190,52 @@ std::string other_checkpoint(const fs::path& file) {
   return older.empty() ? newer : older;
 }
 
+/// meta.json's `model` object (the resolved ffn_hidden and kv_heads).
+json model_json(const config::ModelSpec& m) {
+  return {{"vocab_size", m.vocab_size},
+          {"layers", m.layers},
+          {"hidden", m.hidden},
+          {"heads", m.heads},
+          {"seq_len", m.seq_len},
+          {"tie_embeddings", m.tie_embeddings},
+          {"arch", config::to_string(m.arch)},
+          {"activation", config::to_string(m.activation)},
+          {"norm_eps", m.norm_eps},
+          {"rope_theta", m.rope_theta},
+          {"ffn_hidden", config::ffn_hidden_of(m)},
+          {"kv_heads", config::kv_heads_of(m)}};
+}
+
 }  // namespace
+
+std::string run_spec_hash(const config::JobSpec& spec, int64_t sequences_per_step) {
+  const auto& o = spec.optimizer;
+  auto model = model_json(spec.model);
+  model["dropout"] = spec.model.dropout;
+  const json run = {{"model", model},
+                    {"data", data::describe_sources(spec)},
+                    {"eval_fraction", spec.data.eval_fraction},
+                    {"seed", spec.train.seed},
+                    {"sequences_per_step", sequences_per_step},
+                    {"optimizer",
+                     {{"lr", o.lr}, {"betas", {o.beta1, o.beta2}}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
+                      {"lr_schedule", config::to_string(o.lr_schedule)}, {"warmup_steps", o.warmup_steps},
+                      {"min_lr", o.min_lr}, {"clip_grad_norm", o.clip_grad_norm}}},
+                    {"precision", config::to_string(spec.runtime.precision)}};
+  return hex(core::fnv1a64(run.dump()));
+}
+
+std::optional<std::string> run_mismatch(const CheckpointMeta& meta, const std::string& spec_hash,
+                                        const std::string& slurm_job_id) {
+  if (meta.run_hash.empty()) return std::string("it records no run (written by a ppctl from before --resume auto)");
+  if (!slurm_job_id.empty() && meta.slurm_job_id == slurm_job_id) return std::nullopt;
+  if (meta.run_hash == spec_hash) return std::nullopt;
+  auto why = fmt::format("it was written by a run with spec hash {} (this spec: {})", meta.run_hash, spec_hash);
+  if (!meta.slurm_job_id.empty() || !slurm_job_id.empty())
+    why += fmt::format(", in Slurm job {} (this job: {})", meta.slurm_job_id.empty() ? "none" : meta.slurm_job_id,
+                       slurm_job_id.empty() ? "none" : slurm_job_id);
+  return why;
+}
 
 void throw_corrupt_checkpoint(const fs::path& file, const std::string& why) {
   const std::string other = other_checkpoint(file);
@@ -202,23 +252,10 @@ std::string checkpoint_meta_text(const CheckpointMeta& meta) {
   for (const auto& [name, entry] : meta.files) {
     files[name] = {{"bytes", entry.first}, {"fnv1a64", hex(entry.second)}};
   }
-  const auto& m = meta.model;
   json j = {{"format", "ppctl-checkpoint"},
             {"version", kFormatVersion},
             {"step", meta.step},
-            {"model",
-             {{"vocab_size", m.vocab_size},
-              {"layers", m.layers},
-              {"hidden", m.hidden},
-              {"heads", m.heads},
-              {"seq_len", m.seq_len},
-              {"tie_embeddings", m.tie_embeddings},
-              {"arch", config::to_string(m.arch)},
-              {"activation", config::to_string(m.activation)},
-              {"norm_eps", m.norm_eps},
-              {"rope_theta", m.rope_theta},
-              {"ffn_hidden", config::ffn_hidden_of(m)},
-              {"kv_heads", config::kv_heads_of(m)}}},
+            {"model", model_json(meta.model)},
             {"sequences_per_step", meta.sequences_per_step},
             {"next_sample", meta.next_sample},
             {"data", {{"sources", meta.data_sources}, {"counts", meta.data_counts}}},
@@ -235,6 +272,7 @@ std::string checkpoint_meta_text(const CheckpointMeta& meta) {
                      {"warmup_steps", s.warmup_steps},
                      {"steps", s.steps}};
   }
+  if (!meta.run_hash.empty()) j["run"] = {{"spec_hash", meta.run_hash}, {"slurm_job_id", meta.slurm_job_id}};
   return j.dump(2) + "\n";
 }
 

@@ -55,9 +55,29 @@ struct CheckpointMeta {
   /// The learning-rate schedule the run was trained with (its horizon); nullopt in checkpoints
   /// written before it was recorded (meta.json without `schedule`).
   std::optional<CheckpointSchedule> schedule;
+  /// The run the checkpoint belongs to (`--resume auto` accepts only this run's; run_mismatch): the spec's
+  /// run hash (run_spec_hash) and the Slurm job id (SLURM_JOB_ID when saved; empty outside Slurm). Both empty
+  /// in checkpoints written before they were recorded.
+  std::string run_hash;
+  std::string slurm_job_id;
   /// unit file name -> (size in bytes, FNV-1a 64 checksum)
   std::map<std::string, std::pair<uint64_t, uint64_t>> files;
 };
+
+/// 16 hex digits identifying a run by what decides its training: the model (every model.* field but init_from,
+/// dropout included), the data sources (data::describe_sources), data.eval_fraction, train.seed, the global
+/// batch `sequences_per_step`, optimizer.* but `distributed` (bitwise the same updates), and
+/// runtime.precision. Not in it, so that they may change between a run's attempts: the stage count,
+/// schedule, data parallelism split, train.steps, checkpoint.*, eval.*, observe.*, runtime.* but precision.
+/// FNV-1a 64 of a canonical JSON text of those fields.
+std::string run_spec_hash(const config::JobSpec& spec, int64_t sequences_per_step);
+
+/// Whether `meta` was written by the run `spec_hash` (run_spec_hash) in Slurm job `slurm_job_id` (empty
+/// outside Slurm): nullopt when it was (the same Slurm job, requeued or not, or the same run hash: a re-run
+/// of the same spec); else why not, e.g. "it was written by a run with spec hash 0123... (this spec:
+/// 4567...), in Slurm job 42 (this job: 43)", or that it records no run (written before ppctl recorded it).
+std::optional<std::string> run_mismatch(const CheckpointMeta& meta, const std::string& spec_hash,
+                                        const std::string& slurm_job_id);
 
 /// meta.json's text for `meta` (JSON, 2-space indented, ending in a newline).
 std::string checkpoint_meta_text(const CheckpointMeta& meta);

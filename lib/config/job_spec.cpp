@@ -60,6 +60,14 @@ std::string to_string(NonFinitePolicy policy) {
   throw InternalError("to_string: unknown NonFinitePolicy");
 }
 
+std::string to_string(SignalPolicy policy) {
+  switch (policy) {
+    case SignalPolicy::Checkpoint: return "checkpoint";
+    case SignalPolicy::Stop: return "stop";
+  }
+  throw InternalError("to_string: unknown SignalPolicy");
+}
+
 std::string to_string(Recompute recompute) {
   switch (recompute) {
     case Recompute::None: return "none";

@@ -31,6 +31,13 @@ enum class NonFinitePolicy {
   Skip,  ///< `skip`: skip the optimizer step (gradients discarded) and go on
 };
 
+/// What a job does when SIGUSR1, SIGUSR2, SIGTERM, SIGINT or SIGHUP reaches it (a cluster's warning
+/// before a time limit or a preemption, a Ctrl-C): every rank agrees on the next step boundary and stops there.
+enum class SignalPolicy {
+  Checkpoint,  ///< `checkpoint`: write a checkpoint at that step (checkpoint.dir), then exit 75, resumable
+  Stop,        ///< `stop`: stop at that step without writing one; exit 128 + the signal
+};
+
 /// Activation recomputation (trading compute for memory), per stage.
 enum class Recompute {
   None,    ///< `none`: keep every activation from forward to backward
@@ -202,6 +209,7 @@ struct TrainSpec {
   uint64_t seed = 0;          ///< seeds weights, data order and dropout. Range [0, 2^63).
   int64_t log_interval = 10;  ///< log a line every N steps (and at the first and last). Range [1, 1e9].
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Stop;  ///< `stop` (default) or `skip`.
+  SignalPolicy on_signal = SignalPolicy::Checkpoint;  ///< `checkpoint` (default) or `stop`.
   Recompute recompute = Recompute::None;  ///< `none` (default), `full` or `blocks`.
   int64_t recompute_every = 1;  ///< with recompute: blocks, keep every k-th block's input. Range [1, 10000].
   int64_t max_restarts = 0;       ///< local launcher: restarts after a worker failure, from the latest
@@ -294,6 +302,7 @@ std::string to_string(Backend backend);
 std::string to_string(CpuBinding binding);
 std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
+std::string to_string(SignalPolicy policy);
 std::string to_string(Recompute recompute);
 std::string to_string(Precision precision);
 std::string to_string(P2pDtype dtype);

@@ -263,6 +263,8 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         int_field("log_interval", t.log_interval, {1, kBillion}, "log a line every N steps"),
         enum_field("on_nonfinite", t.on_nonfinite, std::vector{NonFinitePolicy::Stop, NonFinitePolicy::Skip},
                    "what every rank does when the loss or a gradient is not finite"),
+        enum_field("on_signal", t.on_signal, std::vector{SignalPolicy::Checkpoint, SignalPolicy::Stop},
+                   "on SIGUSR1, SIGUSR2, SIGTERM, SIGINT or SIGHUP: stop at the next step, with or without a checkpoint"),
         enum_field("recompute", t.recompute, std::vector{Recompute::None, Recompute::Full, Recompute::Blocks},
                    "activation recomputation: what a stage keeps from forward to backward"),
         int_field("recompute_every", t.recompute_every, {1, 10'000},

@@ -148,6 +148,7 @@ launch::LaunchResult run_local_job(const config::JobSpec& spec, int world_size,
   options.world_size = world_size;
   options.extra_env = extra_env;
   options.master_addr = spec.runtime.master_addr;
+  options.forward_stop_signals = true;  // the workers stop at a step boundary themselves (train.on_signal)
   // GLOO_SOCKET_IFNAME: checked once here, before any worker starts (bad input, exit 2), and a job on one
   // machine that names an interface other than loopback is told that its Gloo sockets leave loopback.
   const bool gloo = spec.runtime.backend == config::Backend::Gloo ||

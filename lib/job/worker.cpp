@@ -19,6 +19,8 @@
 #include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "interop/hf_load.hpp"
+#include "launch/stop_signals.hpp"
+#include "launch/worker_signals.hpp"
 #include "observe/observer.hpp"
 #include "observe/run_dir.hpp"
 #include "plan/layout.hpp"
@@ -195,12 +197,17 @@ int run_worker(const WorkerOptions& options) {
   ctx.global_rank = info.rank;
   ctx.embedding = groups.embedding.get();
   ctx.progress = &progress;
+  ctx.stop_signal = &launch::WorkerSignalScope::caught;
+  launch::WorkerSignalScope::defer_to_step_boundary();  // a stop signal now waits for a step boundary
+  train::TrainingEnd end;
   try {
-    train::run_training(ctx);
+    end = train::run_training(ctx);
   } catch (...) {
     observer.write_trace_part();  // what ran until the failure
     throw;
   }
+  if (end.stop_signal != 0)
+    observer.set_stopped(end.steps_done, launch::stop_signal_name(end.stop_signal), end.checkpointed);
   observer.finish(comm);
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),
@@ -208,7 +215,8 @@ int run_worker(const WorkerOptions& options) {
   for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) group->barrier();
   }
-  return 0;
+  if (end.stop_signal == 0) return 0;
+  return end.checkpointed ? launch::kExitStoppedResumable : 128 + end.stop_signal;
 }
 
 }  // namespace ppctl::job

@@ -53,8 +53,10 @@ void check_device_available(const config::JobSpec& spec);
 /// (plan::resolve_data_parallel),
 /// loads the spec (from PPCTL_SPEC_TEXT when set, else from the file), builds and validates the schedule
 /// (and checks it against PPCTL_PROGRAM_HASH when set), connects the process group, builds only this
-/// rank's stage and trains. Returns 0 on success; throws ppctl errors (the caller logs them and
-/// exits non-zero, which makes the launcher stop the job).
+/// rank's stage and trains. Returns 0 on success; after a stop signal (launch::WorkerSignalScope, which the
+/// caller creates; train.on_signal) launch::kExitStoppedResumable when a checkpoint was written at the stop,
+/// else 128 + the signal. Throws ppctl errors (the caller logs them and exits non-zero, which makes the
+/// launcher stop the job).
 int run_worker(const WorkerOptions& options);
 
 }  // namespace ppctl::job

@@ -24,6 +24,7 @@
 
 #include "core/error.hpp"
 #include "launch/stop_signals.hpp"
+#include "launch/worker_signals.hpp"
 
 extern char** environ;
 
@@ -131,7 +132,7 @@ std::vector<std::string> worker_environment(const LaunchOptions& options, int ra
 /// Runs in the forked child: async-signal-safe calls only (no allocation, no locks, no logging).
 /// On any failure writes errno to `error_fd` (close-on-exec, so the parent reads EOF on success).
 [[noreturn]] void exec_in_child(char* const* argv, char* const* envp, int error_fd, pid_t launcher,
-                                const cpu_set_t* cpus) {
+                                const cpu_set_t* cpus, bool block_stop_signals) {
   setpgid(0, 0);  // own process group: a terminal Ctrl-C reaches only the launcher
   // Best effort: a subset of the launcher's own mask; a worker left unbound still runs correctly.
   if (cpus != nullptr) (void)sched_setaffinity(0, sizeof *cpus, cpus);
@@ -152,9 +153,11 @@ std::vector<std::string> worker_environment(const LaunchOptions& options, int ra
   if (error_fd > 3) syscall(SYS_close_range, 3U, static_cast<unsigned>(error_fd - 1), 0U);
   syscall(SYS_close_range, static_cast<unsigned>(error_fd + 1), ~0U, 0U);
 #endif
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  sigset_t mask;  // empty, or the stop signals held until the worker's WorkerSignalScope takes them
+  sigemptyset(&mask);
+  if (block_stop_signals)
+    for (const int sig : kStopSignals) sigaddset(&mask, sig);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
 
   execve(argv[0], argv, envp);
   const int err = errno;
@@ -171,7 +174,7 @@ std::string start_error(int rank, const std::string& what, int err) {
 /// exists), bound to `cpus` when not empty. Throws LaunchError, with nothing left running, when fork
 /// or execve fails.
 pid_t start_worker(int rank, const CStringArray& argv, const CStringArray& envp, pid_t launcher,
-                   const std::vector<int>& cpus) {
+                   const std::vector<int>& cpus, bool block_stop_signals) {
   cpu_set_t mask;  // prepared before fork: the child only makes the call
   CPU_ZERO(&mask);
   for (int cpu : cpus)
@@ -185,7 +188,8 @@ pid_t start_worker(int rank, const CStringArray& argv, const CStringArray& envp,
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = fork();
-  if (pid == 0) exec_in_child(argv.get(), envp.get(), error_pipe[1], launcher, cpus.empty() ? nullptr : &mask);
+  if (pid == 0)
+    exec_in_child(argv.get(), envp.get(), error_pipe[1], launcher, cpus.empty() ? nullptr : &mask, block_stop_signals);
   const int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   close(error_pipe[1]);
@@ -280,7 +284,10 @@ class Workers {
       }
       w.running = false;
       --running_;
-      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      const bool stopped = WIFEXITED(status) && std::find(stopped_codes_.begin(), stopped_codes_.end(),
+                                                          WEXITSTATUS(status)) != stopped_codes_.end();
+      if (stopped) stopped_code_ = WEXITSTATUS(status);
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !stopped;
       if (failed) failed_.push_back(Ended{w.rank, status});
       if (failed && !failure) failure = Ended{w.rank, status};
     }
@@ -289,6 +296,17 @@ class Workers {
 
   /// Every failure reaped so far, in the order seen.
   const std::vector<Ended>& failed() const { return failed_; }
+
+  /// From now on a worker exiting with one of `codes` has stopped as asked, not failed.
+  void accept_stop_codes(std::vector<int> codes) { stopped_codes_ = std::move(codes); }
+  /// The code of the last worker that stopped as asked; 0 when none.
+  int stopped_code() const { return stopped_code_; }
+
+  /// Asks every running worker to stop at its next step boundary on behalf of `sig`.
+  void forward_stop(int sig) const {
+    for (const auto& w : workers_)
+      if (w.running) forward_stop_request(w.pid, sig);
+  }
 
   /// Sends `sig` to the process group of every running worker.
   void signal_running(int sig) const {
@@ -327,6 +345,8 @@ class Workers {
   };
   std::vector<Worker> workers_;
   std::vector<Ended> failed_;
+  std::vector<int> stopped_codes_;
+  int stopped_code_ = 0;
   int running_ = 0;
 };
 
@@ -392,7 +412,8 @@ LaunchResult run_workers(const LaunchOptions& options) {
     try {
       pid = start_worker(rank, argv, envs[rank], launcher,
                          static_cast<size_t>(rank) < options.cpus.size() ? options.cpus[static_cast<size_t>(rank)]
-                                                                         : std::vector<int>{});
+                                                                         : std::vector<int>{},
+                         options.forward_stop_signals);
     } catch (const LaunchError&) {
       workers.stop(options.grace);
       throw;
@@ -403,8 +424,18 @@ LaunchResult run_workers(const LaunchOptions& options) {
                fmt::join(options.argv, " "));
 
   LaunchResult result;
+  int forwarded = 0;  // the signal forwarded to the workers (forward_stop_signals), and how many were caught then
+  int caught_then = 0;
   while (workers.running() > 0) {
-    if (const int sig = StopSignalScope::caught()) {
+    if (const int sig = StopSignalScope::caught(); options.forward_stop_signals && sig != 0 && forwarded == 0) {
+      forwarded = sig;
+      caught_then = StopSignalScope::count();
+      spdlog::warn("interrupted ({}): asking the {} workers to stop at the next step boundary (train.on_signal; "
+                   "another signal stops them at once)", stop_signal_name(sig), workers.running());
+      workers.accept_stop_codes({kExitStoppedResumable, 128 + sig});
+      workers.forward_stop(sig);
+    }
+    if (const int sig = StopSignalScope::caught(); sig != 0 && (forwarded == 0 || StopSignalScope::count() > caught_then)) {
       const int running = workers.running();
       spdlog::warn("interrupted ({}): stopping {} workers", stop_signal_name(sig), running);
       workers.stop(options.grace);
@@ -450,6 +481,19 @@ LaunchResult run_workers(const LaunchOptions& options) {
       return result;
     }
     sleep_for(kPollInterval);
+  }
+  if (forwarded != 0 && workers.stopped_code() != 0) {
+    result.exit_code = workers.stopped_code();
+    result.stop_signal = forwarded;
+    result.interrupted = true;
+    result.message = fmt::format("interrupted ({}): all {} workers stopped, {}", stop_signal_name(forwarded),
+                                 workers.started(),
+                                 result.exit_code == kExitStoppedResumable
+                                     ? fmt::format("with a checkpoint (exit code {}: resumable with --resume auto)",
+                                                   kExitStoppedResumable)
+                                     : std::string("without a checkpoint"));
+    spdlog::warn("{}", result.message);
+    return result;
   }
   result.message = fmt::format("all {} workers finished", workers.started());
   spdlog::info("{}", result.message);

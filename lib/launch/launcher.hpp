@@ -37,6 +37,12 @@ struct LaunchOptions {
   /// nullopt. When set, a failure is blamed on the rank that failed on its own rather than on a peer
   /// that failed because of it (see run_workers), and the message carries its cause.
   std::function<std::optional<WorkerCause>(int rank)> cause_of;
+  /// The workers stop at a step boundary by themselves on a stop signal (launch::WorkerSignalScope,
+  /// train.on_signal): they start with kStopSignals blocked until their scope takes them, the first signal
+  /// the launcher gets is forwarded to them (forward_stop_request), and a worker exiting with
+  /// kExitStoppedResumable or 128 + that signal then has stopped, not failed. False: the launcher stops them
+  /// itself (SIGTERM, then SIGKILL after `grace`) on the first signal.
+  bool forward_stop_signals = false;
 };
 
 /// How the job ended.
@@ -46,7 +52,8 @@ struct LaunchResult {
   std::string message;             ///< one line for the user, e.g. "rank 2 exited with code 1", or
                                    ///< "rank 1 stopped making progress: ...; then rank 0 exited with code 1"
   std::optional<int> stalled_rank; ///< the running rank find_stall blamed, if any
-  bool interrupted = false;        ///< the launcher got SIGINT/SIGTERM and stopped the workers
+  bool interrupted = false;        ///< the launcher got a stop signal and the workers stopped (or were stopped)
+  int stop_signal = 0;             ///< with forward_stop_signals: the signal every worker stopped on by itself
 };
 
 /// Spawns `world_size` workers with the inherited environment plus RANK, WORLD_SIZE, LOCAL_RANK,
@@ -61,8 +68,11 @@ struct LaunchResult {
 ///   own cause (failed_rank = it, exit_code = its code); among the ranks that ended, one that
 ///   reported nothing (killed) before one that reported a peer failure. The message is "rank R
 ///   exited with code C: CAUSE" (or "rank R failed: CAUSE" while it is still exiting);
-/// - the launcher gets SIGINT/SIGTERM (also one caught by an enclosing StopSignalScope before the
-///   call) -> the same shutdown, exit_code 130 / 143, interrupted set.
+/// - the launcher gets one of kStopSignals (also one caught by an enclosing StopSignalScope before the
+///   call) -> without forward_stop_signals the same shutdown, exit_code 128 + signal, interrupted set; with
+///   it the signal is forwarded, and once every worker has stopped by itself exit_code is theirs
+///   (kExitStoppedResumable when they wrote a checkpoint) and stop_signal and interrupted are set; a second
+///   signal meanwhile stops them as without the option.
 /// Returns only after every worker has been reaped (no orphans, no zombies).
 /// Throws ppctl::LaunchError if a worker cannot be started (e.g. executable missing).
 LaunchResult run_workers(const LaunchOptions& options);

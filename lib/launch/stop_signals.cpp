@@ -1,9 +1,11 @@
-// Catching SIGINT/SIGTERM into a flag for the launcher's lifetime (nested scopes).
+// Catching the stop signals (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2) into a flag for the launcher's
+// lifetime (nested scopes), and their names.
 #include "launch/stop_signals.hpp"
 
 #include <signal.h>
 
 #include <atomic>
+#include <iterator>
 
 namespace ppctl::launch {
 namespace {
@@ -14,8 +16,7 @@ std::atomic<int> g_caught_count{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
 int g_depth = 0;  ///< live scopes (changed on the launcher's thread only)
-struct sigaction g_old_int {};
-struct sigaction g_old_term {};
+struct sigaction g_old[std::size(kStopSignals)] {};
 struct sigaction g_old_chld {};
 
 extern "C" void on_stop_signal(int sig) {
@@ -34,8 +35,7 @@ StopSignalScope::StopSignalScope() {
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // other threads (e.g. a store server) keep working undisturbed
-  sigaction(SIGINT, &action, &g_old_int);
-  sigaction(SIGTERM, &action, &g_old_term);
+  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &action, &g_old[k]);
   // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel reaps children itself and their exit
   // statuses are lost: use the default disposition while the scope lives.
   sigaction(SIGCHLD, nullptr, &g_old_chld);
@@ -48,8 +48,7 @@ StopSignalScope::StopSignalScope() {
 
 StopSignalScope::~StopSignalScope() {
   if (--g_depth > 0) return;
-  sigaction(SIGINT, &g_old_int, nullptr);
-  sigaction(SIGTERM, &g_old_term, nullptr);
+  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &g_old[k], nullptr);
   sigaction(SIGCHLD, &g_old_chld, nullptr);
 }
 
@@ -60,6 +59,9 @@ const char* stop_signal_name(int sig) {
   switch (sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
     default: return "a stop signal";
   }
 }

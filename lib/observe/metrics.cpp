@@ -94,6 +94,8 @@ std::string metrics_json_line(const StepMetrics& m) {
 std::string metrics_end_line(const RunSummary& summary) {
   json line{{"event", "end"},
             {"steps", summary.steps},
+            {"stopped_by", summary.stopped_by.empty() ? json(nullptr) : json(summary.stopped_by)},
+            {"checkpointed", summary.checkpointed},
             {"peak_memory_bytes", summary.peak_memory_bytes},
             {"stages", summary.stages},
             {"memory_kind", summary.memory_kind}};

@@ -78,9 +78,12 @@ struct RunSummary {
   std::vector<std::vector<int64_t>> stages;     ///< per rank, the stages it holds
   std::string memory_kind;                      ///< "cuda allocated" or "cpu max resident set"
   std::optional<BubbleReport> bubbles;          ///< none when no step was timed (a 1-step run)
+  std::string stopped_by;  ///< the signal the run stopped early on ("SIGUSR1"; train.on_signal); empty = none
+  bool checkpointed = false;  ///< with stopped_by: a checkpoint of the last step was written
 };
 
-/// The last line of metrics.jsonl: `event` "end", `steps`, `peak_memory_bytes` and `stages` (per
+/// The last line of metrics.jsonl: `event` "end", `steps` (completed), `stopped_by` (the signal's name, or null
+/// when the run was not stopped early), `checkpointed` (at that stop), `peak_memory_bytes` and `stages` (per
 /// rank, indexed by rank), `memory_kind`, and from `bubbles` (null without them): `bubble_measured`,
 /// `bubble_planned`, `bubble_simulated` (per rank) and `step_ms_measured`, `step_ms_simulated`.
 std::string metrics_end_line(const RunSummary& summary);

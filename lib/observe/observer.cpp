@@ -132,6 +132,12 @@ std::string RunObserver::log_suffix() const {
              : fmt::format(" | {:.3g} TFLOP/s", last_.tflops());
 }
 
+void RunObserver::set_stopped(int64_t steps_done, std::string signal_name, bool checkpointed) {
+  steps_ = steps_done;
+  stopped_by_ = std::move(signal_name);
+  checkpointed_ = checkpointed;
+}
+
 void RunObserver::finish(comm::Communicator* comm) {
   if (finished_) return;
   finished_ = true;
@@ -152,6 +158,8 @@ void RunObserver::finish(comm::Communicator* comm) {
   if (writes_metrics_) {
     RunSummary summary;
     summary.steps = steps_;
+    summary.stopped_by = stopped_by_;
+    summary.checkpointed = checkpointed_;
     summary.memory_kind = device_.is_cuda() ? "cuda allocated" : "cpu max resident set";
     summary.stages.resize(ranks);
     for (size_t s = 0; s < program_.stage_to_rank.size(); ++s)

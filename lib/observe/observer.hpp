@@ -74,6 +74,10 @@ class RunObserver {
   /// line of metrics.jsonl; then every rank writes its trace part.
   void finish(comm::Communicator* comm);
 
+  /// Before finish, when the run stopped early on signal `signal_name` (train.on_signal) after `steps_done`
+  /// steps: the end line then counts those steps and names the signal.
+  void set_stopped(int64_t steps_done, std::string signal_name, bool checkpointed);
+
   /// Writes this rank's trace part into the run directory: once the last traced step is done (so a
   /// run stopped later keeps it), after a failure (what ran until then) and at finish. A rank killed
   /// while its steps are still being traced leaves none. Logs instead of throwing.
@@ -104,6 +108,8 @@ class RunObserver {
   double after_first_s_ = 0.0;  // seconds of the steps after the first (for the ETA)
   RankTiming timing_;           // this rank's schedule and compute times, steps after the first
   bool finished_ = false;
+  std::string stopped_by_;   // set_stopped
+  bool checkpointed_ = false;
 };
 
 }  // namespace ppctl::observe

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 
 #include "core/check.hpp"
+#include "launch/stop_signals.hpp"
 
 namespace ppctl::train {
 namespace {
@@ -114,19 +116,34 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
   return local_gradient_stats(stages, stage_gradients(stages), num_stages, loss_sum, loss_count, nonfinite_microbatch);
 }
 
+void GradientStats::request_stop(int sig) {
+  stop_requests.resize(std::size(launch::kStopSignals), 0.0);
+  for (size_t k = 0; k < std::size(launch::kStopSignals); ++k)
+    if (launch::kStopSignals[k] == sig) stop_requests[k] = 1.0;
+}
+
+int GradientStats::stop_signal() const {
+  for (size_t k = 0; k < stop_requests.size() && k < std::size(launch::kStopSignals); ++k)
+    if (stop_requests[k] > 0.0) return launch::kStopSignals[k];
+  return 0;
+}
+
 void reduce_gradient_stats(GradientStats& stats, const std::vector<comm::Communicator*>& groups) {
   const size_t n = stats.sum_squares.size();
   stats.loss_microbatch.resize(n, 0.0);
+  stats.stop_requests.resize(std::size(launch::kStopSignals), 0.0);
   for (auto* group : groups) {
     // One stage holds the head, so each loss entry is summed from one rank: the sum is that rank's value.
     std::vector<double> values = stats.sum_squares;
     values.insert(values.end(), stats.loss_nonfinite.begin(), stats.loss_nonfinite.end());
     values.insert(values.end(), stats.loss_microbatch.begin(), stats.loss_microbatch.end());
+    values.insert(values.end(), stats.stop_requests.begin(), stats.stop_requests.end());
     values = group->all_reduce_sum(values);
     const auto at = [&](size_t k) { return values.begin() + static_cast<std::ptrdiff_t>(k * n); };
     stats.sum_squares.assign(at(0), at(1));
     stats.loss_nonfinite.assign(at(1), at(2));
     stats.loss_microbatch.assign(at(2), at(3));
+    stats.stop_requests.assign(at(3), values.end());
   }
 }
 
@@ -135,8 +152,11 @@ void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel
   const size_t n = stats.sum_squares.size();
   const auto dp = static_cast<size_t>(dp_size);
   stats.loss_microbatch.resize(n, 0.0);
-  // Per stage two flags, per replica one flag and the first microbatch with a non-finite loss (+ 1).
+  // Per stage two flags, per replica one flag and the first microbatch with a non-finite loss (+ 1); then
+  // the stop requests (summed: every replica's ranks then agree).
+  stats.stop_requests.resize(std::size(launch::kStopSignals), 0.0);
   std::vector<double> flags(2 * n + 2 * dp, 0.0);
+  flags.insert(flags.end(), stats.stop_requests.begin(), stats.stop_requests.end());
   for (size_t s = 0; s < n; ++s) {
     flags[s] = std::isfinite(stats.sum_squares[s]) ? 0.0 : 1.0;
     flags[n + s] = stats.loss_nonfinite[s];
@@ -146,7 +166,9 @@ void agree_over_replicas(GradientStats& stats, comm::Communicator& data_parallel
     if (m > 0.0) flags[2 * n + dp + static_cast<size_t>(dp_rank)] = m;
   }
   flags = data_parallel.all_reduce_sum(flags);
-  const double first = smallest_positive({flags.begin() + static_cast<std::ptrdiff_t>(2 * n + dp), flags.end()});
+  const auto requests = flags.begin() + static_cast<std::ptrdiff_t>(2 * n + 2 * dp);
+  stats.stop_requests.assign(requests, flags.end());
+  const double first = smallest_positive({flags.begin() + static_cast<std::ptrdiff_t>(2 * n + dp), requests});
   for (size_t s = 0; s < n; ++s) {
     if (flags[s] != 0.0 && std::isfinite(stats.sum_squares[s]))
       stats.sum_squares[s] = std::numeric_limits<double>::quiet_NaN();

@@ -24,6 +24,14 @@ struct GradientStats {
                                         ///< d x m + k) whose loss was NaN or infinite there; 0 when none
   std::vector<double> replica_nonfinite;  ///< per dp replica: non-zero where that replica saw a non-finite
                                           ///< value (agree_over_replicas); empty without data parallelism
+  /// Per entry of launch::kStopSignals: how many ranks got that signal (train.on_signal). A rank sets its
+  /// own (request_stop) before the sums, so every rank agrees to stop after the same step, at no extra
+  /// collective (the all-reduces below carry them).
+  std::vector<double> stop_requests;
+  /// Records this rank's stop signal `sig` (one of launch::kStopSignals; 0 = none).
+  void request_stop(int sig);
+  /// The stop signal agreed on: the first of launch::kStopSignals some rank got; 0 when none.
+  int stop_signal() const;
 
   /// sqrt of the sum over every stage: the global L2 norm (NaN/inf when a gradient is not finite).
   double norm() const;

@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
+#include "launch/stop_signals.hpp"
 #include "schedule/simulate.hpp"
 #include "train/eval.hpp"
 #include "train/grad_buffers.hpp"
@@ -98,9 +99,40 @@ void handle_nonfinite(config::NonFinitePolicy policy, const GradientStats& stats
       step + 1, steps, stats.describe_nonfinite());
 }
 
+/// train.on_signal after step `step` (from 1), on every rank alike: with `checkpoint` and checkpoint.dir set,
+/// `save` writes a checkpoint of the step (unless `saved`: one was just written); logs what it does (the
+/// global rank 0 only); returns whether the step is now checkpointed.
+template <typename Save>
+bool stop_on_signal(const LoopContext& ctx, int sig, int64_t step, bool saved, Save save) {
+  const auto& spec = ctx.spec;
+  const bool mine = ctx.stop_signal && ctx.stop_signal() == sig;
+  const char* name = launch::stop_signal_name(sig);
+  const auto who = fmt::format("{}{}", name, mine ? "" : " (received by another rank)");
+  if (spec.train.on_signal == config::SignalPolicy::Stop) {
+    if (ctx.global_rank == 0)
+      spdlog::warn("stopping after step {} of {} on {} without a checkpoint (train.on_signal: stop)", step,
+                   ctx.steps, who);
+    return false;
+  }
+  if (spec.checkpoint.dir.empty()) {
+    if (ctx.global_rank == 0)
+      spdlog::warn("stopping after step {} of {} on {}: no checkpoint written, the spec sets no checkpoint.dir "
+                   "(fix: set checkpoint.dir to make a stopped run resumable)", step, ctx.steps, who);
+    return false;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!saved) save();
+  if (ctx.global_rank == 0)
+    spdlog::warn("stopped after step {} of {} on {}: checkpoint step {} in {} ({:.2f} s); resume with "
+                 "`ppctl train SPEC --resume auto`",
+                 step, ctx.steps, who, step, spec.checkpoint.dir,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return true;
+}
+
 }  // namespace
 
-void run_training(LoopContext& ctx) {
+TrainingEnd run_training(LoopContext& ctx) {
   using Clock = std::chrono::steady_clock;
   const auto& spec = ctx.spec;
   // optimizer.distributed shards AdamW's state over the replicas; with one replica it has nothing to shard.
@@ -169,6 +201,7 @@ void run_training(LoopContext& ctx) {
     save_checkpoint(writer, step, lr);
   };
 
+  TrainingEnd end{first_step, 0, false};
   // Timing summary over the steps after the first (which includes one-off start-up costs).
   runtime::StepResult timing;
   double timed_step_ms = 0.0;
@@ -215,6 +248,7 @@ void run_training(LoopContext& ctx) {
                                        ? -1
                                        : ctx.dp_rank * spec.pipeline.microbatches + result.first_nonfinite_microbatch;
     auto stats = local_gradient_stats(ctx.stages, owned, num_stages, result.loss_sum, result.loss_count, bad_microbatch);
+    stats.request_stop(ctx.stop_signal ? ctx.stop_signal() : 0);
     reduce_gradient_stats(stats, groups);
     if (ctx.data_parallel != nullptr) agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
     if (sharded) sum_over_shards(stats, *ctx.data_parallel);  // each replica summed its shard only
@@ -231,7 +265,7 @@ void run_training(LoopContext& ctx) {
       gradients.gather_shards();  // sharded: every replica's .grad whole again, as the dump shows them
       dump_gradients(ctx.stages, result.loss_sum, result.loss_count, grad_norm,
                      fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.global_rank));
-      return;
+      return {step, 0, false};
     }
     mark(comm::Phase::Optimizer);
     // Once per optimizer step, whatever the number of microbatches.
@@ -288,10 +322,20 @@ void run_training(LoopContext& ctx) {
       interval_start = Clock::now();  // tokens/s counts training only
     }
     const auto interval = spec.checkpoint.interval;
-    if (!spec.checkpoint.dir.empty() && (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0))) {
+    const bool saved = !spec.checkpoint.dir.empty() && (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0));
+    if (saved) {
       mark(comm::Phase::Checkpoint);
       save(step + 1, lr);
       interval_start = Clock::now();
+    }
+    end.steps_done = step + 1;
+    if (const int sig = stats.stop_signal(); sig != 0 && step + 1 < ctx.steps) {
+      end.stop_signal = sig;
+      end.checkpointed = stop_on_signal(ctx, sig, step + 1, saved, [&] {
+        mark(comm::Phase::Checkpoint);
+        save(step + 1, lr);
+      });
+      break;
     }
   }
   mark(comm::Phase::Finishing);
@@ -316,6 +360,7 @@ void run_training(LoopContext& ctx) {
         "(train.on_nonfinite: skip)",
         skipped_steps, ctx.steps);
   }
+  return end;
 }
 
 }  // namespace ppctl::train

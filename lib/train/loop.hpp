@@ -42,6 +42,16 @@ struct LoopContext {
   int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
   comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks of every replica; else null
   comm::ProgressCursor* progress = nullptr;  ///< told the step and phase (cheap atomics); may be null
+  /// The stop signal this process got (launch::WorkerSignalScope::caught; 0 = none), read once per step;
+  /// null = never stop early.
+  int (*stop_signal)() = nullptr;
+};
+
+/// How run_training ended.
+struct TrainingEnd {
+  int64_t steps_done = 0;  ///< optimizer steps completed (the run's, counting those before a resume)
+  int stop_signal = 0;     ///< the signal the job stopped early on (train.on_signal); 0 = it ran every step
+  bool checkpointed = false;  ///< a checkpoint of step steps_done was written at the stop
 };
 
 /// Runs optimizer steps until `ctx.steps` are done: from step 1, or after the step of the checkpoint
@@ -64,6 +74,10 @@ struct LoopContext {
 /// After a step, when due: the held-out eval loss (eval.hpp; logged by the last stage's rank as
 /// `eval after step S: loss L`), then a checkpoint (checkpoint.dir, every checkpoint.interval
 /// steps and after the last).
-void run_training(LoopContext& ctx);
+/// A stop signal (ctx.stop_signal) on any rank is carried in the step's gradient statistics, so every rank
+/// learns of it after the same step's all-reduce; all finish that step (optimizer step, eval and checkpoint
+/// when due), write a checkpoint of it when train.on_signal is `checkpoint` and checkpoint.dir is set (unless
+/// one was just written), and return with stop_signal set. A signal during the last step changes nothing.
+TrainingEnd run_training(LoopContext& ctx);
 
 }  // namespace ppctl::train

@@ -254,6 +254,9 @@ expect_loopback_only() {  # $1 = store port, then PID...: once the store listens
   echo "listening sockets: $(tr '\n' ' ' < "$WORK/listening")"
 }
 
+# Sourced by another test script (tests/job/signal_test.sh) for the helpers above: its own cases follow there.
+[ "${BASH_SOURCE[0]}" != "$0" ] && return 0
+
 case "$CASE" in
   plan_example)
     "$PPCTL" plan "$ROOT/configs/example.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"

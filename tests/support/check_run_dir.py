@@ -2,10 +2,13 @@
 """Checks a run directory of a job started by torchrun or Slurm (rank 0 made it, every rank wrote into it).
 
 Usage: check_run_dir.py RUNS_DIR --spec FILE --steps N --world W --pipeline P [--without-rank R]...
+                        [--local] [--first-step F] [--stopped-by SIGNAL]
 RUNS_DIR must hold exactly one run directory. Checked: config.yaml is the spec's exact text, plan.txt, one
-rank<R>.log per rank (none for --without-rank) holding that rank's lines, no launcher.log, metrics.jsonl with one
-step line per step 1..N and an end line, and trace.json with events of every pipeline rank 0..P-1 (but those
-without a part), no trace parts left. Prints the folder; exits 1 naming the first thing wrong.
+rank<R>.log per rank (none for --without-rank) holding that rank's lines, no launcher.log (with --local, the local
+launcher's: one), metrics.jsonl with one step line per step F..N (F = 1 unless given: a resumed run) and an end
+line (with --stopped-by, one saying the run stopped early on SIGNAL after step N with a checkpoint), and trace.json
+with events of every pipeline rank 0..P-1 (but those without a part), no trace parts left. Prints the folder;
+exits 1 naming the first thing wrong.
 """
 import argparse
 import json
@@ -21,6 +24,9 @@ def main():
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--pipeline", type=int, required=True)
     parser.add_argument("--without-rank", type=int, action="append", default=[])
+    parser.add_argument("--local", action="store_true")
+    parser.add_argument("--first-step", type=int, default=1)
+    parser.add_argument("--stopped-by")
     args = parser.parse_args()
 
     def fail(why):
@@ -36,7 +42,9 @@ def main():
         fail("config.yaml is not the exact spec text")
     if "plan.txt" not in files or "bubble" not in open(os.path.join(run, "plan.txt")).read():
         fail("no plan.txt with the plan")
-    if "launcher.log" in files:
+    if args.local and "launcher.log" not in files:
+        fail("no launcher.log from the local launcher")
+    if not args.local and "launcher.log" in files:
         fail("launcher.log written: there is no launcher under torchrun or Slurm")
     for rank in range(args.world):
         name = f"rank{rank}.log"
@@ -50,10 +58,15 @@ def main():
             fail(f"{name} lacks the rank's log lines")
     lines = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
     steps = [line["step"] for line in lines if line["event"] == "step"]
-    if steps != list(range(1, args.steps + 1)):
-        fail(f"metrics.jsonl has steps {steps}, expected 1..{args.steps}")
+    if steps != list(range(args.first_step, args.steps + 1)):
+        fail(f"metrics.jsonl has steps {steps}, expected {args.first_step}..{args.steps}")
     if lines[-1]["event"] != "end" or len(lines[-1]["peak_memory_bytes"]) != args.pipeline:
         fail(f"metrics.jsonl does not end with an end line for {args.pipeline} ranks: {lines[-1]}")
+    if args.stopped_by is not None:
+        end = lines[-1]
+        if (end.get("stopped_by"), end.get("checkpointed"), end.get("steps")) != (args.stopped_by, True, args.steps):
+            fail(f"the end line does not say the run stopped on {args.stopped_by} after step {args.steps} with a "
+                 f"checkpoint: {end}")
     leftovers = sorted(f for f in files if f.startswith("trace.rank"))
     if leftovers:
         fail(f"trace parts left after the merge: {leftovers}")

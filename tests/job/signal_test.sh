@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# End-to-end tests of stopping on a signal (train.on_signal) and `--resume auto`, as a user or a cluster
+# does it. Usage: signal_test.sh CASE PPCTL_BINARY. Helpers (tiny_job, wait_bounded, ...) come from
+# tests/app/cli_test.sh.
+# shellcheck source=../app/cli_test.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../app/cli_test.sh" "$@"
+
+# The step of the checkpoint checkpoint.dir's latest names ($1 = checkpoint.dir); fails when it is incomplete.
+latest_step() {
+  local latest
+  latest="$1/$(cat "$1/latest")"
+  [ -f "$latest/meta.json" ] || fail "latest names $latest, which is not complete"
+  grep -o '"step": [0-9]*' "$latest/meta.json" | grep -o '[0-9]*$'
+}
+
+# Every step's loss of the run directories $2... equals the uninterrupted run's ($1, a run directory), and
+# together they hold every step of it once.
+same_losses() {
+  python3 - "$@" <<'PY' || fail "the losses differ from the uninterrupted run's"
+import json, sys
+def losses(run):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(run + "/metrics.jsonl")) if r["event"] == "step"}
+ref, seen = losses(sys.argv[1]), {}
+for run in sys.argv[2:]:
+    for step, loss in losses(run).items():
+        assert step not in seen, f"step {step} twice"
+        seen[step] = loss
+bad = [(s, seen.get(s), l) for s, l in ref.items() if seen.get(s) != l]
+print(f"{len(seen)} steps over {len(sys.argv) - 2} runs, {len(bad)} differ from the uninterrupted run", file=sys.stderr)
+assert not bad and len(seen) == len(ref), bad[:5]
+PY
+}
+
+case "$CASE" in
+  signal_checkpoint)
+    # SIGUSR1 to the local launcher mid-run: the workers agree on the next step, write a checkpoint there,
+    # finish the run directory and ppctl exits 75; --resume auto then goes on, and every loss equals an
+    # uninterrupted run's.
+    tiny_job 2 40 "checkpoint: {dir: ckpt}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/ref" > "$WORK/out" 2>&1 || fail "the uninterrupted run exited $?"
+    rm -rf "$WORK/ckpt"
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/first/run" > "$WORK/out" 2>&1 &
+    launcher=$!
+    wait_for_line "step 3/" 120
+    start=$(date +%s%N)
+    kill -USR1 "$launcher"
+    wait_bounded "$launcher" 120
+    echo "signal to exit: $(( ($(date +%s%N) - start) / 1000000 )) ms" >&2
+    [ "$rc" -eq 75 ] || fail "exit code $rc after SIGUSR1, expected 75"
+    grep -q "interrupted (SIGUSR1): asking the 2 workers to stop at the next step boundary" "$WORK/out" \
+      || fail "the launcher does not say what it got and does"
+    grep -q "\[rank 1\] warning: got SIGUSR1 (forwarded by the launcher): the job stops at the next step" "$WORK/out" \
+      || fail "a worker does not say what it got"
+    step=$(latest_step "$WORK/ckpt")
+    grep -q "stopped after step $step of 40 on SIGUSR1: checkpoint step $step" "$WORK/out" || fail "no line for the stop at step $step"
+    grep -q "training stopped: interrupted (SIGUSR1): all 2 workers stopped, with a checkpoint (exit code 75" "$WORK/out" \
+      || fail "no final line"
+    [ "$step" -ge 3 ] && [ "$step" -lt 40 ] || fail "stopped at step $step"
+    python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/first" --spec "$WORK/job.yaml" --steps "$step" --world 2 \
+      --pipeline 2 --local --stopped-by SIGUSR1 || fail "the stopped run's directory is not finished"
+    no_leftovers
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume auto --run-dir "$WORK/second/run" > "$WORK/out" 2>&1 \
+      || fail "--resume auto exited $?"
+    grep -q "resumed from $WORK/ckpt/step-0*$step after step $step" "$WORK/out" || fail "did not resume after step $step"
+    python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/second" --spec "$WORK/job.yaml" --first-step $((step + 1)) \
+      --steps 40 --world 2 --pipeline 2 --local || fail "the resumed run's directory is not finished"
+    same_losses "$WORK/ref" "$WORK/first/run" "$WORK/second/run"
+    no_leftovers
+    ;;
+  signal_torchrun)
+    # torchrun-style ranks (RANK, WORLD_SIZE, MASTER_*), each sent SIGTERM as torchrun's agent does: both exit 75
+    # after a checkpoint at the same step, rank 0 finishes the run directory; --resume auto goes on from it.
+    tiny_job 2 100000 "checkpoint: {dir: ckpt}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    port=$(free_port)
+    pids=()
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
+        > "$WORK/rank$r.out" 2>&1 &
+      pids+=($!)
+    done
+    for _ in $(seq 1 1200); do grep -q "step 3/" "$WORK/rank1.out" && break; sleep 0.1; done
+    kill -TERM "${pids[@]}"
+    for r in 0 1; do
+      wait_bounded "${pids[$r]}" 120
+      cp "$WORK/rank$r.out" "$WORK/out"
+      [ "$rc" -eq 75 ] || fail "rank $r exited $rc after SIGTERM, expected 75"
+      grep -q "\[rank $r\] warning: got SIGTERM: the job stops at the next step boundary" "$WORK/out" \
+        || fail "rank $r does not say what it got"
+    done
+    step=$(latest_step "$WORK/ckpt")
+    python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps "$step" --world 2 \
+      --pipeline 2 --stopped-by SIGTERM || fail "the run directory is not finished"
+    port=$(free_port)
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$PPCTL" train \
+        "$WORK/job.yaml" --resume auto --steps $((step + 2)) > "$WORK/rank$r.out" 2>&1 &
+      pids[$r]=$!
+    done
+    for r in 0 1; do
+      wait "${pids[$r]}" || { cp "$WORK/rank$r.out" "$WORK/out"; fail "rank $r of the resumed job exited $?"; }
+    done
+    grep -q "step $((step + 2))/$((step + 2)) | loss" "$WORK/rank1.out" || fail "the resumed job did not train on"
+    no_leftovers
+    ;;
+  signal_kinds)
+    # SIGHUP, SIGUSR2, SIGINT and SIGTERM checkpoint too (none ends ppctl silently); a second signal ends the job at
+    # once, and `latest` stays complete; train.on_signal: stop writes none (exit 128 + signal); a bad value is refused.
+    tiny_job 2 100000 "checkpoint: {dir: ckpt, interval: 4}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    for sig in HUP USR2 INT TERM; do
+      start_long_training
+      kill "-$sig" "$launcher"
+      wait_bounded "$launcher" 120
+      [ "$rc" -eq 75 ] || fail "SIG$sig: exit code $rc, expected 75"
+      grep -q "got SIG$sig (forwarded by the launcher)" "$WORK/out" || fail "SIG$sig: the workers do not name it"
+      latest_step "$WORK/ckpt" > /dev/null
+      no_leftovers
+    done
+    start_long_training
+    wait_for_line "checkpoint of step" 120
+    kill -USR1 "$launcher"
+    sleep 0.05
+    kill -TERM "$launcher"
+    wait_bounded "$launcher" 60
+    [ "$rc" -eq 75 ] || [ "$rc" -eq 138 ] || fail "SIGUSR1 then SIGTERM: exit code $rc, expected 138 (or 75)"
+    step=$(latest_step "$WORK/ckpt")
+    echo "SIGUSR1 then SIGTERM: exit code $rc, latest complete at step $step" >&2
+    no_leftovers
+    rm -rf "$WORK/ckpt"
+    sed -i 's/log_interval: 1/log_interval: 1, on_signal: stop/; s/, interval: 4//' "$WORK/job.yaml"
+    start_long_training
+    kill -USR1 "$launcher"
+    wait_bounded "$launcher" 120
+    [ "$rc" -eq 138 ] || fail "train.on_signal stop: exit code $rc, expected 138"
+    grep -q "without a checkpoint (train.on_signal: stop)" "$WORK/out" || fail "train.on_signal stop: no line saying so"
+    [ ! -e "$WORK/ckpt/latest" ] || fail "train.on_signal stop wrote a checkpoint"
+    no_leftovers
+    sed -i 's/on_signal: stop/on_signal: save/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 2 ] || fail "train.on_signal save: exit code $rc, expected 2"
+    grep -q "train.on_signal" "$WORK/out" && grep -q "checkpoint" "$WORK/out" || fail "the bad value's message does not name the field and the values"
+    ;;
+  resume_auto)
+    # --resume auto: a fresh start without a checkpoint; this run's latest checkpoint after; another run's (another
+    # spec, another Slurm job) refused with exit 2 saying how to go on; the same Slurm job (a requeue) accepted.
+    tiny_job 2 4 "checkpoint: {dir: ckpt}"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume auto > "$WORK/out" 2>&1 || fail "a first --resume auto exited $?"
+    grep -q "no checkpoint in $WORK/ckpt yet: starting from step 1" "$WORK/out" || fail "no fresh-start line"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 6 > "$WORK/out" 2>&1 || fail "resume exited $?"
+    grep -q "resumed from $WORK/ckpt/step-0*4 after step 4" "$WORK/out" || fail "did not resume this run's checkpoint"
+    sed -i 's/dropout: 0.0/dropout: 0.1/' "$WORK/job.yaml"
+    "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 8 > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 2 ] || fail "another run's checkpoint: exit code $rc, expected 2"
+    grep -q "is not this run's: it was written by a run with spec hash [0-9a-f]* (this spec: [0-9a-f]*)" "$WORK/out" \
+      || fail "no message saying whose checkpoint it is"
+    grep -q "fix: to continue it anyway pass --resume $WORK/ckpt; to start this run afresh set checkpoint.dir" "$WORK/out" \
+      || fail "the message says not how to go on"
+    SLURM_JOB_ID=41 timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume --steps 8 > "$WORK/out" 2>&1 \
+      || fail "an explicit --resume exited $?"
+    sed -i 's/dropout: 0.1/dropout: 0.0/' "$WORK/job.yaml"
+    SLURM_JOB_ID=42 "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 10 > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 2 ] && grep -q "in Slurm job 41 (this job: 42)" "$WORK/out" || fail "another Slurm job's checkpoint: exit code $rc"
+    SLURM_JOB_ID=41 timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 10 > "$WORK/out" 2>&1 \
+      || fail "the same Slurm job's checkpoint (a requeue): exit code $?"
+    grep -q "resumed from $WORK/ckpt/step-0*8 after step 8" "$WORK/out" || fail "the requeued job did not resume"
+    no_leftovers
+    ;;
+  *)
+    echo "unknown case: $CASE" >&2
+    exit 2
+    ;;
+esac
+echo "PASS [$CASE]"
