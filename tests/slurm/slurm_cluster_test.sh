@@ -134,4 +134,37 @@ PPCTL="$PPCTL" timeout 30 sbatch --wait --nodes=1 --ntasks=16 --cpus-per-task=1 
 grep -q "\[rank 0\] info: run directory: $WORK/runs/job-" "$WORK/job.out" || fail "rank 0 did not print the run directory"
 python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/runs" --spec "$WORK/job.yaml" --steps 10 --world 4 --pipeline 2 \
   || fail "the Slurm job's run directory is incomplete"
+
+# Issue 26: a job signalled mid-run (SIGUSR1 to the batch shell, as --signal=B:USR1 would) checkpoints at the
+# next step, exits 75, requeues itself and resumes (--resume auto); its losses equal an uninterrupted run's.
+# The scripts are submitted from a folder whose path has spaces.
+mkdir "$WORK/dir with spaces"
+cp "$ROOT"/scripts/slurm/* "$WORK/dir with spaces/"
+sed -e 's/steps: 10,/steps: 40,/' -e 's/log_interval: 1}/log_interval: 1}\ncheckpoint: {dir: ckpt}\nobserve: {runs_dir: reqruns}/' \
+  "$WORK/job.yaml" > "$WORK/req.yaml"
+timeout 300 "$PPCTL" train "$WORK/req.yaml" --local --run-dir "$WORK/ref" > "$WORK/ref.out" 2>&1 || fail "the uninterrupted run failed"
+rm -rf "$WORK/ckpt"
+id=$(PPCTL="$PPCTL" sbatch --parsable --nodes=1 --ntasks=4 --cpus-per-task=1 --output="$WORK/job.out" \
+  "$WORK/dir with spaces/cpu.sbatch" "$WORK/req.yaml") || fail "sbatch failed"
+for _ in $(seq 1 1200); do grep -q "step 5/40" "$WORK/job.out" 2>/dev/null && break; sleep 0.1; done
+scancel --batch --signal=USR1 "$id" || fail "scancel --batch --signal=USR1 failed"
+# A requeued batch job waits out a begin-time delay (about two minutes here) before it may start again: the
+# test lets it start at once.
+for _ in $(seq 1 600); do scontrol show job "$id" | grep -q "JobState=PENDING" && break; sleep 0.1; done
+scontrol update JobId="$id" StartTime=now || true
+for _ in $(seq 1 2400); do scontrol show job "$id" | grep -q "JobState=COMPLETED" && break; sleep 0.1; done
+scontrol show job "$id" | grep -q "JobState=COMPLETED" || fail "the signalled job did not complete: $(scontrol show job "$id" | grep -o 'JobState=[A-Z]* .*Restarts=[0-9]*')"
+grep -q "stopped after step [0-9]* of 40 on SIGUSR1 (received by another rank)\|stopped after step [0-9]* of 40 on SIGUSR1: checkpoint" "$WORK/job.out" || fail "no checkpoint at the signal"
+grep -q "requeueing job $id" "$WORK/job.out" || fail "the job did not requeue itself"
+grep -q "resumed from $WORK/ckpt/step-" "$WORK/job.out" || fail "the requeued job did not resume"
+python3 - "$WORK/ref" "$WORK"/reqruns/* <<'PY' || fail "the requeued job's losses differ from the uninterrupted run's"
+import json, sys
+def losses(run):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(run + "/metrics.jsonl")) if r["event"] == "step"}
+ref, seen = losses(sys.argv[1]), {}
+for run in sys.argv[2:]:
+    seen.update(losses(run))
+assert len(sys.argv) == 4 and seen == ref, (len(sys.argv), sorted(set(ref.items()) ^ set(seen.items()))[:4])
+PY
+echo "PASS [slurm]: a job signalled at step 5 checkpointed, requeued itself and resumed with equal losses"
 echo "PASS [slurm]: loss $first -> $last over 10 steps with 4 Slurm tasks (dp 2 x pp 2)"
