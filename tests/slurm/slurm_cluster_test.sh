@@ -3,7 +3,9 @@
 # systemd, every file in a temporary folder, stopped on exit), then `sbatch --wait` of the project's own
 # scripts/slurm/cpu.sbatch with 4 tasks (dp = 2 x pp = 2) on a tiny job; checks that it trained.
 # Usage: slurm_cluster_test.sh PPCTL_BINARY [SPEC STEPS]: with SPEC (a dp = 2 x pp = 2 job spec with
-# absolute data paths) it trains that spec for STEPS steps instead and prints its loss lines. Needs root (slurmd starts job steps as the job's user;
+# absolute data paths) it trains that spec for STEPS steps instead and prints its loss lines. Also (issue 26): a job
+# signalled mid-run checkpoints, requeues itself and resumes with equal losses; one requeued before its first
+# checkpoint starts from step 1. Needs root (slurmd starts job steps as the job's user;
 # skipped, exit 77, otherwise) and the packages scripts/setup.sh installs (munge, slurmctld, slurmd,
 # slurm-client).
 set -uo pipefail
@@ -167,4 +169,27 @@ for run in sys.argv[2:]:
 assert len(sys.argv) == 4 and seen == ref, (len(sys.argv), sorted(set(ref.items()) ^ set(seen.items()))[:4])
 PY
 echo "PASS [slurm]: a job signalled at step 5 checkpointed, requeued itself and resumed with equal losses"
+
+# A job preempted before its first checkpoint (`scontrol requeue` while its tasks still start: here a wrapper
+# that sleeps on the first attempt) starts from step 1 on requeue.
+rm -rf "$WORK/ckpt" "$WORK/reqruns"
+cat > "$WORK/slow_ppctl" <<SH
+#!/bin/bash
+[ "\${SLURM_RESTART_COUNT:-0}" -eq 0 ] && sleep 30
+exec "$PPCTL" "\$@"
+SH
+chmod +x "$WORK/slow_ppctl"
+sed -i 's/steps: 40,/steps: 4,/' "$WORK/req.yaml"
+id=$(PPCTL="$WORK/slow_ppctl" sbatch --parsable --nodes=1 --ntasks=4 --cpus-per-task=1 --output="$WORK/fresh.out" \
+  "$WORK/dir with spaces/cpu.sbatch" "$WORK/req.yaml") || fail "sbatch failed"
+for _ in $(seq 1 600); do grep -q "store on" "$WORK/fresh.out" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+scontrol requeue "$id" || fail "scontrol requeue failed"
+for _ in $(seq 1 600); do scontrol show job "$id" | grep -q "JobState=PENDING" && break; sleep 0.1; done
+scontrol update JobId="$id" StartTime=now || true
+for _ in $(seq 1 2400); do scontrol show job "$id" | grep -q "JobState=COMPLETED" && break; sleep 0.1; done
+scontrol show job "$id" | grep -q "JobState=COMPLETED" || { cp "$WORK/fresh.out" "$WORK/job.out"; fail "the job preempted early did not complete"; }
+grep -q "no checkpoint in $WORK/ckpt yet: starting from step 1" "$WORK/fresh.out" || { cp "$WORK/fresh.out" "$WORK/job.out"; fail "the requeued job did not start afresh"; }
+grep -q "step 4/4 | loss" "$WORK/fresh.out" || { cp "$WORK/fresh.out" "$WORK/job.out"; fail "the requeued job did not train"; }
+echo "PASS [slurm]: a job requeued before its first checkpoint started from step 1"
 echo "PASS [slurm]: loss $first -> $last over 10 steps with 4 Slurm tasks (dp 2 x pp 2)"
