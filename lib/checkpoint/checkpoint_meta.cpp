@@ -64,13 +64,34 @@ void read_enum(const json& m, const char* what, const char* key, std::initialize
 /// kv_heads), so a missing key keeps ModelSpec's default. Throws json::exception on a wrong type,
 /// CheckpointError (naming `file`) on an unknown architecture or activation.
 void read_arch_fields(const json& m, const fs::path& file, config::ModelSpec& out) {
-  read_enum(m, "model", "arch", {config::Arch::Gpt2, config::Arch::Llama}, file, out.arch);
+  read_enum(m, "model", "arch",
+            {config::Arch::Gpt2, config::Arch::Llama, config::Arch::Qwen2, config::Arch::Qwen3, config::Arch::Mistral},
+            file, out.arch);
   read_enum(m, "model", "activation", {config::Activation::Gelu, config::Activation::GeluTanh}, file,
             out.activation);
   out.norm_eps = m.value("norm_eps", out.norm_eps);
   out.rope_theta = m.value("rope_theta", out.rope_theta);
   if (m.contains("ffn_hidden")) out.ffn_hidden = integer<int64_t>(m.at("ffn_hidden"), file);
   if (m.contains("kv_heads")) out.kv_heads = integer<int64_t>(m.at("kv_heads"), file);
+  if (m.contains("head_dim")) out.head_dim = integer<int64_t>(m.at("head_dim"), file);
+  if (m.contains("sliding_window")) out.sliding_window = integer<int64_t>(m.at("sliding_window"), file);
+  if (m.contains("rope_scaling")) {
+    const json& r = m.at("rope_scaling");
+    config::RopeScaling& s = out.rope_scaling;
+    read_enum(r, "model.rope_scaling", "rope_type",
+              {config::RopeType::Default, config::RopeType::Linear, config::RopeType::Llama3, config::RopeType::Yarn},
+              file, s.rope_type);
+    s.factor = r.at("factor").get<double>();
+    s.low_freq_factor = r.at("low_freq_factor").get<double>();
+    s.high_freq_factor = r.at("high_freq_factor").get<double>();
+    s.original_max_position_embeddings = integer<int64_t>(r.at("original_max_position_embeddings"), file);
+    s.attention_factor = r.at("attention_factor").get<double>();
+    s.beta_fast = r.at("beta_fast").get<double>();
+    s.beta_slow = r.at("beta_slow").get<double>();
+    s.mscale = r.at("mscale").get<double>();
+    s.mscale_all_dim = r.at("mscale_all_dim").get<double>();
+    s.truncate = r.at("truncate").get<bool>();
+  }
 }
 
 /// meta.json's `schedule` object (lr_schedule, lr, min_lr, warmup_steps, steps; all required).
@@ -203,7 +224,21 @@ json model_json(const config::ModelSpec& m) {
           {"norm_eps", m.norm_eps},
           {"rope_theta", m.rope_theta},
           {"ffn_hidden", config::ffn_hidden_of(m)},
-          {"kv_heads", config::kv_heads_of(m)}};
+          {"kv_heads", config::kv_heads_of(m)},
+          {"head_dim", m.head_dim},
+          {"sliding_window", m.sliding_window},
+          {"rope_scaling",
+           {{"rope_type", config::to_string(m.rope_scaling.rope_type)},
+            {"factor", m.rope_scaling.factor},
+            {"low_freq_factor", m.rope_scaling.low_freq_factor},
+            {"high_freq_factor", m.rope_scaling.high_freq_factor},
+            {"original_max_position_embeddings", m.rope_scaling.original_max_position_embeddings},
+            {"attention_factor", m.rope_scaling.attention_factor},
+            {"beta_fast", m.rope_scaling.beta_fast},
+            {"beta_slow", m.rope_scaling.beta_slow},
+            {"mscale", m.rope_scaling.mscale},
+            {"mscale_all_dim", m.rope_scaling.mscale_all_dim},
+            {"truncate", m.rope_scaling.truncate}}}};
 }
 
 }  // namespace
@@ -312,6 +347,7 @@ void check_continues(const CheckpointMeta& meta, const config::JobSpec& spec, in
       {"model.ffn_hidden", std::to_string(config::ffn_hidden_of(a)), std::to_string(config::ffn_hidden_of(b)),
        shape},
       {"model.kv_heads", std::to_string(config::kv_heads_of(a)), std::to_string(config::kv_heads_of(b)), shape},
+      {"model.head_dim", std::to_string(config::head_dim_of(a)), std::to_string(config::head_dim_of(b)), shape},
       {"train.seed", std::to_string(meta.seed), std::to_string(spec.train.seed),
        "the data order would not continue"},
       {"data.eval_fraction", fmt::format("{:g}", meta.eval_fraction), fmt::format("{:g}", spec.data.eval_fraction),

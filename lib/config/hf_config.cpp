@@ -106,8 +106,83 @@ void read_gpt2(Reader& r) {
   r.must_be("reorder_and_upcast_attn", false, "plain attention");
 }
 
-void read_llama(Reader& r) {
-  r.add("arch", "llama", "model_type");
+/// The RoPE parameters as transformers 5 resolves them (RotaryEmbeddingConfigMixin's
+/// convert_rope_params_to_dict and standardize_rope_params): `rope_scaling` when given, else
+/// `rope_parameters`; rope_theta from inside it, else the top level, else 10000; `type` read as
+/// `rope_type`; original_max_position_embeddings defaulting to max_position_embeddings for llama3 and
+/// yarn. Adds rope_theta and, for a type other than default, rope_scaling (the remaining parameters as a
+/// JSON object, which model.rope_scaling's reader checks). Refuses types ppctl does not implement and a
+/// partial_rotary_factor other than 1.
+void read_rope(Reader& r) {
+  const json* scaling = r.find("rope_scaling");
+  const json* params = r.find("rope_parameters");
+  const char* key = scaling != nullptr ? "rope_scaling" : "rope_parameters";
+  const json* given = scaling != nullptr ? scaling : params;
+  if (given != nullptr && !given->is_object()) {
+    r.fail(key, "value " + core::echo_value(given->dump()) + " is not an object", "write an object such as {\"rope_type\": \"default\"}");
+  }
+  json rope = given != nullptr ? *given : json::object();
+  if (rope.contains("rope_theta") && !rope["rope_theta"].is_null()) {
+    r.number(rope["rope_theta"], std::string(key) + ".rope_theta", "rope_theta");
+  } else if (const json* theta = r.find("rope_theta")) {
+    r.number(*theta, "rope_theta", "rope_theta");
+  } else {
+    r.add("rope_theta", "10000", "rope_theta");
+  }
+  rope.erase("rope_theta");
+  std::string type_key = std::string(key) + ".rope_type";
+  json type = rope.contains("rope_type") ? rope["rope_type"] : json();
+  if (type.is_null() && rope.contains("type")) {
+    type = rope["type"];
+    type_key = std::string(key) + ".type";
+  }
+  rope.erase("type");
+  const std::string name = type.is_null() ? "default" : type.is_string() ? type.get<std::string>() : type.dump();
+  if (name != "default" && name != "linear" && name != "llama3" && name != "yarn") {
+    r.fail(type_key, "value " + core::echo_value(type.dump()) + ": ppctl implements the RoPE types default, linear, llama3 and yarn",
+           "use a model with one of these RoPE types");
+  }
+  const json* inside = rope.contains("partial_rotary_factor") ? &rope["partial_rotary_factor"] : nullptr;
+  for (const json* partial : {r.find("partial_rotary_factor"), inside}) {
+    if (partial != nullptr && !partial->is_null() && *partial != 1 && *partial != 1.0) {
+      r.fail("partial_rotary_factor", "value " + core::echo_value(partial->dump()) + ": ppctl rotates every feature of a head (1.0)",
+             "use a model without partial rotary embeddings");
+    }
+  }
+  rope.erase("partial_rotary_factor");
+  if (name == "default") return;
+  rope["rope_type"] = name;
+  if ((name == "llama3" || name == "yarn") && (!rope.contains("original_max_position_embeddings") || rope["original_max_position_embeddings"].is_null())) {
+    rope["original_max_position_embeddings"] = r.required("max_position_embeddings");
+  }
+  r.add("rope_scaling", rope.dump(), key);
+}
+
+/// The sliding window of Mistral (`sliding_window`, null = none) and of Qwen2 / Qwen3 (in effect when
+/// layer_types names a sliding_attention layer or, without layer_types, when use_sliding_window is true
+/// and max_window_layers < num_hidden_layers), added as model.sliding_window when it is in effect.
+void read_sliding_window(Reader& r, config::Arch arch) {
+  const json* window = r.find("sliding_window");
+  if (window == nullptr) return;
+  if (arch != config::Arch::Mistral) {
+    bool sliding = false;
+    if (const json* types = r.find("layer_types"); types != nullptr && types->is_array()) {
+      for (const auto& t : *types) sliding = sliding || t == "sliding_attention";
+    } else if (const json* use = r.find("use_sliding_window"); use != nullptr && *use == true) {
+      const json* max_window_layers = r.find("max_window_layers");
+      const json& layers = r.required("num_hidden_layers");
+      sliding = max_window_layers == nullptr || !max_window_layers->is_number_integer() || !layers.is_number_integer() ||
+                max_window_layers->get<int64_t>() < layers.get<int64_t>();
+    }
+    if (!sliding) return;
+  }
+  r.integer("sliding_window", "sliding_window");
+}
+
+/// LlamaForCausalLM and the architectures built on its block: Qwen2ForCausalLM, Qwen3ForCausalLM,
+/// MistralForCausalLM.
+void read_llama_family(Reader& r, config::Arch arch) {
+  r.add("arch", to_string(arch), "architectures");
   r.integers({{"hidden_size", "hidden"},
               {"intermediate_size", "ffn_hidden"},
               {"num_hidden_layers", "layers"},
@@ -118,41 +193,53 @@ void read_llama(Reader& r) {
   } else {
     r.add("kv_heads", "0", "num_key_value_heads");
   }
+  if (r.find("head_dim") != nullptr) {
+    r.integer("head_dim", "head_dim");
+  } else if (arch == config::Arch::Qwen3) {
+    r.add("head_dim", "128", "head_dim");  // Qwen3Config's default
+  }
   r.number(r.required("rms_norm_eps"), "rms_norm_eps", "norm_eps");
-  // transformers 5 keeps rope_theta inside rope_parameters; older configs have it at the top level.
-  const json* params = r.find("rope_parameters");
-  if (params != nullptr && params->is_object() && params->contains("rope_theta")) {
-    const auto type = params->value("rope_type", std::string("default"));
-    if (type != "default") {
-      r.fail("rope_parameters.rope_type", "value \"" + core::echo_value(type) + "\": ppctl implements only default RoPE",
-             "use a model without RoPE scaling");
-    }
-    r.number(params->at("rope_theta"), "rope_parameters.rope_theta", "rope_theta");
-  } else if (const json* theta = r.find("rope_theta")) {
-    r.number(*theta, "rope_theta", "rope_theta");
-  } else {
-    r.add("rope_theta", "10000", "rope_theta");
-  }
-  if (const json* scaling = r.find("rope_scaling"); scaling != nullptr && scaling->is_object() &&
-                                                  scaling->value("rope_type", std::string("default")) != "default") {
-    r.fail("rope_scaling", "value " + core::echo_value(scaling->dump()) + ": ppctl implements only default RoPE",
-           "use a model without RoPE scaling");
-  }
+  read_rope(r);
   r.boolean("tie_word_embeddings", "tie_embeddings", false);
   r.integer("max_position_embeddings", "seq_len", /*upper_bound=*/true);
+  read_sliding_window(r, arch);
   r.must_be("hidden_act", "silu", "SwiGLU with SiLU");
-  r.must_be("attention_bias", false, "no attention biases");
+  if (arch != config::Arch::Qwen2) r.must_be("attention_bias", false, "no biases on q, k, v and o");
   r.must_be("mlp_bias", false, "no MLP biases");
-  if (const json* head_dim = r.find("head_dim")) {
-    const json& hidden = r.required("hidden_size");
-    const json& heads = r.required("num_attention_heads");
-    if (heads.is_number_integer() && heads.get<int64_t>() > 0 && head_dim->is_number_integer() &&
-        head_dim->get<int64_t>() * heads.get<int64_t>() != hidden.get<int64_t>()) {
-      r.fail("head_dim", fmt::format("value {}: ppctl needs head_dim = hidden_size / num_attention_heads = {}",
-                                     head_dim->dump(), hidden.get<int64_t>() / heads.get<int64_t>()),
-             "use a model whose heads split hidden_size evenly");
-    }
+}
+
+/// The Hugging Face class name of a llama-family `arch` and its model_type.
+std::pair<const char*, const char*> llama_family_names(config::Arch arch) {
+  switch (arch) {
+    case config::Arch::Qwen2: return {"Qwen2ForCausalLM", "qwen2"};
+    case config::Arch::Qwen3: return {"Qwen3ForCausalLM", "qwen3"};
+    case config::Arch::Mistral: return {"MistralForCausalLM", "mistral"};
+    default: return {"LlamaForCausalLM", "llama"};
   }
+}
+
+/// model.rope_scaling as transformers' rope_parameters (with rope_theta), each type's keys only.
+json rope_parameters_json(const ModelSpec& m) {
+  const RopeScaling& s = m.rope_scaling;
+  json out{{"rope_type", to_string(s.rope_type)}, {"rope_theta", m.rope_theta}};
+  if (s.rope_type == RopeType::Default) return out;
+  out["factor"] = s.factor;
+  if (s.rope_type == RopeType::Llama3) {
+    out["low_freq_factor"] = s.low_freq_factor;
+    out["high_freq_factor"] = s.high_freq_factor;
+  }
+  if (s.rope_type == RopeType::Llama3 || s.rope_type == RopeType::Yarn) {
+    out["original_max_position_embeddings"] = s.original_max_position_embeddings;
+  }
+  if (s.rope_type == RopeType::Yarn) {
+    if (s.attention_factor > 0) out["attention_factor"] = s.attention_factor;
+    out["beta_fast"] = s.beta_fast;
+    out["beta_slow"] = s.beta_slow;
+    if (s.mscale != 0) out["mscale"] = s.mscale;
+    if (s.mscale_all_dim != 0) out["mscale_all_dim"] = s.mscale_all_dim;
+    out["truncate"] = s.truncate;
+  }
+  return out;
 }
 
 }  // namespace
@@ -180,17 +267,26 @@ HfModelConfig read_hf_model_config(const std::filesystem::path& dir) {
     architecture = (*list)[0].get<std::string>();
   } else if (const json* type = r.find("model_type"); type != nullptr && type->is_string()) {
     const auto t = type->get<std::string>();
-    architecture = t == "gpt2" ? "GPT2LMHeadModel" : t == "llama" ? "LlamaForCausalLM" : "model_type " + t;
+    architecture = "model_type " + t;
+    if (t == "gpt2") architecture = "GPT2LMHeadModel";
+    for (const Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Mistral}) {
+      if (t == llama_family_names(arch).second) architecture = llama_family_names(arch).first;
+    }
   }
-  if (architecture == "GPT2LMHeadModel") {
-    read_gpt2(r);
-  } else if (architecture == "LlamaForCausalLM") {
-    read_llama(r);
-  } else {
+  bool known = architecture == "GPT2LMHeadModel";
+  if (known) read_gpt2(r);
+  for (const Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Mistral}) {
+    if (architecture == llama_family_names(arch).first) {
+      read_llama_family(r, arch);
+      known = true;
+    }
+  }
+  if (!known) {
     r.fail(architecture.rfind("model_type", 0) == 0 ? "model_type" : "architectures",
            architecture.empty() ? "neither architectures nor model_type is given"
-                                : fmt::format("unsupported architecture '{}'", architecture),
-           "ppctl imports GPT2LMHeadModel and LlamaForCausalLM");
+                                : fmt::format("unsupported architecture '{}'", core::echo_value(architecture)),
+           "ppctl imports GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and "
+           "MistralForCausalLM");
   }
   r.out.architecture = architecture;
   return r.out;
@@ -215,24 +311,34 @@ std::string hf_config_json(const ModelSpec& m) {
            {"tie_word_embeddings", m.tie_embeddings},
            {"dtype", "float32"}};
   } else {
-    out = {{"architectures", {"LlamaForCausalLM"}},
-           {"model_type", "llama"},
+    const auto [class_name, model_type] = llama_family_names(m.arch);
+    out = {{"architectures", {class_name}},
+           {"model_type", model_type},
            {"hidden_size", m.hidden},
            {"intermediate_size", ffn_hidden_of(m)},
            {"num_hidden_layers", m.layers},
            {"num_attention_heads", m.heads},
            {"num_key_value_heads", kv_heads_of(m)},
-           {"head_dim", m.hidden / m.heads},
+           {"head_dim", head_dim_of(m)},
            {"vocab_size", m.vocab_size},
            {"rms_norm_eps", m.norm_eps},
            {"rope_theta", m.rope_theta},
-           {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", m.rope_theta}}},
+           {"rope_parameters", rope_parameters_json(m)},
            {"max_position_embeddings", m.seq_len},
            {"hidden_act", "silu"},
-           {"attention_bias", false},
-           {"mlp_bias", false},
            {"tie_word_embeddings", m.tie_embeddings},
            {"dtype", "float32"}};
+    // transformers 4 reads the scaling from rope_scaling; 5 takes it first when both are given
+    if (m.rope_scaling.rope_type != RopeType::Default) out["rope_scaling"] = out["rope_parameters"];
+    const json window = m.sliding_window > 0 ? json(m.sliding_window) : json();
+    if (m.arch == Arch::Llama || m.arch == Arch::Qwen3) out["attention_bias"] = false;
+    if (m.arch == Arch::Llama) out["mlp_bias"] = false;
+    if (m.arch == Arch::Mistral) out["sliding_window"] = window;
+    if (m.arch == Arch::Qwen2 || m.arch == Arch::Qwen3) {  // every layer slides when a window is kept
+      out["use_sliding_window"] = m.sliding_window > 0;
+      out["sliding_window"] = window;
+      out["max_window_layers"] = m.sliding_window > 0 ? 0 : m.layers;
+    }
   }
   return out.dump(2) + "\n";
 }

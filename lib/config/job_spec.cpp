@@ -123,6 +123,9 @@ std::string to_string(Arch arch) {
   switch (arch) {
     case Arch::Gpt2: return "gpt2";
     case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Mistral: return "mistral";
   }
   throw InternalError("to_string: unknown Arch");
 }
@@ -135,6 +138,16 @@ std::string to_string(Activation activation) {
   throw InternalError("to_string: unknown Activation");
 }
 
+std::string to_string(RopeType type) {
+  switch (type) {
+    case RopeType::Default: return "default";
+    case RopeType::Linear: return "linear";
+    case RopeType::Llama3: return "llama3";
+    case RopeType::Yarn: return "yarn";
+  }
+  throw InternalError("to_string: unknown RopeType");
+}
+
 int64_t ffn_hidden_of(const ModelSpec& model) {
   if (model.ffn_hidden > 0) return model.ffn_hidden;
   if (model.arch == Arch::Gpt2) return 4 * model.hidden;
@@ -144,6 +157,10 @@ int64_t ffn_hidden_of(const ModelSpec& model) {
 }
 
 int64_t kv_heads_of(const ModelSpec& model) { return model.kv_heads > 0 ? model.kv_heads : model.heads; }
+
+int64_t head_dim_of(const ModelSpec& model) { return model.head_dim > 0 ? model.head_dim : model.hidden / model.heads; }
+
+bool llama_family(Arch arch) { return arch != Arch::Gpt2; }
 
 int64_t held_out_sequences(int64_t num_sequences, double fraction) {
   if (fraction <= 0.0) return 0;

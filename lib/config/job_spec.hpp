@@ -86,12 +86,55 @@ enum class DataFormat {
 enum class TokenDType { Uint16, Uint32, Int32 };
 
 /// GPT decoder shape. Layers are transformer blocks; the embedding and the LM head are extra.
-/// Decoder architecture (model/gpt2.hpp, model/llama.hpp).
+/// Decoder architecture (model/gpt2.hpp, model/llama.hpp). qwen2, qwen3 and mistral are Llama blocks
+/// with the differences of their Hugging Face classes (llama_family).
 enum class Arch {
-  Gpt2,   ///< `gpt2`: GPT-2 (Radford et al. 2019): LayerNorm, learned positions, GELU MLP, biases
-  Llama,  ///< `llama`: Llama (Touvron et al., arXiv 2302.13971): RMSNorm, rotary positions, SwiGLU MLP,
-          ///< grouped-query attention (Ainslie et al., arXiv 2305.13245), no biases
+  Gpt2,     ///< `gpt2`: GPT-2 (Radford et al. 2019): LayerNorm, learned positions, GELU MLP, biases
+  Llama,    ///< `llama`: Llama (Touvron et al., arXiv 2302.13971): RMSNorm, rotary positions, SwiGLU MLP,
+            ///< grouped-query attention (Ainslie et al., arXiv 2305.13245), no biases
+  Qwen2,    ///< `qwen2`: Llama with biases on the q, k and v projections (transformers' Qwen2ForCausalLM)
+  Qwen3,    ///< `qwen3`: Llama with an RMSNorm over each head's q and k before the rotation
+            ///< (transformers' Qwen3ForCausalLM, q_norm / k_norm)
+  Mistral,  ///< `mistral`: Llama (transformers' MistralForCausalLM) whose sliding window, when it has
+            ///< one, spans at least seq_len, so attention is plain causal attention
 };
+
+/// How the rotary embedding's inverse frequencies are scaled for a longer context
+/// (model.rope_scaling.rope_type; transformers' modeling_rope_utils ROPE_INIT_FUNCTIONS).
+enum class RopeType {
+  Default,  ///< `default`: inv_freq_j = theta^(-2j / head_dim)
+  Linear,   ///< `linear`: position interpolation, inv_freq / factor (Chen et al., arXiv 2306.15595)
+  Llama3,   ///< `llama3`: Llama 3.1's wavelength-banded scaling (factor, low/high_freq_factor,
+            ///< original_max_position_embeddings)
+  Yarn,     ///< `yarn`: YaRN (Peng et al., arXiv 2309.00071 §3.2-3.4): ramped interpolation plus an
+            ///< attention factor on cos and sin
+};
+
+/// model.rope_scaling: transformers' rope_parameters without rope_theta (model.rope_theta holds it).
+/// Fields a type does not use keep their defaults. Checked by config/rope_scaling.hpp.
+struct RopeScaling {
+  RopeType rope_type = RopeType::Default;
+  double factor = 1.0;                  ///< linear, llama3, yarn: context extension factor, >= 1
+  double low_freq_factor = 1.0;         ///< llama3: wavelengths above original / low_freq_factor are divided
+  double high_freq_factor = 4.0;        ///< llama3: wavelengths below original / high_freq_factor are kept
+  int64_t original_max_position_embeddings = 0;  ///< llama3, yarn: the pretraining context (required)
+  double attention_factor = 0.0;        ///< yarn: scale of cos and sin; 0 = derived from factor (and mscale)
+  double beta_fast = 32.0;              ///< yarn: rotations bounding extrapolation
+  double beta_slow = 1.0;               ///< yarn: rotations bounding interpolation
+  double mscale = 0.0;                  ///< yarn: DeepSeek's mscale; 0 = not given
+  double mscale_all_dim = 0.0;          ///< yarn: DeepSeek's mscale_all_dim; 0 = not given
+  bool truncate = true;                 ///< yarn: floor / ceil the correction range
+};
+
+/// Field-by-field equality of two RoPE scalings.
+inline bool operator==(const RopeScaling& a, const RopeScaling& b) {
+  return a.rope_type == b.rope_type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor &&
+         a.original_max_position_embeddings == b.original_max_position_embeddings &&
+         a.attention_factor == b.attention_factor && a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow &&
+         a.mscale == b.mscale && a.mscale_all_dim == b.mscale_all_dim && a.truncate == b.truncate;
+}
+inline bool operator!=(const RopeScaling& a, const RopeScaling& b) { return !(a == b); }
 
 /// GPT-2's MLP activation.
 enum class Activation {
@@ -112,7 +155,7 @@ struct ModelSpec {
                                ///< 1608.05859); with several stages the last one holds a copy whose
                                ///< gradient is summed with the first stage's every step. `true` / `false`.
                                ///< Default true for gpt2, false for llama (the loader sets it when unwritten).
-  Arch arch = Arch::Gpt2;    ///< `gpt2` (default) or `llama`. (After the older fields: aggregate
+  Arch arch = Arch::Gpt2;    ///< `gpt2` (default), `llama`, `qwen2`, `qwen3` or `mistral`. (After the older fields: aggregate
                              ///< initialisers {vocab_size, layers, ...} keep their meaning.)
   Activation activation = Activation::Gelu;  ///< gpt2 only: `gelu` (default) or `gelu_tanh`.
   double norm_eps = 1e-5;    ///< epsilon of every LayerNorm (gpt2) / RMSNorm (llama). Range (0, 1).
@@ -121,6 +164,12 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;    ///< MLP inner width; 0 = the architecture's rule (ffn_hidden_of). Range [0, 1e6].
   int64_t kv_heads = 0;      ///< llama only: key/value heads (grouped-query attention); 0 = heads (plain
                              ///< multi-head attention). Range [0, 65536]; must divide heads.
+  int64_t head_dim = 0;      ///< llama family only: width of each attention head; 0 = hidden / heads. Range
+                             ///< [0, 65536]; even (rotary embeddings rotate pairs). Qwen3 sets it apart.
+  int64_t sliding_window = 0;  ///< mistral, qwen2, qwen3 only: the window of sliding-window attention,
+                               ///< recorded for export; 0 = none. ppctl attends causally over the whole
+                               ///< sequence, so it must be >= seq_len. Range [0, 1e9].
+  RopeScaling rope_scaling;  ///< llama family only: RoPE scaling (default: none).
   std::string init_from;       ///< a Hugging Face model folder (config.json + model.safetensors, or shards
                                ///< in model.safetensors.index.json) whose weights the model starts from;
                                ///< model fields not written in the spec come from its config.json, written
@@ -135,6 +184,13 @@ int64_t ffn_hidden_of(const ModelSpec& model);
 
 /// model.kv_heads resolved: as written when non-zero, else model.heads.
 int64_t kv_heads_of(const ModelSpec& model);
+
+/// model.head_dim resolved: as written when non-zero, else hidden / heads.
+int64_t head_dim_of(const ModelSpec& model);
+
+/// Whether `arch` is built from Llama's block (RMSNorm, rotary positions, SwiGLU, grouped-query
+/// attention): llama, qwen2, qwen3, mistral.
+bool llama_family(Arch arch);
 
 /// How the model is cut and scheduled.
 struct PipelineSpec {
@@ -310,5 +366,6 @@ std::string to_string(DataFormat format);
 std::string to_string(TokenDType dtype);
 std::string to_string(Arch arch);
 std::string to_string(Activation activation);
+std::string to_string(RopeType type);
 
 }  // namespace ppctl::config

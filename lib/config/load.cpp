@@ -122,13 +122,19 @@ class Loader {
       const Field* field = model.field(f.key);
       if (field == nullptr) continue;  // a field this build does not have
       const auto written = seen_.find(path);
+      // A mapping (rope_scaling) comes as JSON text, which YAML reads as a flow mapping.
+      const YAML::Node given = field->type == FieldType::Mapping ? YAML::Load(f.value) : YAML::Node(f.value);
       if (written == seen_.end()) {
-        const Entry entry{fmt::format("{} (from {} {})", path, file, f.source), line, YAML::Node(f.value)};
+        const Entry entry{fmt::format("{} (from {} {})", path, file, f.source), line, given};
         seen_[path] = {line, field->read(c_, entry), entry.path};  // rules name config.json, not the spec
         continue;
       }
       const YAML::Node node = root["model"][f.key];
-      if (!written->second.ok || !node.IsScalar() || agrees(node.Scalar(), f.value, f.upper_bound)) continue;
+      if (!written->second.ok) continue;
+      if (field->type == FieldType::Mapping ? same_mapping(*field, node, given)
+                                            : !node.IsScalar() || agrees(node.Scalar(), f.value, f.upper_bound)) {
+        continue;
+      }
       c_.problems.add(written->second.line, path, describe(node),
                       fmt::format("{} {} = {} in {} (model.init_from)",
                                   f.upper_bound ? "exceeds the model's longest context," : "differs from",
@@ -137,6 +143,22 @@ class Loader {
                                     : fmt::format("remove {} to take it from config.json, or write {}", path,
                                                   f.value));
     }
+  }
+
+  /// A mapping field (model.rope_scaling, the only one) written in the spec reads as the same value as
+  /// config.json's: `field`'s reader run on each into a scratch spec (the written one was checked already).
+  static bool same_mapping(const Field& field, const YAML::Node& written, const YAML::Node& given) {
+    const auto read = [&](const YAML::Node& node) {
+      JobSpec scratch;
+      DataEntries entries;
+      Problems problems("");
+      Context c{problems, ""};
+      for (const Section& section : schema(scratch, entries)) {
+        if (const Field* f = section.field(field.key); f != nullptr && section.name == "model") f->read(c, {"", 0, node});
+      }
+      return scratch.model;
+    };
+    return read(written).rope_scaling == read(given).rope_scaling;
   }
 
   /// `written` agrees with config.json's `given`: the same number or text, or for an upper bound a

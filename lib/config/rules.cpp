@@ -273,37 +273,58 @@ void check_checkpoint(SpecState& s) {
   }
 }
 
-/// The model fields that belong to one architecture, grouped-query heads, RoPE's even head size, and
-/// model.tie_embeddings' per-architecture default (false for llama when not written).
+/// The model fields that belong to some architectures, grouped-query heads, RoPE's even head size, a
+/// sliding window no shorter than seq_len, and model.tie_embeddings' per-architecture default (false
+/// for the llama family when not written).
 void check_arch_fields(SpecState& s) {
   ModelSpec& m = s.spec.model;
   if (!s.usable("model.arch")) return;
   const std::string arch = to_string(m.arch);
-  const auto only_for = [&](const std::string& key, Arch owner, const std::string& value) {
-    if (m.arch == owner || !s.seen.count("model." + key)) return;
+  const auto only_for = [&](const std::string& key, bool applies, const std::string& owners,
+                            const std::string& example, const std::string& value) {
+    if (applies || !s.seen.count("model." + key)) return;
     s.combination_problem("model." + key, "model.arch", value,
-                          fmt::format("applies only to model.arch {} (model.arch is {}{})", to_string(owner), arch,
+                          fmt::format("applies only to model.arch {} (model.arch is {}{})", owners, arch,
                                       s.seen.count("model.arch") ? "" : ", the default"),
-                          fmt::format("remove model.{}, or set model.arch: {}", key, to_string(owner)));
+                          fmt::format("remove model.{}, or set model.arch: {}", key, example));
   };
-  only_for("activation", Arch::Gpt2, quoted(to_string(m.activation)));
-  only_for("rope_theta", Arch::Llama, fmt::format("{:g}", m.rope_theta));
-  only_for("kv_heads", Arch::Llama, std::to_string(m.kv_heads));
-  if (m.arch == Arch::Llama && !s.seen.count("model.tie_embeddings")) m.tie_embeddings = false;
-  if (m.arch == Arch::Llama && s.usable("model.kv_heads") && s.usable("model.heads") && m.kv_heads > 0 &&
+  const bool llama = llama_family(m.arch);
+  const std::string family = "llama, qwen2, qwen3 or mistral";
+  only_for("activation", m.arch == Arch::Gpt2, "gpt2", "gpt2", quoted(to_string(m.activation)));
+  only_for("rope_theta", llama, family, "llama", fmt::format("{:g}", m.rope_theta));
+  only_for("rope_scaling", llama, family, "llama", quoted(to_string(m.rope_scaling.rope_type)));
+  only_for("kv_heads", llama, family, "llama", std::to_string(m.kv_heads));
+  only_for("head_dim", llama, family, "qwen3", std::to_string(m.head_dim));
+  only_for("sliding_window", m.arch == Arch::Mistral || m.arch == Arch::Qwen2 || m.arch == Arch::Qwen3,
+           "mistral, qwen2 or qwen3", "mistral", std::to_string(m.sliding_window));
+  if (llama && !s.seen.count("model.tie_embeddings")) m.tie_embeddings = false;
+  if (llama && s.usable("model.kv_heads") && s.usable("model.heads") && m.kv_heads > 0 &&
       m.heads % m.kv_heads != 0) {
     s.combination_problem("model.kv_heads", "model.heads", std::to_string(m.kv_heads),
                           fmt::format("must divide model.heads ({})", m.heads),
                           fmt::format("use a divisor of {} such as {}, or 0 for kv_heads = heads", m.heads,
                                       divisors_near(m.heads, m.kv_heads)));
   }
-  if (m.arch == Arch::Llama && s.usable("model.hidden") && s.usable("model.heads") && m.hidden % m.heads == 0 &&
+  if (llama && m.head_dim > 0 && s.usable("model.head_dim") && m.head_dim % 2 != 0) {
+    s.combination_problem("model.head_dim", "model.arch", std::to_string(m.head_dim),
+                          "is odd; rotary embeddings rotate pairs of features, so it must be even",
+                          "choose an even head_dim, or 0 for hidden / heads");
+  }
+  if (llama && m.head_dim == 0 && s.usable("model.hidden") && s.usable("model.heads") && m.hidden % m.heads == 0 &&
       (m.hidden / m.heads) % 2 != 0) {
     s.combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
                           fmt::format("gives an odd head size hidden / heads = {}; rotary embeddings (llama) "
                                       "rotate pairs of features, so it must be even",
                                       m.hidden / m.heads),
                           "choose heads so that model.hidden / model.heads is even");
+  }
+  if (m.sliding_window > 0 && m.sliding_window < m.seq_len && s.usable("model.sliding_window") &&
+      s.usable("model.seq_len")) {
+    s.combination_problem("model.sliding_window", "model.seq_len", std::to_string(m.sliding_window),
+                          fmt::format("is shorter than model.seq_len ({}); ppctl attends over the whole sequence "
+                                      "and does not implement sliding-window attention",
+                                      m.seq_len),
+                          fmt::format("write model.seq_len: {} or less", m.sliding_window));
   }
 }
 
@@ -320,7 +341,8 @@ void check_combinations(SpecState& s) {
   check_eval(s);
   check_checkpoint(s);
   check_arch_fields(s);
-  if (s.usable("model.hidden") && s.usable("model.heads") && m.hidden % m.heads != 0) {
+  if (s.usable("model.hidden") && s.usable("model.heads") && m.hidden % m.heads != 0 &&
+      !(llama_family(m.arch) && m.head_dim > 0)) {  // an explicit head_dim need not divide hidden
     s.combination_problem("model.heads", "model.hidden", std::to_string(m.heads),
                           fmt::format("must divide model.hidden ({})", m.hidden),
                           fmt::format("use a divisor of {} such as {}", m.hidden, divisors_near(m.hidden, m.heads)));

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "config/foreign_keys.hpp"
+#include "config/rope_scaling.hpp"
 #include "config/suggest.hpp"
 
 namespace ppctl::config::detail {
@@ -192,16 +193,23 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         bool_field("tie_embeddings", m.tie_embeddings,
                    "the LM head uses the token embedding's weight (false for llama when not written)"),
         // Checked against model.arch once every key is read (rules.cpp, check_arch_fields).
-        enum_field("arch", m.arch, std::vector{Arch::Gpt2, Arch::Llama}, "the decoder architecture",
-                   {{"gpt-2", "gpt2"}, {"llama2", "llama"}, {"llama3", "llama"}, {"mistral", "llama"}}),
+        enum_field("arch", m.arch, std::vector{Arch::Gpt2, Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Mistral},
+                   "the decoder architecture",
+                   {{"gpt-2", "gpt2"}, {"llama2", "llama"}, {"llama3", "llama"}, {"qwen2.5", "qwen2"}}),
         enum_field("activation", m.activation, std::vector{Activation::Gelu, Activation::GeluTanh},
                    "gpt2 only: the MLP's GELU, exact or its tanh approximation",
                    {{"gelu_new", "gelu_tanh"}, {"gelu_pytorch_tanh", "gelu_tanh"}, {"tanh", "gelu_tanh"}}),
         real_field("norm_eps", m.norm_eps, {0, true, 1, true}, "epsilon of every LayerNorm (gpt2) or RMSNorm (llama)"),
         real_field("rope_theta", m.rope_theta, {1, true, 1e12, false},
-                   "llama only: base theta of the rotary position embedding"),
+                   "llama family: base theta of the rotary position embedding"),
         int_field("ffn_hidden", m.ffn_hidden, {0, kMillion}, "inner width of the MLP; 0 = the architecture's rule"),
-        int_field("kv_heads", m.kv_heads, {0, 65'536}, "llama only: key/value heads (grouped-query); 0 = heads"),
+        int_field("kv_heads", m.kv_heads, {0, 65'536}, "llama family: key/value heads (grouped-query); 0 = heads"),
+        // Checked against the architecture, model.seq_len and model.hidden by rules.cpp (check_arch_fields).
+        int_field("head_dim", m.head_dim, {0, 65'536}, "llama family: width of each attention head; 0 = hidden / heads"),
+        int_field("sliding_window", m.sliding_window, {0, kBillion},
+                  "mistral, qwen2, qwen3: sliding-window span, at least seq_len; 0 = none"),
+        row("rope_scaling", FieldType::Mapping, "llama family: RoPE scaling, as transformers' rope_parameters", "",
+            [&m](Context& c, const Entry& e) { return read_rope_scaling(c, e, m.rope_scaling); }),
         // Resolved and merged with its config.json by the loader (load.cpp, apply_init_from).
         text_field("init_from", m.init_from, "folder path", "init_from: models/gpt2",
                    "a Hugging Face model folder to start from; its config.json fills the model fields")}},

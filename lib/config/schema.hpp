@@ -40,6 +40,7 @@ enum class FieldType {
   Integers,   ///< a non-empty list of whole numbers, each in `ints`
   Reals,      ///< a list of numbers, each in `reals`
   DataPaths,  ///< data.path and data.blend: kept in DataEntries and read by data_paths.hpp
+  Mapping,    ///< a mapping of named parameters read by the field's own reader (model.rope_scaling)
 };
 
 /// One row of the schema: a key of a section, what its value may be, and how it is read.

@@ -1,4 +1,4 @@
-// Hugging Face <-> ppctl names and layouts for GPT-2 and Llama, per stage.
+// Hugging Face <-> ppctl names and layouts for GPT-2 and the Llama family, per stage.
 #include "interop/hf_names.hpp"
 
 #include <fmt/format.h>
@@ -62,19 +62,27 @@ std::vector<HfTensor> gpt2_tensors(const config::ModelSpec& m, const plan::Stage
   return b.out;
 }
 
+/// The llama family (llama, qwen2, qwen3, mistral share transformers' names): qwen2's q/k/v biases
+/// follow each weight, qwen3's q_norm and k_norm follow o_proj, as ppctl registers them.
 std::vector<HfTensor> llama_tensors(const config::ModelSpec& m, const plan::StageLayout& s) {
-  const int64_t h = m.hidden, f = config::ffn_hidden_of(m);
-  const int64_t kv = config::kv_heads_of(m) * (h / m.heads);
+  const int64_t h = m.hidden, f = config::ffn_hidden_of(m), d = config::head_dim_of(m);
+  const int64_t q_width = m.heads * d, kv = config::kv_heads_of(m) * d;
+  const bool bias = m.arch == config::Arch::Qwen2;
   Builder b{"model.", {}};
   if (s.has_embedding) b.add("tok_embed.weight", {m.vocab_size, h}, "embed_tokens.weight");
   for (int64_t i = s.layers.begin; i < s.layers.end; ++i) {
     const auto p = fmt::format("block{}.", i);
     const auto q = fmt::format("layers.{}.", i);
     b.add(p + "attn_norm.weight", {h}, q + "input_layernorm.weight");
-    b.add(p + "q_proj.weight", {h, h}, q + "self_attn.q_proj.weight");
-    b.add(p + "k_proj.weight", {kv, h}, q + "self_attn.k_proj.weight");
-    b.add(p + "v_proj.weight", {kv, h}, q + "self_attn.v_proj.weight");
-    b.add(p + "o_proj.weight", {h, h}, q + "self_attn.o_proj.weight");
+    for (const auto& [name, rows] : {std::pair<const char*, int64_t>{"q_proj", q_width}, {"k_proj", kv}, {"v_proj", kv}}) {
+      b.add(p + name + ".weight", {rows, h}, q + "self_attn." + name + ".weight");
+      if (bias) b.add(p + name + ".bias", {rows}, q + "self_attn." + name + ".bias");
+    }
+    b.add(p + "o_proj.weight", {h, q_width}, q + "self_attn.o_proj.weight");
+    if (m.arch == config::Arch::Qwen3) {
+      b.add(p + "q_norm.weight", {d}, q + "self_attn.q_norm.weight");
+      b.add(p + "k_norm.weight", {d}, q + "self_attn.k_norm.weight");
+    }
     b.add(p + "mlp_norm.weight", {h}, q + "post_attention_layernorm.weight");
     b.add(p + "gate_proj.weight", {f, h}, q + "mlp.gate_proj.weight");
     b.add(p + "up_proj.weight", {f, h}, q + "mlp.up_proj.weight");
@@ -92,7 +100,7 @@ std::vector<HfTensor> llama_tensors(const config::ModelSpec& m, const plan::Stag
 }  // namespace
 
 std::vector<HfTensor> hf_tensors(const config::ModelSpec& model, const plan::StageLayout& layout) {
-  return model.arch == config::Arch::Llama ? llama_tensors(model, layout) : gpt2_tensors(model, layout);
+  return config::llama_family(model.arch) ? llama_tensors(model, layout) : gpt2_tensors(model, layout);
 }
 
 std::vector<HfTensor> hf_tensors(const config::ModelSpec& model) {

@@ -32,7 +32,7 @@ struct HfTensor {
                                          ///< (HF saves no lm_head.weight then; export skips it)
 };
 
-/// The tensors of the stage `layout` of `model` (arch gpt2 or llama), in ppctl's registration order:
+/// The tensors of the stage `layout` of `model` (gpt2 or the llama family), in ppctl's registration order:
 /// embedding, blocks, final norm, head. A lone stage with tied embeddings has no lm_head entry.
 std::vector<HfTensor> hf_tensors(const config::ModelSpec& model, const plan::StageLayout& layout);
 

@@ -3,11 +3,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "model/rope.hpp"
+
 namespace ppctl::model {
 namespace {
 
-torch::nn::Linear no_bias(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias = false) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
 }  // namespace
@@ -25,14 +27,7 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t seq_len, int64_t head_dim, double theta,
                                                       const torch::Device& device) {
-  const auto fp32 = torch::dtype(torch::kFloat).device(device);
-  const auto exponents = torch::arange(0, head_dim, 2, torch::dtype(torch::kLong).device(device)).to(torch::kFloat) /
-                         static_cast<double>(head_dim);
-  const auto inv_freq = 1.0 / torch::pow(theta, exponents);            // [head_dim / 2]
-  const auto positions = torch::arange(seq_len, fp32);                 // [seq_len]
-  const auto angles = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // [seq_len, head_dim / 2]
-  const auto both = torch::cat({angles, angles}, -1);
-  return {both.cos(), both.sin()};
+  return rotary_tables(seq_len, rope_inverse_frequencies(head_dim, theta, {}, device), 1.0);
 }
 
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
@@ -45,38 +40,46 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
     : layer_index_(layer_index),
       heads_(spec.heads),
       kv_heads_(config::kv_heads_of(spec)),
-      head_dim_(spec.hidden / spec.heads),
-      rope_theta_(spec.rope_theta),
+      head_dim_(config::head_dim_of(spec)),
+      rope_(spec),
       dropout_p_(spec.dropout) {
   const int64_t h = spec.hidden;
   const int64_t f = config::ffn_hidden_of(spec);
+  const bool qkv_bias = spec.arch == config::Arch::Qwen2;
   attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps));
-  q_proj_ = register_module("q_proj", no_bias(h, heads_ * head_dim_));
-  k_proj_ = register_module("k_proj", no_bias(h, kv_heads_ * head_dim_));
-  v_proj_ = register_module("v_proj", no_bias(h, kv_heads_ * head_dim_));
-  o_proj_ = register_module("o_proj", no_bias(heads_ * head_dim_, h));
+  q_proj_ = register_module("q_proj", linear(h, heads_ * head_dim_, qkv_bias));
+  k_proj_ = register_module("k_proj", linear(h, kv_heads_ * head_dim_, qkv_bias));
+  v_proj_ = register_module("v_proj", linear(h, kv_heads_ * head_dim_, qkv_bias));
+  o_proj_ = register_module("o_proj", linear(heads_ * head_dim_, h));
+  if (spec.arch == config::Arch::Qwen3) {
+    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps));
+    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps));
+  }
   mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps));
-  gate_proj_ = register_module("gate_proj", no_bias(h, f));
-  up_proj_ = register_module("up_proj", no_bias(h, f));
-  down_proj_ = register_module("down_proj", no_bias(f, h));
+  gate_proj_ = register_module("gate_proj", linear(h, f));
+  up_proj_ = register_module("up_proj", linear(h, f));
+  down_proj_ = register_module("down_proj", linear(f, h));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
   const double residual_std = residual_init_std(spec.layers);
-  for (auto* linear : {&q_proj_, &k_proj_, &v_proj_}) init_linear(*linear, gen, kInitStd);
+  for (auto* proj : {&q_proj_, &k_proj_, &v_proj_}) init_linear(*proj, gen, kInitStd);
   init_linear(o_proj_, gen, residual_std);
-  for (auto* linear : {&gate_proj_, &up_proj_}) init_linear(*linear, gen, kInitStd);
+  for (auto* proj : {&gate_proj_, &up_proj_}) init_linear(*proj, gen, kInitStd);
   init_linear(down_proj_, gen, residual_std);
 }
 
 torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
   const auto batch = x.size(0), seq = x.size(1);
   const auto normed = attn_norm_->forward(x);
-  auto split_heads = [&](const torch::Tensor& t, int64_t heads) {
-    return t.view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  // [batch, seq, heads, head_dim] -> [batch, heads, seq, head_dim], qwen3's per-head norm before the turn
+  auto split_heads = [&](const torch::Tensor& t, int64_t heads, RMSNorm& norm) {
+    const auto per_head = t.view({batch, seq, heads, head_dim_});
+    return (norm ? norm->forward(per_head) : per_head).transpose(1, 2);
   };
-  const auto [cos, sin] = rotary_tables(seq, head_dim_, rope_theta_, x.device());
-  auto q = apply_rotary(split_heads(q_proj_->forward(normed), heads_), cos, sin);
-  auto k = apply_rotary(split_heads(k_proj_->forward(normed), kv_heads_), cos, sin);
-  auto v = split_heads(v_proj_->forward(normed), kv_heads_);
+  const auto [cos, sin] = rotary_tables(seq, rope_, x.device());
+  auto q = apply_rotary(split_heads(q_proj_->forward(normed), heads_, q_norm_), cos, sin);
+  auto k = apply_rotary(split_heads(k_proj_->forward(normed), kv_heads_, k_norm_), cos, sin);
+  RMSNorm none{nullptr};
+  auto v = split_heads(v_proj_->forward(normed), kv_heads_, none);
   if (kv_heads_ < heads_) {  // query head j reads key/value head j / (heads / kv_heads)
     k = k.repeat_interleave(heads_ / kv_heads_, 1);
     v = v.repeat_interleave(heads_ / kv_heads_, 1);

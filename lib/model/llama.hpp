@@ -26,9 +26,10 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-/// Rotary tables (cos, sin), each [seq_len, head_dim] fp32 on `device`, in HF's convention: inv_freq_j
-/// = theta^(-2j / head_dim) for j < head_dim / 2, angle[t, j] = t x inv_freq_j for positions t = 0 ..
-/// seq_len - 1, both halves of the last dimension repeating the head_dim / 2 angles. head_dim even.
+/// Rotary tables (cos, sin) of default RoPE, each [seq_len, head_dim] fp32 on `device`
+/// (model/rope.hpp's rotary_tables with no scaling): inv_freq_j = theta^(-2j / head_dim) for j <
+/// head_dim / 2, angle[t, j] = t x inv_freq_j, both halves of the last dimension repeating the angles.
+/// head_dim even.
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t seq_len, int64_t head_dim, double theta,
                                                       const torch::Device& device);
 
@@ -39,10 +40,13 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 /// One Llama block: h = x + o_proj(attn(rope(q), rope(k), v)) of attn_norm(x), then h + down_proj(
 /// silu(gate_proj(m)) * up_proj(m)) with m = mlp_norm(h). q has `heads` heads, k and v
 /// config::kv_heads_of(spec) heads, each serving heads / kv_heads consecutive query heads (HF
-/// repeat_kv); head_dim = hidden / heads; causal scaled-dot-product attention (scale 1/sqrt(head_dim)).
-/// Initialised from init_seed(seed, layer_index): norms 1, q, k, v, gate, up N(0, 0.02), o_proj and
-/// down_proj residual_init_std, drawn in the order q, k, v, o, gate, up, down. Dropout sites: 0 after
-/// attention, 1 after the MLP (as gpt2).
+/// repeat_kv); each head config::head_dim_of(spec) wide; causal scaled-dot-product attention (scale
+/// 1/sqrt(head_dim)); RoPE scaled by spec.rope_scaling (model/rope.hpp). The llama family's variants:
+/// qwen2 gives q_proj, k_proj and v_proj biases (Qwen2Attention); qwen3 normalises each head's q and k
+/// with RMSNorms q_norm and k_norm [head_dim] before the rotation (Qwen3Attention).
+/// Initialised from init_seed(seed, layer_index): norms 1, biases 0, q, k, v, gate, up N(0, 0.02),
+/// o_proj and down_proj residual_init_std, drawn in the order q, k, v, o, gate, up, down. Dropout sites:
+/// 0 after attention, 1 after the MLP (as gpt2).
 class LlamaBlockImpl : public DecoderBlock {
  public:
   LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
@@ -51,9 +55,10 @@ class LlamaBlockImpl : public DecoderBlock {
  private:
   int64_t layer_index_;
   int64_t heads_, kv_heads_, head_dim_;
-  double rope_theta_;
+  config::ModelSpec rope_;  ///< the fields model/rope.hpp reads: head_dim, rope_theta, rope_scaling
   double dropout_p_;
   RMSNorm attn_norm_{nullptr}, mlp_norm_{nullptr};
+  RMSNorm q_norm_{nullptr}, k_norm_{nullptr};  ///< qwen3 only
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };

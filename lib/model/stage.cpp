@@ -18,14 +18,17 @@ namespace {
 std::shared_ptr<DecoderBlock> make_block(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed) {
   switch (spec.arch) {
     case config::Arch::Gpt2: return std::make_shared<Gpt2BlockImpl>(spec, layer_index, seed);
-    case config::Arch::Llama: return std::make_shared<LlamaBlockImpl>(spec, layer_index, seed);
+    case config::Arch::Llama:
+    case config::Arch::Qwen2:
+    case config::Arch::Qwen3:
+    case config::Arch::Mistral: return std::make_shared<LlamaBlockImpl>(spec, layer_index, seed);
   }
   throw InternalError("make_block: unknown Arch");
 }
 
-/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama), epsilon model.norm_eps.
+/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama family), epsilon model.norm_eps.
 torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec) {
-  if (spec.arch == config::Arch::Llama) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps));
+  if (config::llama_family(spec.arch)) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps));
   return torch::nn::AnyModule(gpt2_layer_norm(spec));
 }
 

@@ -15,9 +15,11 @@ double block_forward_flops(const config::ModelSpec& model) {
   const double s = static_cast<double>(model.seq_len);
   const double h = static_cast<double>(model.hidden);
   const double f = static_cast<double>(config::ffn_hidden_of(model));
-  const double kv = static_cast<double>(config::kv_heads_of(model) * (model.hidden / model.heads));
-  const double mlp_matrices = model.arch == config::Arch::Llama ? 3.0 : 2.0;
-  return 2.0 * h * (2.0 * h + 2.0 * kv) + 4.0 * s * h + mlp_matrices * 2.0 * h * f;
+  const double d = static_cast<double>(config::head_dim_of(model));
+  const double q = static_cast<double>(model.heads) * d;  // query (and attention output) width
+  const double kv = static_cast<double>(config::kv_heads_of(model)) * d;
+  const double mlp_matrices = config::llama_family(model.arch) ? 3.0 : 2.0;
+  return 2.0 * h * (2.0 * q + 2.0 * kv) + 4.0 * s * q + mlp_matrices * 2.0 * h * f;
 }
 
 double lm_head_forward_flops(const config::ModelSpec& model) {

@@ -37,14 +37,18 @@ std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages) {
 }
 
 /// gpt2, with f = ffn_hidden_of: LayerNorm 2h (x2), fused QKV 3h^2 + 3h, projection h^2 + h, MLP
-/// h f + f and f h + h (12 h^2 + 13 h at f = 4h). llama, with kv = kv_heads x head_dim: RMSNorm h (x2),
-/// q and o h^2 each, k and v h kv each, gate, up and down h f each; no biases.
+/// h f + f and f h + h (12 h^2 + 13 h at f = 4h). llama family, with q = heads x head_dim and kv =
+/// kv_heads x head_dim: RMSNorm h (x2), q and o h q each, k and v h kv each, gate, up and down h f each;
+/// qwen2 adds the q, k and v biases (q + 2 kv), qwen3 the q and k norms (2 head_dim).
 int64_t block_parameters(const config::ModelSpec& model) {
   const int64_t h = model.hidden;
   const int64_t f = config::ffn_hidden_of(model);
-  if (model.arch == config::Arch::Llama) {
-    const int64_t kv = config::kv_heads_of(model) * (h / model.heads);
-    return 2 * h + 2 * h * h + 2 * h * kv + 3 * h * f;
+  if (config::llama_family(model.arch)) {
+    const int64_t d = config::head_dim_of(model);
+    const int64_t q = model.heads * d, kv = config::kv_heads_of(model) * d;
+    const int64_t biases = model.arch == config::Arch::Qwen2 ? q + 2 * kv : 0;
+    const int64_t qk_norms = model.arch == config::Arch::Qwen3 ? 2 * d : 0;
+    return 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f + biases + qk_norms;
   }
   return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
 }
@@ -58,7 +62,7 @@ int64_t embedding_parameters(const config::ModelSpec& model) {
 /// Final norm (LayerNorm 2h for gpt2, RMSNorm h for llama) plus the bias-free LM head vocab x h (not
 /// tied to the embedding).
 int64_t head_parameters(const config::ModelSpec& model) {
-  const int64_t norm = model.arch == config::Arch::Llama ? model.hidden : 2 * model.hidden;
+  const int64_t norm = config::llama_family(model.arch) ? model.hidden : 2 * model.hidden;
   return norm + model.vocab_size * model.hidden;
 }
 

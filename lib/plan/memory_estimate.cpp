@@ -39,7 +39,7 @@ int64_t gpt2_block_bytes(const config::JobSpec& spec) {
 int64_t llama_block_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
-  const int64_t head_dim = h / m.heads;
+  const int64_t head_dim = config::head_dim_of(m);
   const int64_t kv = config::kv_heads_of(m) * head_dim;
   const int64_t a = matmul_element_bytes(spec);
   const bool bf16 = spec.runtime.precision == config::Precision::Bf16;
@@ -65,7 +65,7 @@ int64_t gpt2_block_deferred_bytes(const config::JobSpec& spec) {
 int64_t llama_block_deferred_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
-  const int64_t kv = config::kv_heads_of(m) * (h / m.heads);
+  const int64_t kv = config::kv_heads_of(m) * config::head_dim_of(m);
   const int64_t a = matmul_element_bytes(spec);
   // Inputs: the two norm outputs q/k/v and gate/up share (fp32), or one bf16 cast per projection;
   // o's (h) and down's (f). Output gradients: q, o, down (h each), k, v (kv each), gate, up (f each).
@@ -85,7 +85,7 @@ int64_t head_deferred_bytes(const config::JobSpec& spec) {
 /// the MLP's widest intermediates (gpt2: fc1 output and GELU; llama: gate, up and SiLU).
 int64_t block_forward_no_grad_bytes(const config::JobSpec& spec) {
   const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
-  const int64_t widest = spec.model.arch == config::Arch::Llama ? 3 : 2;
+  const int64_t widest = config::llama_family(spec.model.arch) ? 3 : 2;
   return 8 * t * h + widest * matmul_element_bytes(spec) * t * f;
 }
 
@@ -110,7 +110,7 @@ int64_t block_output_gradient_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
   const int64_t a = matmul_element_bytes(spec);
-  if (m.arch == config::Arch::Llama) return a * t * (3 * h + 2 * config::kv_heads_of(m) * (h / m.heads) + 2 * f);
+  if (config::llama_family(m.arch)) return a * t * (3 * h + 2 * config::kv_heads_of(m) * config::head_dim_of(m) + 2 * f);
   return a * t * (5 * h + f);
 }
 
@@ -123,7 +123,7 @@ int64_t p2p_bytes(const config::JobSpec& spec) {
 }
 
 int64_t block_activation_bytes(const config::JobSpec& spec) {
-  const int64_t bytes = spec.model.arch == config::Arch::Llama ? llama_block_bytes(spec) : gpt2_block_bytes(spec);
+  const int64_t bytes = config::llama_family(spec.model.arch) ? llama_block_bytes(spec) : gpt2_block_bytes(spec);
   return bytes + block_dropout_bytes(spec);
 }
 
@@ -138,7 +138,7 @@ int64_t embedding_activation_bytes(const config::JobSpec& spec) {
 int64_t head_activation_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec);
-  const int64_t norm = m.arch == config::Arch::Llama ? 8 * t * m.hidden + 4 * t : 4 * t * m.hidden + 8 * t;
+  const int64_t norm = config::llama_family(m.arch) ? 8 * t * m.hidden + 4 * t : 4 * t * m.hidden + 8 * t;
   return norm + matmul_element_bytes(spec) * t * m.hidden + 4 * t * m.vocab_size + 8 * t +
          weight_copy_bytes(spec, m.vocab_size * m.hidden);
 }
@@ -175,7 +175,7 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
   const bool whole_first = stage.has_embedding && spec.train.recompute != config::Recompute::Blocks;
   const int64_t per_output = spec.train.recompute == config::Recompute::None ? 1 : 2;
   const int64_t block_deferred =
-      spec.model.arch == config::Arch::Llama ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
+      config::llama_family(spec.model.arch) ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
   if (whole_first) {
     bytes.graph = whole + (stage.has_head ? 0 : per_output * boundary);
   } else {
@@ -224,13 +224,13 @@ StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const Sta
   // At the backward temporaries' high-water mark (the first block's MLP, the last one I reaches) that
   // block's attention products have not had their gradients yet: gpt2 qkv and proj (4 h), llama q, k,
   // v, o (2 h + 2 kv).
-  const int64_t kv = config::kv_heads_of(m) * (h / m.heads);
+  const int64_t kv = config::kv_heads_of(m) * config::head_dim_of(m);
   const int64_t pending =
-      blocks ? matmul_element_bytes(spec) * t * (m.arch == config::Arch::Llama ? 2 * h + 2 * kv : 4 * h) : 0;
+      blocks ? matmul_element_bytes(spec) * t * (config::llama_family(m.arch) ? 2 * h + 2 * kv : 4 * h) : 0;
   bytes.input = whole_first ? 0 : rebuilt + gradients + backward - pending;
   if (spec.train.recompute == config::Recompute::Blocks) {
     const int64_t deferred =
-        spec.model.arch == config::Arch::Llama ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
+        config::llama_family(spec.model.arch) ? llama_block_deferred_bytes(spec) : gpt2_block_deferred_bytes(spec);
     const int64_t head_split = stage.has_head ? head_deferred_bytes(spec) : 0;
     const int64_t before_split = std::max<int64_t>(count - (stage.has_embedding ? 2 : 1) * run, 0);
     bytes.input += before_split * deferred + head_split;

@@ -170,6 +170,18 @@ std::string memory_section(const config::JobSpec& spec, const plan::Layout& layo
   return format_memory(spec, estimate_memory(spec, layout, program));
 }
 
+/// The architecture as its authors write it: GPT-2, Llama, Qwen2, Qwen3, Mistral.
+std::string arch_display_name(config::Arch arch) {
+  switch (arch) {
+    case config::Arch::Gpt2: return "GPT-2";
+    case config::Arch::Llama: return "Llama";
+    case config::Arch::Qwen2: return "Qwen2";
+    case config::Arch::Qwen3: return "Qwen3";
+    case config::Arch::Mistral: return "Mistral";
+  }
+  return config::to_string(arch);
+}
+
 }  // namespace
 
 std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
@@ -180,11 +192,11 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   const int64_t global_batch = p.microbatches * p.micro_batch_size * layout.data_parallel;
   std::string out;
   out += fmt::format("job        {}\n", spec.source);
-  const bool llama = m.arch == config::Arch::Llama;
+  const bool llama = config::llama_family(m.arch);
   const std::string heads = llama ? fmt::format("{} heads ({} key/value)", m.heads, config::kv_heads_of(m))
                                   : fmt::format("{} heads", m.heads);
   out += fmt::format("model      {}: {} blocks, hidden {}, {}, ffn {}, seq_len {}, vocab {}: {} parameters\n",
-                     llama ? "Llama" : "GPT-2", m.layers, m.hidden, heads, config::ffn_hidden_of(m), m.seq_len,
+                     arch_display_name(m.arch), m.layers, m.hidden, heads, config::ffn_hidden_of(m), m.seq_len,
                      m.vocab_size, layout.total_parameters);
   {  // the training data: each source's format (and dtype), its share of the samples, and where it is
     std::string sources;
@@ -206,7 +218,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                        "tie_embeddings {}\n",
                        m.init_from, config::to_string(m.arch), config::ffn_hidden_of(m), config::kv_heads_of(m),
                        m.norm_eps,
-                       m.arch == config::Arch::Llama ? fmt::format(", rope_theta {:g}", m.rope_theta)
+                       config::llama_family(m.arch) ? fmt::format(", rope_theta {:g}", m.rope_theta)
                                                      : ", activation " + config::to_string(m.activation),
                        m.tie_embeddings);
   }

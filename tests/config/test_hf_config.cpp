@@ -198,3 +198,69 @@ TEST_CASE("init_from: a rule broken between fields from config.json names config
   CHECK_THAT(text, ContainsSubstring("model.heads (from " + (dir / "hf" / "config.json").string() +
                                      " n_head): value 5: must divide model.hidden (64)"));
 }
+
+namespace {
+
+/// kLlama with `from` replaced by `to` (each must occur).
+std::string llama_with(const std::string& from, const std::string& to) {
+  std::string text = kLlama;
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("init_from: RoPE scaling in both spellings, the Llama variants, and the refusals", "[config][hf]") {
+  const std::string params = R"("rope_parameters": {"rope_type": "default", "rope_theta": 500000.0})";
+  SECTION("llama3 as rope_parameters; original_max_position_embeddings from max_position_embeddings") {
+    const auto dir = folder_with("llama3", llama_with(params, R"("rope_parameters": {"rope_type": "llama3",
+      "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})"));
+    const auto spec = parse(dir, "  seq_len: 64\n");
+    CHECK(spec.model.rope_scaling.rope_type == RopeType::Llama3);
+    CHECK(spec.model.rope_scaling.factor == 8.0);
+    CHECK(spec.model.rope_scaling.original_max_position_embeddings == 512);
+    CHECK(spec.model.rope_theta == 500000.0);
+  }
+  SECTION("yarn as transformers 4's rope_scaling with `type`, rope_theta at the top level") {
+    const auto dir = folder_with("yarn4", llama_with(params, R"("rope_theta": 20000.0, "rope_scaling": {"type": "yarn",
+      "factor": 4.0, "original_max_position_embeddings": 128})"));
+    const auto spec = parse(dir, "  seq_len: 64\n  rope_scaling: {rope_type: yarn, factor: 4, "
+                                 "original_max_position_embeddings: 128}\n");
+    CHECK(spec.model.rope_scaling.rope_type == RopeType::Yarn);
+    CHECK(spec.model.rope_theta == 20000.0);
+    CHECK_THAT(problems(dir, "  rope_scaling: {rope_type: yarn, factor: 2, original_max_position_embeddings: 128}\n"),
+               ContainsSubstring("model.rope_scaling"));
+  }
+  SECTION("an unknown RoPE type is refused naming config.json, the key and the value") {
+    const auto dir = folder_with("dynamic", llama_with(params, R"("rope_parameters": {"rope_type": "dynamic",
+      "rope_theta": 10000.0, "factor": 2.0})"));
+    const auto text = problems(dir, "");
+    CHECK_THAT(text, ContainsSubstring((dir / "hf" / "config.json").string()));
+    CHECK_THAT(text, ContainsSubstring("rope_parameters.rope_type"));
+    CHECK_THAT(text, ContainsSubstring("\"dynamic\""));
+  }
+  SECTION("Mistral: a sliding window shorter than seq_len is refused naming both numbers") {
+    const auto dir = folder_with("mistral", llama_with("\"LlamaForCausalLM\"], \"model_type\": \"llama\"",
+                                                      "\"MistralForCausalLM\"], \"sliding_window\": 32, \"model_type\": \"mistral\""));
+    CHECK(parse(dir, "  seq_len: 32\n").model.arch == Arch::Mistral);
+    const auto text = problems(dir, "  seq_len: 64\n");
+    CHECK_THAT(text, ContainsSubstring("model.sliding_window (from " + (dir / "hf" / "config.json").string() +
+                                       " sliding_window): value 32: is shorter than model.seq_len (64)"));
+  }
+  SECTION("a spec from scratch: rope_scaling checked, head_dim apart from hidden / heads") {
+    const auto spec = parse_job_spec("model: {arch: qwen3, hidden: 64, heads: 4, head_dim: 24, rope_scaling: "
+                                     "{rope_type: linear, factor: 2}}\ndata: {path: corpus.txt}\n",
+                                     "job.yaml", folder_with("scratch", kLlama).string());
+    CHECK(spec.model.head_dim == 24);
+    CHECK(spec.model.rope_scaling.rope_type == RopeType::Linear);
+    CHECK(hf_config_json(spec.model).find("Qwen3ForCausalLM") != std::string::npos);
+    try {
+      parse_job_spec("model: {arch: llama, rope_scaling: {rope_type: llama3, factor: 8}}\ndata: {path: corpus.txt}\n",
+                     "job.yaml", folder_with("scratch2", kLlama).string());
+      FAIL("accepted");
+    } catch (const ppctl::ConfigError& e) {
+      CHECK_THAT(e.what(), ContainsSubstring("rope_type llama3 needs low_freq_factor"));
+    }
+  }
+}

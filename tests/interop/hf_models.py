@@ -10,8 +10,29 @@ VOCAB = 300  # >= 256: the test data are bytes
 POSITIONS = 32
 
 
+# The llama family: (config class, model class, config arguments). The RoPE scalings use a small
+# original context (8 positions) so that they change the frequencies the 16-token test sequences use.
+LLAMA_FAMILY = {
+    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+              dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False)),
+    "llama-llama3": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                     dict(rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0,
+                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 8})),
+    "llama-linear": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                     dict(rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0})),
+    "llama-yarn": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                   dict(rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                         "original_max_position_embeddings": 8})),
+    "qwen2-tied": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, dict(tie_word_embeddings=True)),
+    "qwen2-untied": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, dict(tie_word_embeddings=False)),
+    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, dict(head_dim=12)),
+    "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM, dict(sliding_window=64)),
+}
+
+
 def make(kind, seed=0):
-    """A fp32 model: 'gpt2-tied', 'gpt2-untied' or 'llama' (kv_heads 2 < heads 4)."""
+    """A fp32 model: 'gpt2-tied', 'gpt2-untied' or one of LLAMA_FAMILY (kv_heads 2 < heads 4)."""
     torch.manual_seed(seed)
     if kind.startswith("gpt2"):
         config = transformers.GPT2Config(
@@ -19,12 +40,13 @@ def make(kind, seed=0):
             activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
             tie_word_embeddings=kind == "gpt2-tied", bos_token_id=0, eos_token_id=0)
         model = transformers.GPT2LMHeadModel(config)
-    elif kind == "llama":
-        config = transformers.LlamaConfig(
+    elif kind in LLAMA_FAMILY:
+        cls_config, cls_model, extra = LLAMA_FAMILY[kind]
+        config = cls_config(
             vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=POSITIONS,
-            rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
-        model = transformers.LlamaForCausalLM(config)
+            rms_norm_eps=1e-5, **extra)
+        model = cls_model(config)
     else:
         raise ValueError(kind)
     with torch.no_grad():
@@ -72,9 +94,15 @@ def ppctl_to_hf(kind, layers):
                                  ("gate_proj", "mlp.gate_proj"), ("up_proj", "mlp.up_proj"),
                                  ("down_proj", "mlp.down_proj")]:
                 out[f"block{i}.{ours}.weight"] = (h + theirs + ".weight", False)
+            if kind.startswith("qwen2"):
+                for proj in ("q_proj", "k_proj", "v_proj"):
+                    out[f"block{i}.{proj}.bias"] = (h + f"self_attn.{proj}.bias", False)
+            if kind == "qwen3":
+                for norm in ("q_norm", "k_norm"):
+                    out[f"block{i}.{norm}.weight"] = (h + f"self_attn.{norm}.weight", False)
         out["ln_f.weight"] = ("model.norm.weight", False)
     # The head (its own weight, or the last stage's copy of the tied embedding, whose gradient is the
     # shared weight's after ppctl sums the two copies).
-    tied = kind == "gpt2-tied"
+    tied = kind in ("gpt2-tied", "qwen2-tied")
     out["lm_head.weight"] = (out["tok_embed.weight"][0] if tied else "lm_head.weight", False)
     return out

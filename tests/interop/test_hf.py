@@ -251,10 +251,15 @@ def main():
     with tempfile.TemporaryDirectory(prefix=f"ppctl-hf-{case}-") as folder:
         tmp = pathlib.Path(folder)
         if case.startswith("parity-"):
-            case_parity(case[len("parity-"):], ppctl, tmp)
+            for kind in case[len("parity-"):].split("+"):  # several kinds in one test: one Python start
+                sub = tmp / kind
+                sub.mkdir()
+                case_parity(kind, ppctl, sub)
         elif case.startswith("export-"):
-            case_export({"gpt2": "gpt2-untied", "gpt2-tied": "gpt2-tied", "llama": "llama"}[case[len("export-"):]],
-                        ppctl, tool, tmp)
+            for kind in case[len("export-"):].split("+"):
+                sub = tmp / kind
+                sub.mkdir()
+                case_export({"gpt2": "gpt2-untied"}.get(kind, kind), ppctl, tool, sub)
         elif case == "bad-inputs":
             case_bad_inputs(ppctl, tmp)
         else:
