@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "core/echo.hpp"
@@ -274,6 +276,37 @@ void post_processor(const Fields& f, const json& p, const std::string& field, Hf
   f.unsupported(field + ".type", "post-processor " + type);
 }
 
+/// tokenizers ignores the ids written in added_tokens: loading the file it gives each token its id in
+/// the vocabulary, else the next id after the vocabulary and the added tokens before it
+/// (tokenizers/src/tokenizer/added_vocabulary.rs, add_tokens), and warns when that differs. Such a file
+/// (edited by hand) is refused here rather than read with ids that differ from tokenizers'.
+void check_added_ids(const Fields& f, const HfTokenizerSpec& spec) {
+  std::unordered_map<std::string, int32_t> vocab(spec.model.vocab.begin(), spec.model.vocab.end());
+  const auto vocab_len = static_cast<int64_t>(vocab.size());
+  std::unordered_map<std::string, int32_t> added;
+  int64_t max_added = -1;
+  for (size_t i = 0; i < spec.added_tokens.size(); ++i) {
+    const HfAddedToken& t = spec.added_tokens[i];
+    int64_t expected = 0;
+    if (const auto a = added.find(t.content); a != added.end()) {
+      expected = a->second;
+    } else if (const auto v = vocab.find(t.content); v != vocab.end()) {
+      expected = v->second;
+    } else {
+      expected = max_added < 0 ? vocab_len : (max_added >= vocab_len || vocab_len == 0 ? max_added + 1 : vocab_len);
+    }
+    if (t.id != expected) {
+      f.fail(fmt::format("added_tokens[{}].id", i),
+             fmt::format("{} for {}, but tokenizers gives it id {} (the next id after model.vocab's {} tokens and "
+                         "the added tokens before it)",
+                         t.id, core::echo_value(t.content), expected, vocab_len),
+             "save the tokenizer with `tokenizers` again, which writes the ids it uses");
+    }
+    added.emplace(t.content, t.id);
+    max_added = std::max<int64_t>(max_added, t.id);
+  }
+}
+
 std::string tokenizer_file(const std::string& path) {
   std::error_code ec;
   return fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer.json").string() : path;
@@ -301,6 +334,7 @@ HfTokenizerSpec parse_hf_tokenizer_json(std::string_view text, const std::string
   const json* pre = Fields::find(root, "pre_tokenizer");
   spec.pre_tokenizer = pre_tokenizer(f, pre != nullptr ? *pre : json());
   spec.added_tokens = added_tokens(f, Fields::find(root, "added_tokens"));
+  check_added_ids(f, spec);
   if (const json* post = Fields::find(root, "post_processor")) post_processor(f, *post, "post_processor", spec);
   return spec;
 }

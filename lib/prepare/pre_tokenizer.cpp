@@ -27,7 +27,7 @@ Pcre2Pattern::Pcre2Pattern(const std::string& pattern, bool literal, const std::
   impl_->field = field;
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // UCP is not allowed with LITERAL
   impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset,
                               nullptr);
   if (impl_->code == nullptr) {

@@ -156,6 +156,15 @@ def group_ids(tmp):
         assert read_megatron(prefix)[0] == [e + [eod] if e else [] for e in expected], kind
         print(f"{kind}: {sum(map(len, expected))} ids of {len(DOCS)} documents equal tokenizers' (pairs and "
               f"\"a b\" merges), vocabulary {vocab}")
+    # The fuzz seeds tokenizers loads: hand-written files with a sparse vocabulary (bytes it lacks are
+    # dropped), a literal Split with invert and MergedWithNext, lstrip/rstrip tokens, RobertaProcessing.
+    seeds = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "hf_tokenizer")
+    for name in ("gpt2.json", "llama3.json"):
+        expected = [Tokenizer.from_file(os.path.join(seeds, name)).encode(d).ids for d in DOCS]
+        prefix = os.path.join(tmp, "seed-" + name)
+        run(["data", "prepare", "--tokenizer", os.path.join(seeds, name), "--input", jsonl, "--output", prefix])
+        assert read_megatron(prefix)[0] == expected, name
+    print("fuzz seeds gpt2.json, llama3.json: ids equal tokenizers'")
     # The eos id from the tokenizer_config.json beside tokenizer.json (as transformers saves it).
     folder = os.path.join(tmp, "llama3")
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
@@ -230,6 +239,8 @@ def group_bad_input(tmp):
         {"type": "Split", "pattern": {"Regex": "(\\p{L}+"}, "behavior": "Isolated", "invert": False},
         {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}),
         "pre_tokenizer.pretokenizers[0].pattern", "does not compile with PCRE2")
+    bad("added_id.json", lambda j: j["added_tokens"][0].update(id=j["added_tokens"][0]["id"] + 5),
+        "added_tokens[0].id", "tokenizers gives it id")
     bad("dropout.json", lambda j: j["model"].update(dropout=0.1), "model.dropout")
     bad("byte_fallback.json", lambda j: j["model"].update(byte_fallback=True), "model.byte_fallback")
     bad("bad_id.json", lambda j: j["model"]["vocab"].update(x=-4), "model.vocab.x", "not a token id")
