@@ -14,6 +14,61 @@
 
 namespace ppctl::prepare {
 
+namespace {
+
+/// Oniguruma's \s in Unicode mode (what tokenizers runs): U+0009-U+000D, U+0085 and the separators
+/// (Zs, Zl, Zp). PCRE2's \s with UCP also takes U+180E (MONGOLIAN VOWEL SEPARATOR, no longer a space
+/// since Unicode 6.3); spelling the set out keeps the two the same.
+constexpr const char* kOnigSpaces = "\\t-\\r\\x{85}\\p{Z}";
+
+/// `pattern` with \s and \S written as kOnigSpaces sets (\S inside a class, which a set cannot say,
+/// stays PCRE2's). Escapes, classes and \Q...\E quoting are followed so that only real \s and \S change.
+std::string onig_spaces(const std::string& pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[++i];
+      if (e == 'Q') {  // quoted up to \E: copied as it is
+        const size_t end = pattern.find("\\E", i + 1);
+        const size_t stop = end == std::string::npos ? pattern.size() : end + 2;
+        out.append(pattern, i - 1, stop - (i - 1));
+        i = stop - 1;
+      } else if (e == 's') {
+        out += in_class ? kOnigSpaces : std::string("[") + kOnigSpaces + "]";
+      } else if (e == 'S' && !in_class) {
+        out += std::string("[^") + kOnigSpaces + "]";
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' first in the class (after an optional '^') is a literal.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {  // [:alpha:]
+      const size_t end = pattern.find(":]", i + 2);
+      if (end != std::string::npos) {
+        out.append(pattern, i, end + 2 - i);
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 struct Pcre2Pattern::Impl {
   pcre2_code* code = nullptr;
   pcre2_match_data* match = nullptr;
@@ -28,14 +83,15 @@ Pcre2Pattern::Pcre2Pattern(const std::string& pattern, bool literal, const std::
   int error = 0;
   PCRE2_SIZE offset = 0;
   const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // UCP is not allowed with LITERAL
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset,
+  const std::string source = literal ? pattern : onig_spaces(pattern);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options, &error, &offset,
                               nullptr);
   if (impl_->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
     throw PrepareError(fmt::format("{}: {}: the pattern {} does not compile with PCRE2: {} at offset {} (fix: write a "
                                    "regex that Oniguruma and PCRE2 both read)",
-                                   core::echo_label(file), field, core::echo_value(pattern),
+                                   core::echo_label(file), field, core::echo_value(source),
                                    reinterpret_cast<const char*>(message), offset));
   }
   // JIT makes matching several times faster; where it is not available the interpreter runs the same pattern.

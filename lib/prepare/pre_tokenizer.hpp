@@ -1,6 +1,6 @@
 // The Split pre-tokenizer of a Hugging Face tokenizer.json: its regex run with PCRE2 (Debian's
-// libpcre2, in UTF mode with Unicode properties, so \p{L}, \p{N} and \s mean what they mean to
-// tokenizers' Oniguruma), and the five ways of keeping what it matches (tokenizers/src/tokenizer/
+// libpcre2, in UTF mode with Unicode properties, so \p{L} and \p{N} mean what they mean to tokenizers'
+// Oniguruma; \s and \S are spelled out as Oniguruma's set, which lacks U+180E), and the five ways of keeping what it matches (tokenizers/src/tokenizer/
 // normalizer.rs, NormalizedString::split). Part of ppctl's small port of Hugging Face tokenizers
 // (Debian packages none), tested against `tokenizers` in tests/prepare/test_hf_bpe.py. No torch.
 #pragma once
@@ -24,7 +24,7 @@ inline constexpr const char* kGpt2Pattern =
 /// thread-safe (it owns its match data).
 class Pcre2Pattern {
  public:
-  /// Compiles `pattern` (a literal when `literal`). Throws prepare::PrepareError naming `file`, `field`,
+  /// Compiles `pattern` (a literal when `literal`; else with \s and \S as Oniguruma's). Throws prepare::PrepareError naming `file`, `field`,
   /// PCRE2's message and the offset when it does not compile.
   Pcre2Pattern(const std::string& pattern, bool literal, const std::string& file, const std::string& field);
   ~Pcre2Pattern();

@@ -63,6 +63,7 @@ DOCS = [
     "digits 000111222333444555666777888999 and 1 22 333 4444",
     "\n",
     " ",
+    "spaces Oniguruma's \\s knows: a\u3000b\u00a0c\u2028d\x85e\u205ff; and one it does not: a\u180eb \u180e\u180e x\x1cy",
     "x" * 3000 + " " * 2000 + "y",
 ]
 
