@@ -1,5 +1,6 @@
 """`ppctl data prepare --tokenizer tokenizer.json` against the reference implementation, Hugging Face
-`tokenizers`: GPT-2, Llama 3 and Qwen2 style byte-level BPE tokenizers, each trained here with the
+`tokenizers`: GPT-2, RoBERTa, Llama 3 and Qwen2 style byte-level BPE tokenizers (and one with every
+Split behaviour), each trained here with the
 library's own BpeTrainer (no downloads), their ids compared through the dataset megatron-core reads; and
 the tokenizer.json files ppctl refuses (exit 2 naming the file and the field).
 
@@ -87,6 +88,16 @@ def train(kind, folder):
             pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
+    elif kind == "splits":  # every Split behaviour, inverted, a literal pattern; ByteLevel's own regex after
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(r"[\r\n]+"), behavior="merged_with_previous"),
+            pre_tokenizers.Split(Regex(r"\p{P}"), behavior="merged_with_next"),
+            pre_tokenizers.Split(Regex(r"\p{N}"), behavior="contiguous"),
+            pre_tokenizers.Split(Regex(r"\p{Lo}+"), behavior="isolated", invert=True),
+            pre_tokenizers.Split("\t", behavior="removed"),
+            pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)])
+        specials = ["<|endoftext|>"]
     else:  # qwen2: NFC, and no initial alphabet (bytes never seen are dropped, as tokenizers drops them)
         tok = Tokenizer(models.BPE())
         tok.normalizer = normalizers.NFC()
@@ -134,7 +145,7 @@ def group_ids(tmp):
     from tokenizers import Tokenizer
     jsonl = os.path.join(tmp, "docs.jsonl")
     write_jsonl(jsonl, DOCS)
-    for kind in ("gpt2", "gpt2_prefix", "llama3", "qwen2"):
+    for kind in ("gpt2", "gpt2_prefix", "llama3", "qwen2", "splits"):
         path, tok = train(kind, tmp)
         expected = [tok.encode(d).ids for d in DOCS]
         vocab = tok.get_vocab_size(with_added_tokens=True)
