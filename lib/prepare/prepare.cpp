@@ -73,6 +73,13 @@ std::optional<int64_t> resolve_eod(const PrepareOptions& options, const Tokenize
     return options.eod_id;
   }
   if (!tokenizer.eos_id()) {
+    if (tokenizer.kind() == "hf-bpe") {
+      throw PrepareError(fmt::format(
+          "--append-eod without an id: {} names no end-of-sequence token (no tokenizer_config.json beside it "
+          "with an eos_token of its vocabulary, and its post-processor appends none) (fix: give the id of its "
+          "end-of-text token, e.g. --append-eod ID with ID from tokenizer.json's added_tokens)",
+          core::echo_label(tokenizer.model_path())));
+    }
     throw PrepareError(fmt::format(
         "--append-eod without an id: the {} tokenizer has no end-of-sequence id (fix: give one, e.g. "
         "--append-eod {})",

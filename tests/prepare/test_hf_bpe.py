@@ -268,6 +268,8 @@ def group_bad_input(tmp):
                 os.path.join(out, "ds")], "nothing.json", "no such file", folder=out)
     expect_bad(["--tokenizer", path, "--model", path, "--input", good, "--output", os.path.join(out, "ds")],
                "--model", "needs no model", folder=out)
+    expect_bad(["--tokenizer", path, "--input", good, "--output", os.path.join(out, "ds"), "--append-eod"],
+               "tokenizer.json", "names no end-of-sequence token", "tokenizer_config.json", folder=out)
     latin1 = os.path.join(tmp, "latin1.txt")
     with open(latin1, "wb") as f:
         f.write("caf\u00e9".encode("latin-1"))
