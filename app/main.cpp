@@ -393,8 +393,10 @@ int main(int argc, char** argv) {
                       "Dataset prefix: writes PREFIX.bin, PREFIX.idx, PREFIX.tokenizer.json (the folder must exist)")
       ->required();
   prepare->add_option("--tokenizer", prepare_options.tokenizer,
-                      "sentencepiece (with --model) or bytes (ids 0-255) (default sentencepiece)")
-      ->check(CLI::IsMember({"sentencepiece", "bytes"}));
+                      "sentencepiece (with --model), bytes (ids 0-255), or PATH: a Hugging Face tokenizer.json "
+                      "(byte-level BPE: GPT-2, Llama 3, Qwen2/3) or the model folder holding one (default "
+                      "sentencepiece)")
+      ->type_name("KIND|PATH");
   prepare->add_option("--model", prepare_options.model, "SentencePiece model file (.model, as spm_train writes it)");
   prepare->add_option("--input-format", input_format,
                       "auto (.jsonl/.json are JSONL, other files text), text or jsonl (default auto)")
@@ -409,7 +411,8 @@ int main(int argc, char** argv) {
       ->type_name("LINE");
   auto* append_eod = prepare->add_option(
       "--append-eod", append_eod_id,
-      "Append an end-of-document id to every non-empty document: ID, or without one the model's eos id");
+      "Append an end-of-document id to every non-empty document: ID, or without one the model's eos id "
+      "(tokenizer.json: the eos_token of the tokenizer_config.json beside it)");
   append_eod->expected(0, 1)->type_name("[ID]")->check(ppctl::app::integer_check(0, INT32_MAX));
 
   if (const auto code = ppctl::app::parse_arguments(app, argc, argv)) return *code;

@@ -8,7 +8,7 @@ BUILD="${PPCTL_SANITIZE_BUILD_DIR:-$ROOT/build/sanitize}"
 PYTHON="$("$ROOT/scripts/setup.sh")"
 # The test executables of tests/CMakeLists.txt that link no LibTorch.
 TESTS=(core_tests config_tests hf_config_tests plan_tests comm_env_tests schedule_tests data_tests
-  launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests)
+  launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests prepare_tests)
 if [ $# -gt 0 ]; then TESTS=("$@"); fi
 
 FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1"

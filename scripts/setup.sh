@@ -14,6 +14,8 @@ APT_PACKAGES=(build-essential cmake ninja-build ccache git python3 python3-venv 
   munge slurmctld slurmd slurm-client)  # the last four: the local Slurm cluster of tests/slurm/
 APT_PACKAGES+=(libsentencepiece-dev sentencepiece python3-sentencepiece)  # `ppctl data prepare`'s
 # tokenizer library; spm_train; the same library's Python binding, which tests/prepare/test_prepare.py compares with
+APT_PACKAGES+=(libpcre2-dev libunistring-dev)  # `data prepare --tokenizer tokenizer.json`: the pre-tokenizer
+# regexes (PCRE2 with Unicode properties) and the NFC normalizer (libunistring)
 APT_PACKAGES+=(clang libclang-rt-14-dev)  # tests/fuzz: clang 14 with its libFuzzer, ASan and UBSan runtimes
 APT_PACKAGES+=(libprotobuf-dev protobuf-compiler)  # TensorBoard event files (lib/interop/tensorboard_event.proto)
 BACKPORTS_PACKAGES=(catch2)

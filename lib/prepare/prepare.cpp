@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/live_line.hpp"
+#include "core/echo.hpp"
+#include "prepare/hf_bpe_tokenizer.hpp"
 #include "prepare/indexed_writer.hpp"
 #include "prepare/prepare_error.hpp"
 #include "prepare/tokenizer.hpp"
@@ -52,7 +54,13 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
     }
     return load_sentencepiece(options.model);
   }
-  throw PrepareError(fmt::format("--tokenizer {}: unknown (fix: sentencepiece or bytes)", options.tokenizer));
+  // Anything else names a Hugging Face tokenizer.json (or the model folder holding one).
+  if (!options.model.empty()) {
+    throw PrepareError(fmt::format("--model {} is given with --tokenizer {}, a tokenizer.json, which needs no model "
+                                   "(fix: drop --model)",
+                                   core::echo_label(options.model), core::echo_label(options.tokenizer)));
+  }
+  return load_hf_tokenizer(options.tokenizer);
 }
 
 /// The id appended to every non-empty document, or nullopt without --append-eod.
@@ -65,6 +73,13 @@ std::optional<int64_t> resolve_eod(const PrepareOptions& options, const Tokenize
     return options.eod_id;
   }
   if (!tokenizer.eos_id()) {
+    if (tokenizer.kind() == "hf-bpe") {
+      throw PrepareError(fmt::format(
+          "--append-eod without an id: {} names no end-of-sequence token (no tokenizer_config.json beside it "
+          "with an eos_token of its vocabulary, and its post-processor appends none) (fix: give the id of its "
+          "end-of-text token, e.g. --append-eod ID with ID from tokenizer.json's added_tokens)",
+          core::echo_label(tokenizer.model_path())));
+    }
     throw PrepareError(fmt::format(
         "--append-eod without an id: the {} tokenizer has no end-of-sequence id (fix: give one, e.g. "
         "--append-eod {})",
@@ -132,7 +147,12 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
         path, options.input,
         [&](std::string_view text) {
           ids.clear();
-          tokenizer->encode(text, ids);
+          try {
+            tokenizer->encode(text, ids);
+          } catch (const PrepareError& e) {  // bad text (not UTF-8): say where
+            throw PrepareError(fmt::format("{}: document {}: {}", core::echo_label(path), writer.documents() + 1,
+                                           e.what()));
+          }
           if (eod && !ids.empty()) ids.push_back(static_cast<int32_t>(*eod));
           writer.add_document(ids);
         },

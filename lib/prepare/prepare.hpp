@@ -19,7 +19,9 @@ struct PrepareOptions {
   std::vector<std::string> inputs;  ///< text or JSONL files, read in this order
   InputOptions input;               ///< how they are split into documents
   std::string output_prefix;        ///< writes PREFIX.bin, PREFIX.idx, PREFIX.tokenizer.json
-  std::string tokenizer = "sentencepiece";  ///< "sentencepiece" (needs model) or "bytes"
+  /// "sentencepiece" (needs model), "bytes", or the path of a Hugging Face tokenizer.json (or of the
+  /// folder holding one: prepare/hf_bpe_tokenizer.hpp)
+  std::string tokenizer = "sentencepiece";
   std::string model;                ///< the SentencePiece .model file
   /// Append an end-of-document id to every non-empty document (Megatron's --append-eod: an empty
   /// document stays empty). `eod_id` nullopt = the model's eos id.

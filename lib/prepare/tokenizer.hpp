@@ -1,5 +1,6 @@
-// Tokenizers of `ppctl data prepare`: text to token ids, as bytes (vocabulary 256) or with a
-// SentencePiece model (Kudo & Richardson 2018; the C++ library libsentencepiece). Workers never
+// Tokenizers of `ppctl data prepare`: text to token ids, as bytes (vocabulary 256), with a
+// SentencePiece model (Kudo & Richardson 2018; the C++ library libsentencepiece), or with a Hugging
+// Face tokenizer.json (prepare/hf_bpe_tokenizer.hpp). Workers never
 // tokenize: they read the ids written by prepare. No torch.
 #pragma once
 
@@ -12,11 +13,12 @@
 
 namespace ppctl::prepare {
 
-/// Turns the text of one document into token ids. Implementations are stateless after construction.
+/// Turns the text of one document into token ids. Not for two threads at once (the tokenizer.json one
+/// caches words).
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  /// "bytes" or "sentencepiece" (the `tokenizer` field of the dataset's tokenizer.json sidecar).
+  /// "bytes", "sentencepiece" or "hf-bpe" (the `tokenizer` field of the dataset's tokenizer.json sidecar).
   virtual std::string kind() const = 0;
   /// The absolute path of the model file, or "" when there is none (bytes).
   virtual std::string model_path() const = 0;
