@@ -343,7 +343,7 @@ TEST_CASE("an unknown key with nothing close lists the valid keys", "[config][ke
   check(m, 2, "model.colour", std::nullopt, "unknown key");
   CHECK(m.hint ==
         "valid keys are vocab_size, layers, hidden, heads, seq_len, dropout, tie_embeddings, arch, activation, "
-        "norm_eps, rope_theta, ffn_hidden, kv_heads, init_from");
+        "norm_eps, rope_theta, ffn_hidden, kv_heads, head_dim, sliding_window, rope_scaling, init_from");
 }
 
 TEST_CASE("unknown keys are caught in every section", "[config][keys]") {
@@ -1354,10 +1354,10 @@ TEST_CASE("ffn_hidden 0 and kv_heads 0 resolve to each architecture's rule", "[c
 
 TEST_CASE("an unknown model.arch or activation lists the allowed values", "[config][arch][enum]") {
   const Message arch = only_problem(with_data("model:\n  arch: llama3\n"));
-  check(arch, 2, "model.arch", "\"llama3\"", "must be one of gpt2, llama");
+  check(arch, 2, "model.arch", "\"llama3\"", "must be one of gpt2, llama, qwen2, qwen3, mistral");
   CHECK(arch.hint == "did you mean 'llama'?");
   const Message other = only_problem(with_data("model:\n  arch: bert\n"));
-  check(other, 2, "model.arch", "\"bert\"", "must be one of gpt2, llama");
+  check(other, 2, "model.arch", "\"bert\"", "must be one of gpt2, llama, qwen2, qwen3, mistral");
   const Message act = only_problem(with_data("model:\n  activation: gelu_new\n"));
   check(act, 2, "model.activation", "\"gelu_new\"", "must be one of gelu, gelu_tanh");
   CHECK(act.hint == "did you mean 'gelu_tanh'?");
@@ -1369,12 +1369,12 @@ TEST_CASE("fields of one architecture are refused for the other", "[config][arch
   CHECK(act.hint == "remove model.activation, or set model.arch: gpt2");
   const Message rope = only_problem(with_data("model:\n  layers: 4\n  rope_theta: 10000\n"));
   check(rope, 3, "model.rope_theta", "10000",
-        "applies only to model.arch llama (model.arch is gpt2, the default)");
+        "applies only to model.arch llama, qwen2, qwen3 or mistral (model.arch is gpt2, the default)");
   const Message kv = only_problem(with_data("model:\n  arch: gpt2\n  kv_heads: 2\n"));
-  check(kv, 3, "model.kv_heads", "2", "applies only to model.arch llama (model.arch is gpt2)");
+  check(kv, 3, "model.kv_heads", "2", "applies only to model.arch llama, qwen2, qwen3 or mistral (model.arch is gpt2)");
   // A broken arch is reported once, without the combination.
   check(only_problem(with_data("model:\n  arch: x\n  rope_theta: 1e4\n")), 2, "model.arch", "\"x\"",
-        "must be one of gpt2, llama");
+        "must be one of gpt2, llama, qwen2, qwen3, mistral");
 }
 
 TEST_CASE("kv_heads must divide heads, and llama's head size must be even", "[config][arch][combination]") {
