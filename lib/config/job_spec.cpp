@@ -81,6 +81,7 @@ std::string to_string(Precision precision) {
   switch (precision) {
     case Precision::Fp32: return "fp32";
     case Precision::Bf16: return "bf16";
+    case Precision::Bf16Params: return "bf16-params";
   }
   throw InternalError("to_string: unknown Precision");
 }
@@ -94,9 +95,11 @@ std::string to_string(P2pDtype dtype) {
   throw InternalError("to_string: unknown P2pDtype");
 }
 
+bool computes_in_bf16(Precision precision) { return precision != Precision::Fp32; }
+
 P2pDtype p2p_dtype_of(const RuntimeSpec& runtime) {
   if (runtime.p2p_dtype != P2pDtype::Auto) return runtime.p2p_dtype;
-  return runtime.precision == Precision::Bf16 ? P2pDtype::Bf16 : P2pDtype::Fp32;
+  return computes_in_bf16(runtime.precision) ? P2pDtype::Bf16 : P2pDtype::Fp32;
 }
 
 int64_t p2p_element_bytes(const RuntimeSpec& runtime) { return p2p_dtype_of(runtime) == P2pDtype::Bf16 ? 2 : 4; }

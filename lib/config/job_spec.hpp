@@ -48,21 +48,25 @@ enum class Recompute {
 /// Where each worker's stage lives.
 enum class Device { Cpu, Cuda };
 
-/// Arithmetic of the forward (and so of the backward's matrix products). Parameters, their gradients
-/// and the optimizer state are fp32 in both.
+/// Arithmetic of the forward (and so of the backward's matrix products) and the type of the weights.
+/// Gradients and the optimizer state are fp32 in all three.
 enum class Precision {
   Fp32,  ///< `fp32`: everything in float32
   Bf16,  ///< `bf16`: mixed precision: autocast to bfloat16 (matrix products, attention), fp32 master
          ///< weights and gradient accumulation, fp32 logits and loss (as torch.autocast)
+  Bf16Params,  ///< `bf16-params`: the same autocast arithmetic over bf16 weights (what the stages compute
+               ///< with and what they keep), fp32 gradients accumulated into buffers beside them
+               ///< (Megatron-Core's main_grad) and fp32 main parameters held by the optimizer only
+               ///< (Megatron's --bf16 with its distributed optimizer: 6 + 12/dp bytes per parameter)
 };
 
 /// Element type of the activations and gradients sent between stages on different ranks
 /// (runtime.p2p_dtype); resolved by p2p_dtype_of.
 enum class P2pDtype {
-  Auto,  ///< `auto`: bf16 under runtime.precision bf16, fp32 under fp32
+  Auto,  ///< `auto`: bf16 under runtime.precision bf16 or bf16-params, fp32 under fp32
   Fp32,  ///< `fp32`: float32, as the stage computes them (4 bytes per element)
   Bf16,  ///< `bf16`: cast to bfloat16 before the send, back to float32 after the receive (2 bytes per
-         ///< element); only with runtime.precision bf16
+         ///< element); only with runtime.precision bf16 or bf16-params
 };
 
 /// Communication backend; Auto = gloo on cpu, nccl on cuda.
@@ -297,7 +301,7 @@ struct RuntimeSpec {
   int64_t master_port = 0;            ///< rendezvous port; 0 = any free port (local launch). Range [0, 65535].
   double comm_timeout_s = 300.0;      ///< every blocking wait (rendezvous, send/recv) ends after this, seconds. Range (0, 86400].
   int64_t threads_per_worker = 1;     ///< intra-op threads per worker (at::set_num_threads). Range [1, 1024].
-  Precision precision = Precision::Fp32;  ///< `fp32` (default) or `bf16`.
+  Precision precision = Precision::Fp32;  ///< `fp32` (default), `bf16` or `bf16-params`.
   double device_memory_gib = 0.0;     ///< memory of one worker's device, GiB (2^30 bytes); `ppctl plan` and
                                       ///< `ppctl train` warn when a rank's estimate exceeds it. 0 = not given
                                       ///< (no check). Range [0, 1e6].
@@ -345,7 +349,10 @@ struct JobSpec {
 /// fraction is 0, else floor(num_sequences x fraction) but at least 1. The held-out ones are the last.
 int64_t held_out_sequences(int64_t num_sequences, double fraction);
 
-/// runtime.p2p_dtype resolved: Fp32 or Bf16 (Auto = Bf16 exactly when runtime.precision is bf16).
+/// Whether `precision` computes in bf16 (autocast): Bf16 and Bf16Params.
+bool computes_in_bf16(Precision precision);
+
+/// runtime.p2p_dtype resolved: Fp32 or Bf16 (Auto = Bf16 exactly when computes_in_bf16(runtime.precision)).
 P2pDtype p2p_dtype_of(const RuntimeSpec& runtime);
 
 /// Bytes of one element sent between ranks: 2 when p2p_dtype_of is Bf16, else 4.

@@ -358,7 +358,7 @@ void check_combinations(SpecState& s) {
   if (s.usable("runtime.p2p_dtype") && s.usable("runtime.precision") && r.p2p_dtype == P2pDtype::Bf16 &&
       r.precision == Precision::Fp32) {
     s.combination_problem("runtime.p2p_dtype", "runtime.precision", quoted(to_string(r.p2p_dtype)),
-                          fmt::format("needs runtime.precision bf16 (runtime.precision is fp32{})",
+                          fmt::format("needs runtime.precision bf16 or bf16-params (runtime.precision is fp32{})",
                                       s.seen.count("runtime.precision") ? "" : ", the default"),
                           "set runtime.precision: bf16, or p2p_dtype auto or fp32");
   }

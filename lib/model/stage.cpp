@@ -84,13 +84,15 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
                fmt::format("parts [{}, {}) of a stage with {}", begin, end, num_parts()));
   const int64_t first_block = layout_.has_embedding ? 1 : 0;
   const auto blocks = static_cast<int64_t>(blocks_.size());
-  const bool bf16 = precision_ == config::Precision::Bf16;
+  const bool bf16 = config::computes_in_bf16(precision_);
   const AutocastGuard autocast(input.device().type(), bf16);
   torch::Tensor x = input;
   for (int64_t part = begin; part < end; ++part) {
     const int64_t block = part - first_block;
     if (block < 0) {
       x = tok_embed_->forward(x);
+      // bf16 weights: the residual stream stays fp32 as under bf16 over fp32 weights (positions add in fp32)
+      if (precision_ == config::Precision::Bf16Params) x = x.to(torch::kFloat);
       if (pos_embed_) {
         auto positions = torch::arange(x.size(1), torch::dtype(torch::kLong).device(x.device()));
         x = x + pos_embed_->forward(positions).unsqueeze(0);

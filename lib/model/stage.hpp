@@ -52,8 +52,11 @@ class StageModuleImpl : public torch::nn::Module {
   /// [batch, seq_len] int64. Only meaningful on the last stage.
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
 
-  /// runtime.precision: with Bf16 every forward_parts runs under AutocastGuard (bf16 matrix
-  /// products, fp32 master weights) and the head returns fp32 logits, so the loss is fp32.
+  /// runtime.precision: with Bf16 and Bf16Params every forward_parts runs under AutocastGuard (bf16
+  /// matrix products) and the head returns fp32 logits, so the loss is fp32. Bf16Params also turns
+  /// the embedding's output into fp32, so that the residual stream between blocks (and what the
+  /// executor sends) is fp32 under both; it does not convert the weights (the optimizer does, once it
+  /// holds their fp32 main copies: train::ReplicatedOptimizer, train::DistributedOptimizer).
   void set_precision(config::Precision precision) { precision_ = precision; }
 
   /// With model.tie_embeddings and the embedding and head on different stages: this stage's copy

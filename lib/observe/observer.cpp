@@ -29,7 +29,7 @@ std::optional<double> peak_tflops(const config::ObserveSpec& observe, config::Pr
   const std::string name = at::cuda::getDeviceProperties(device.index())->name;
   double bf16 = 0.0;
   const auto peak = known_peak_tflops(name, &bf16);
-  if (peak && precision == config::Precision::Bf16) return bf16;
+  if (peak && config::computes_in_bf16(precision)) return bf16;
   if (!peak) {
     spdlog::info("GPU '{}' is not in ppctl's table of peak FLOP/s: no MFU (fix: set "
                  "observe.peak_tflops)",

@@ -14,7 +14,7 @@ int64_t tokens_of(const config::JobSpec& spec) { return spec.pipeline.micro_batc
 
 /// Bytes of one element of autocast's matrix products: a = 2 under bf16, 4 under fp32.
 int64_t matmul_element_bytes(const config::JobSpec& spec) {
-  return spec.runtime.precision == config::Precision::Bf16 ? 2 : 4;
+  return config::computes_in_bf16(spec.runtime.precision) ? 2 : 4;
 }
 
 /// Bytes of the bf16 weight copies autocast keeps in the graph for `weights` matrix weights (0 in fp32).
@@ -42,7 +42,7 @@ int64_t llama_block_bytes(const config::JobSpec& spec) {
   const int64_t head_dim = config::head_dim_of(m);
   const int64_t kv = config::kv_heads_of(m) * head_dim;
   const int64_t a = matmul_element_bytes(spec);
-  const bool bf16 = spec.runtime.precision == config::Precision::Bf16;
+  const bool bf16 = config::computes_in_bf16(spec.runtime.precision);
   const int64_t attention_kv = config::kv_heads_of(m) < m.heads ? h : kv;  // k', v' as SDPA gets them
   const int64_t norms = 16 * t * h + 8 * t;
   const int64_t projection_inputs = bf16 ? 2 * t * 5 * h : 4 * t * 2 * h;
@@ -69,7 +69,7 @@ int64_t llama_block_deferred_bytes(const config::JobSpec& spec) {
   const int64_t a = matmul_element_bytes(spec);
   // Inputs: the two norm outputs q/k/v and gate/up share (fp32), or one bf16 cast per projection;
   // o's (h) and down's (f). Output gradients: q, o, down (h each), k, v (kv each), gate, up (f each).
-  const int64_t projection_inputs = spec.runtime.precision == config::Precision::Bf16 ? 2 * t * 5 * h : 4 * t * 2 * h;
+  const int64_t projection_inputs = config::computes_in_bf16(spec.runtime.precision) ? 2 * t * 5 * h : 4 * t * 2 * h;
   return projection_inputs + a * t * (h + f) + a * t * (3 * h + 2 * kv + 2 * f) +
          weight_copy_bytes(spec, 2 * h * h + 2 * h * kv + 3 * h * f);
 }
@@ -92,7 +92,7 @@ int64_t block_forward_no_grad_bytes(const config::JobSpec& spec) {
 /// The head's logits in fp32 (and their bf16 original under bf16).
 int64_t logits_bytes(const config::JobSpec& spec) {
   const int64_t tv = tokens_of(spec) * spec.model.vocab_size;
-  return 4 * tv + (spec.runtime.precision == config::Precision::Bf16 ? 2 * tv : 0);
+  return 4 * tv + (config::computes_in_bf16(spec.runtime.precision) ? 2 * tv : 0);
 }
 
 /// A block's backward at its high-water mark: the MLP's two f-wide gradients in GELU's (SiLU's)

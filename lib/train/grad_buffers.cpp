@@ -80,7 +80,8 @@ GradientBuffers::GradientBuffers(const std::vector<model::StageModule>& stages, 
     std::vector<int64_t> numels;
     int64_t tied_index = -1;
     for (const auto& p : stage->parameters()) {
-      PPCTL_ASSERT(p.scalar_type() == torch::kFloat, "gradient buffers hold fp32 parameters' gradients");
+      PPCTL_ASSERT(p.scalar_type() == torch::kFloat || p.scalar_type() == torch::kBFloat16,
+                   "gradient buffers hold the fp32 gradients of fp32 or bf16 parameters");
       if (buffer.tied.defined() && p.is_same(buffer.tied)) tied_index = static_cast<int64_t>(numels.size());
       numels.push_back(p.numel());
     }

@@ -44,7 +44,10 @@ StageBufferLayout stage_buffer_layout(const std::vector<int64_t>& numels, int64_
                                       int64_t pad_to);
 
 /// One rank's gradients: per stage one contiguous fp32 buffer on the parameters' device, whose
-/// views are the parameters' .grad (autograd accumulates into them in place), reduced over the
+/// views are the parameters' .grad (autograd accumulates into them in place), also for bf16
+/// parameters (runtime.precision bf16-params): autograd's AccumulateGrad adds each bf16 gradient
+/// into the fp32 .grad in place, which makes the buffer Megatron-Core's fp32 `main_grad` without a
+/// hook. Reduced over the
 /// data-parallel group in buckets (Megatron-Core's param_and_grad_buffer: contiguous buffer,
 /// buckets, overlap_grad_reduce). start(stage) posts the stage's bucket all-reduces without
 /// waiting; finish() starts the stages not yet started and waits for all, then divides by the

@@ -675,11 +675,11 @@ TEST_CASE("p2p_dtype: auto follows precision; bf16 needs precision bf16", "[conf
   CHECK(p2p_element_bytes(parse_ok(with_data("runtime: {precision: fp32}\n")).runtime) == 4);
 
   const Message m = only_problem(with_data("runtime:\n  precision: fp32\n  p2p_dtype: bf16\n"));
-  check(m, 3, "runtime.p2p_dtype", "\"bf16\"", "needs runtime.precision bf16 (runtime.precision is fp32)");
+  check(m, 3, "runtime.p2p_dtype", "\"bf16\"", "needs runtime.precision bf16 or bf16-params (runtime.precision is fp32)");
   CHECK(m.hint == "set runtime.precision: bf16, or p2p_dtype auto or fp32");
   const Message defaulted = only_problem(with_data("runtime:\n  p2p_dtype: bf16\n"));
   check(defaulted, 2, "runtime.p2p_dtype", "\"bf16\"",
-        "needs runtime.precision bf16 (runtime.precision is fp32, the default)");
+        "needs runtime.precision bf16 or bf16-params (runtime.precision is fp32, the default)");
   const Message unknown = only_problem(with_data("runtime:\n  p2p_dtype: int8\n"));
   CHECK(unknown.path == "runtime.p2p_dtype");
 }
