@@ -5,9 +5,17 @@
 
 namespace ppctl::model {
 
-torch::nn::LayerNorm gpt2_layer_norm(const config::ModelSpec& spec) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({spec.hidden}).eps(spec.norm_eps));
+Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t hidden, double eps) : hidden_(hidden), eps_(eps) {
+  weight = register_parameter("weight", torch::ones({hidden}));
+  bias = register_parameter("bias", torch::zeros({hidden}));
 }
+
+torch::Tensor Gpt2LayerNormImpl::forward(const torch::Tensor& x) {
+  const auto type = x.scalar_type();  // a no-op unless the weights are bf16 and x is not
+  return torch::layer_norm(x, {hidden_}, weight.to(type), bias.to(type), eps_);
+}
+
+Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec) { return Gpt2LayerNorm(spec.hidden, spec.norm_eps); }
 
 Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed)
     : layer_index_(layer_index),

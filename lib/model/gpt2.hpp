@@ -7,6 +7,23 @@
 
 namespace ppctl::model {
 
+/// GPT-2's LayerNorm over the last dimension `hidden` with epsilon model.norm_eps: parameters `weight`
+/// (1) and `bias` (0) of [hidden]. forward(x [..., hidden]) -> the same shape and type as x. Its weight
+/// and bias are taken in x's type: with bf16 weights (runtime.precision bf16-params) and an fp32
+/// residual stream the norm runs in fp32, as autocast's fp32 policy for layer_norm does on CUDA
+/// (CPU's autocast has no such rule, and its layer_norm refuses fp32 inputs with bf16 weights).
+class Gpt2LayerNormImpl : public torch::nn::Module {
+ public:
+  Gpt2LayerNormImpl(int64_t hidden, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;
+
+ private:
+  int64_t hidden_;
+  double eps_;
+};
+TORCH_MODULE(Gpt2LayerNorm);
+
 /// One GPT-2 block: x + attn(ln1(x)), then + mlp(ln2(x)), mlp = fc2(gelu(fc1(.))) of width
 /// config::ffn_hidden_of(spec); causal self-attention via at::scaled_dot_product_attention.
 /// Parameters `ln1`, `qkv` [3h, h] (q | k | v rows), `proj`, `ln2`, `fc1`, `fc2` (weights and biases).
@@ -22,11 +39,11 @@ class Gpt2BlockImpl : public DecoderBlock {
   int64_t heads_;
   double dropout_p_;
   bool gelu_tanh_;
-  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
+  Gpt2LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 
-/// GPT-2's LayerNorm over the last dimension `hidden` with epsilon model.norm_eps (weight 1, bias 0).
-torch::nn::LayerNorm gpt2_layer_norm(const config::ModelSpec& spec);
+/// GPT-2's LayerNorm of model.hidden with epsilon model.norm_eps (weight 1, bias 0).
+Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec);
 
 }  // namespace ppctl::model

@@ -32,6 +32,27 @@ torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec) {
   return torch::nn::AnyModule(gpt2_layer_norm(spec));
 }
 
+/// The head's use of the token embedding's weight on a stage holding both ends, under bf16 weights:
+/// the identity forward; the backward adds the arriving bf16 gradient straight into the weight's
+/// fp32 .grad (the gradient buffer) and passes nothing on. Autograd would otherwise sum the head's
+/// and the embedding's gradients in bf16 before accumulating them, while stages that hold a copy each
+/// (the pipeline's tied copies) accumulate each use into fp32: this makes both ways one arithmetic.
+/// Without an fp32 .grad there is nowhere to add it, and the gradient goes on as usual.
+struct AccumulateSeparately : public torch::autograd::Function<AccumulateSeparately> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight) {
+    ctx->saved_data["weight"] = weight;
+    return weight.view_as(weight);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto weight = ctx->saved_data["weight"].toTensor();
+    if (!weight.grad().defined() || weight.grad().scalar_type() == grads[0].scalar_type()) return {grads[0]};
+    torch::NoGradGuard no_grad;
+    weight.mutable_grad().add_(grads[0]);
+    return {torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout,
@@ -102,7 +123,13 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
       x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
     } else {
       x = ln_f_.forward(x);
-      x = lm_head_ ? lm_head_->forward(x) : torch::nn::functional::linear(x, tok_embed_->weight);
+      if (lm_head_) {
+        x = lm_head_->forward(x);
+      } else {
+        const bool bf16_weights = precision_ == config::Precision::Bf16Params;
+        x = torch::nn::functional::linear(
+            x, bf16_weights ? AccumulateSeparately::apply(tok_embed_->weight) : tok_embed_->weight);
+      }
       if (bf16) x = x.to(torch::kFloat);  // fp32 logits: the loss and its gradient in fp32
     }
   }

@@ -13,6 +13,7 @@
 #include "launch/stop_signals.hpp"
 #include "schedule/simulate.hpp"
 #include "train/eval.hpp"
+#include "train/distributed_optimizer.hpp"
 #include "train/grad_buffers.hpp"
 #include "train/grad_norm.hpp"
 #include "train/lr_schedule.hpp"
@@ -143,15 +144,36 @@ TrainingEnd run_training(LoopContext& ctx) {
   }
   GradientBuffers gradients(ctx.stages, ctx.data_parallel, spec.model.tie_embeddings ? ctx.embedding : nullptr,
                             bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size), distributed);
-  // One of the two: AdamW over every parameter, or over this replica's shard (then the parameters
-  // move into buffers laid out as the gradients').
-  auto plain = distributed ? nullptr : make_optimizer(ctx.stages, spec.optimizer);
-  auto sharded = distributed ? std::make_unique<DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel,
-                                                                      spec.optimizer, spec.runtime.overlap_param_gather)
-                             : nullptr;
-  torch::optim::AdamW& optimizer = sharded ? sharded->local() : *plain;
+  const int64_t sequences_per_step =
+      ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;  // the global batch
+  // A checkpoint loads into the fp32 parameters and an AdamW over them (its per-parameter format); the
+  // step's optimizer then takes the weights and its share of the moments from there.
+  std::unique_ptr<torch::optim::AdamW> loaded;
+  checkpoint::CheckpointMeta meta;
+  if (!ctx.resume_from.empty()) {
+    meta = read_checkpoint_meta(ctx.resume_from);
+    check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
+    loaded = make_optimizer(ctx.stages, spec.optimizer);
+    load_checkpoint(ctx.resume_from, meta, ctx.stages, *loaded);
+  }
+  // AdamW over every parameter, or over this replica's shard (then the parameters move into buffers
+  // laid out as the gradients'); over the parameters themselves, or over fp32 main copies of them
+  // (runtime.precision bf16-params: the parameters become bf16 here).
+  const bool bf16_weights = spec.runtime.precision == config::Precision::Bf16Params;
+  std::unique_ptr<StepOptimizer> step_optimizer;
+  DistributedOptimizer* sharded = nullptr;
+  if (distributed) {
+    auto owner = std::make_unique<DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel, spec.optimizer,
+                                                        spec.runtime.overlap_param_gather, bf16_weights, loaded.get());
+    sharded = owner.get();
+    step_optimizer = std::move(owner);
+  } else {
+    step_optimizer = std::make_unique<ReplicatedOptimizer>(ctx.stages, spec.optimizer, bf16_weights, loaded.get());
+  }
+  loaded.reset();
+  torch::optim::AdamW& optimizer = step_optimizer->local();
   ctx.executor.set_gradient_reduction(&gradients);
-  ctx.executor.set_parameter_gather(sharded.get());  // each F waits for its stage's updated weights
+  ctx.executor.set_parameter_gather(sharded);  // each F waits for its stage's updated weights
   struct Detach {  // the executor outlives this function's buffers
     runtime::Executor& executor;
     ~Detach() {
@@ -161,8 +183,6 @@ TrainingEnd run_training(LoopContext& ctx) {
   } detach{ctx.executor};
   const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
   const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
-  const int64_t sequences_per_step =
-      ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;  // the global batch
   const int64_t tokens_per_step = sequences_per_step * spec.model.seq_len;
   const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
   check_injection(ctx.inject_nan, num_stages, ctx.dp_size);
@@ -172,15 +192,6 @@ TrainingEnd run_training(LoopContext& ctx) {
   if (ctx.dataset != nullptr) ctx.dataset->set_samples_per_step(sequences_per_step);
   int64_t first_step = 0;
   if (!ctx.resume_from.empty()) {
-    const auto meta = read_checkpoint_meta(ctx.resume_from);
-    check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
-    if (sharded) {  // the checkpoint holds whole moments: load them, keep this replica's shard
-      auto whole = make_optimizer(ctx.stages, spec.optimizer);
-      load_checkpoint(ctx.resume_from, meta, ctx.stages, *whole);
-      sharded->scatter_state(*whole, ctx.stages);
-    } else {
-      load_checkpoint(ctx.resume_from, meta, ctx.stages, optimizer);
-    }
     first_step = meta.step;
     if (ctx.dataset != nullptr) {  // the data position the checkpoint recorded (one text source: next_sample)
       ctx.dataset->seek(meta.data_counts.empty() ? data::BlendPosition{meta.next_sample, {meta.next_sample}}
@@ -191,11 +202,13 @@ TrainingEnd run_training(LoopContext& ctx) {
   }
   if (ctx.observer) ctx.observer->on_start(first_step);
   // Replicas hold the same weights: the first one (dp rank 0) writes. The distributed optimizer's
-  // moments are gathered first, by every replica, into whole tensors on the CPU (the same format).
+  // moments (and fp32 main parameters) are gathered first, by every replica, into whole tensors on the
+  // CPU (the same format); fp32 main parameters are written in place of bf16 weights.
   const auto save = [&](int64_t step, double lr) {
-    const auto gathered = sharded ? sharded->gather_state(ctx.stages) : nullptr;
+    const auto state = step_optimizer->checkpoint_state(ctx.stages);
     if (ctx.dp_rank != 0) return;
-    const CheckpointWriter writer{spec,     ctx.stages, sharded ? *gathered : optimizer,
+    const SeatedWeights seated(ctx.stages, state.weights);
+    const CheckpointWriter writer{spec,     ctx.stages, *state.optimizer,
                                   ctx.rank, ctx.comm,   sequences_per_step,
                                   ctx.crash_in_checkpoint, ctx.steps};
     save_checkpoint(writer, step, lr);
@@ -235,7 +248,7 @@ TrainingEnd run_training(LoopContext& ctx) {
       }
     }
     // The gradients this rank answers for in the global norm: its stages' (the tied copy once), or its shard.
-    const auto owned = sharded ? sharded->owned_gradients() : stage_gradients(ctx.stages);
+    const auto owned = step_optimizer->owned_gradients();
     if (ctx.inject_nan && ctx.inject_nan->step == step + 1 &&
         (!ctx.inject_nan->replica || *ctx.inject_nan->replica == ctx.dp_rank)) {
       poison_gradients(owned, ctx.inject_nan->stage);
@@ -271,13 +284,7 @@ TrainingEnd run_training(LoopContext& ctx) {
     // Once per optimizer step, whatever the number of microbatches.
     const double lr = learning_rate(spec.optimizer, step, ctx.steps);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    if (finite) {
-      if (sharded) {
-        sharded->step();  // AdamW on the shard, then the parameters all-gathered
-      } else {
-        optimizer.step();
-      }
-    }
+    if (finite) step_optimizer->step();  // sharded: AdamW on the shard, then the parameters all-gathered
     if (ctx.observer) ctx.observer->on_step(step, result, lr, grad_norm, !finite, step_start, schedule_end);
     ++interval_steps;
     const auto now = Clock::now();
@@ -339,21 +346,32 @@ TrainingEnd run_training(LoopContext& ctx) {
     }
   }
   mark(comm::Phase::Finishing);
-  if (sharded) sharded->wait_all();  // every weight current before anything reads them (hashes, export)
+  step_optimizer->wait_all();  // every weight current before anything reads them (hashes, export)
   if (timed_steps > 0) {
     log_timing(timing, timed_step_ms, timed_steps,
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),
                spec.runtime.device == config::Device::Cpu);
   }
-  log_tied_weights(ctx.stages, optimizer);
-  int64_t parameters = 0;
+  log_tied_weights(ctx.stages, *step_optimizer);
+  int64_t parameters = 0, weight_bytes = 0;
   for (const auto& stage : ctx.stages) {
-    for (const auto& p : stage->parameters()) parameters += p.numel();
+    for (const auto& p : stage->parameters()) {
+      parameters += p.numel();
+      weight_bytes += static_cast<int64_t>(p.nbytes());
+    }
   }
   const int64_t state_bytes = adamw_state_bytes(optimizer);
-  spdlog::info("AdamW state on this rank: {} bytes for {} parameters ({:.2f} B per parameter{})", state_bytes,
-               parameters, static_cast<double>(state_bytes) / static_cast<double>(std::max<int64_t>(parameters, 1)),
-               sharded ? fmt::format(", sharded over dp {}", ctx.dp_size) : "");
+  const int64_t main_bytes = step_optimizer->main_parameter_bytes();
+  const auto per_parameter = [&](int64_t bytes) {
+    return static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(parameters, 1));
+  };
+  // What plan's static columns estimate, measured: tests compare them with Megatron-Core's bytes per parameter.
+  spdlog::info("AdamW state on this rank: {} bytes for {} parameters ({:.2f} B per parameter{}); weights {} bytes, "
+               "gradient buffers {} bytes, fp32 main parameters {} bytes ({:.2f} B per parameter in all, precision {})",
+               state_bytes, parameters, per_parameter(state_bytes),
+               sharded ? fmt::format(", sharded over dp {}", ctx.dp_size) : "", weight_bytes, gradients.bytes(),
+               main_bytes, per_parameter(weight_bytes + gradients.bytes() + state_bytes + main_bytes),
+               config::to_string(spec.runtime.precision));
   if (skipped_steps > 0) {
     spdlog::warn(
         "{} of {} optimizer steps skipped for non-finite values "

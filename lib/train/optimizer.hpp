@@ -1,6 +1,7 @@
-// The optimizers of the step: AdamW over a rank's stages, and the distributed optimizer
-// (optimizer.distributed): AdamW's state sharded over the data-parallel group, as Megatron-Core's
-// DistributedOptimizer does it for fp32 parameters.
+// The optimizer of the training step behind one interface: AdamW over fp32 main parameters, whole on
+// every replica (ReplicatedOptimizer, here) or sharded over the data-parallel group
+// (DistributedOptimizer, train/distributed_optimizer.hpp); the main parameters are the weights
+// themselves, or fp32 copies of bf16 weights (runtime.precision bf16-params).
 #pragma once
 
 #include <torch/torch.h>
@@ -10,11 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "comm/communicator.hpp"
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
-#include "runtime/param_gather.hpp"
-#include "train/grad_buffers.hpp"
 
 namespace ppctl::train {
 
@@ -32,89 +30,93 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const std::vector<model::Sta
 /// before the first step).
 int64_t adamw_state_bytes(const torch::optim::AdamW& optimizer);
 
-/// AdamW over this replica's shard of every stage it holds (Megatron-Core's DistributedOptimizer:
-/// megatron/core/optimizer/distrib_optimizer.py; its docs/source/api-guide/dist_optimizer.md).
-/// Each stage's parameters are moved into one contiguous fp32 buffer laid out as its gradient
-/// buffer (`gradients`, built with `shard` on), padded bucket by bucket to a multiple of dp; dp rank
-/// r owns the r-th of the dp equal slices of each bucket. The gradients' reduce-scatter (started at
-/// REDUCE_GRAD) leaves the mean gradient of exactly that slice here; step() runs
-/// torch::optim::AdamW on the slice only (its pieces, one per parameter it touches, so that weight
-/// decay still applies to matrices only) and then all-gathers each bucket of parameters in place,
-/// so that every replica holds every updated weight, bitwise. Memory: weights 4 B + gradients 4 B
-/// per parameter as before, AdamW's moments 8/dp B (16 -> 8 + 8/dp, Megatron's table).
-///
-/// The tied embedding copies are in no bucket: their gradients are all-reduced as without the
-/// option, and each holder keeps their full AdamW state and steps them itself (small next to the
-/// blocks; the same bits on every replica).
-class DistributedOptimizer final : public runtime::ParameterGather {
+/// Converts every parameter of `stages` to bf16 in place (set_data: the same parameter objects, so
+/// that module code and autograd keep seeing them), rounding to nearest. Their .grad are left alone
+/// (fp32 views into the gradient buffers stay fp32: Megatron-Core's main_grad).
+void convert_weights_to_bf16(const std::vector<model::StageModule>& stages);
+
+/// What a checkpoint writes for one rank (checkpoint::save_checkpoint's per-parameter format, the same in
+/// every precision and sharding): `optimizer`, an AdamW over exactly the stages' parameters holding
+/// their full moments, and the fp32 weights.
+struct CheckpointState {
+  std::unique_ptr<torch::optim::AdamW> owned;  ///< `optimizer` when it was made for the checkpoint
+  const torch::optim::AdamW* optimizer = nullptr;
+  /// The fp32 main parameters to write in place of the stages' parameters (stage by stage, in
+  /// parameters() order), for SeatedWeights; empty when the parameters are the fp32 weights.
+  std::vector<torch::Tensor> weights;
+};
+
+/// While alive, the parameters of `stages` (stage by stage, parameters() order) hold `weights`
+/// (set_data), so that code reading the stages reads them (a checkpoint of fp32 main parameters
+/// under bf16 weights); the parameters' own data comes back on destruction. Empty `weights`: nothing.
+class SeatedWeights {
  public:
-  /// `stages`' parameters are re-seated (set_data) into the parameter buffers, values kept.
-  /// `gradients` must have been built over the same stages with `shard` and `data_parallel`;
-  /// `spec`: AdamW's hyper-parameters (make_optimizer's groups). `overlap` (runtime.overlap_param_gather):
-  /// step() leaves the all-gathers in flight for ready() / wait_all(); otherwise it waits for them.
-  DistributedOptimizer(const std::vector<model::StageModule>& stages, const GradientBuffers& gradients,
-                       comm::Communicator& data_parallel, const config::OptimizerSpec& spec, bool overlap);
-
-  /// The optimizer over this rank's shard pieces and tied copies (its param_groups carry the
-  /// learning rate; its state the moments of the pieces held).
-  torch::optim::AdamW& local() { return *local_; }
-  const torch::optim::AdamW& local() const { return *local_; }
-
-  /// The gradients this rank answers for in the global norm, by stage: its shard pieces' and,
-  /// on dp rank 0 only, the tied copy of a stage without the head (the copy counts once, as in
-  /// local_gradient_stats). Summed over the data-parallel group, they cover each gradient once.
-  std::map<int64_t, std::vector<torch::Tensor>> owned_gradients() const;
-
-  /// AdamW on the shard, then the in-place all-gather of every parameter bucket, posted stage by
-  /// stage; waited for here unless `overlap` (bounded by the group's timeout, throwing as
-  /// Communicator::wait does).
-  void step();
-
-  /// Waits for `stage`'s parameter all-gathers still in flight (nothing when none is).
-  void ready(int64_t stage) override;
-  /// Waits for every stage's: before anything but a forward reads the weights (a checkpoint, the
-  /// run's end).
-  void wait_all();
-
-  /// Collective over the data-parallel group (every replica calls it): an AdamW over `stages`'
-  /// parameters (make_optimizer) whose state holds the full moments, gathered bucket by bucket, on
-  /// the CPU (for save_checkpoint's per-parameter format). Empty state before the first step.
-  /// Waits for the parameter all-gathers first (wait_all).
-  std::unique_ptr<torch::optim::AdamW> gather_state(const std::vector<model::StageModule>& stages);
-
-  /// Takes this rank's shard of the moments from `full` (loaded by load_checkpoint over `stages`'
-  /// parameters, whatever dp or option it was saved with): what gather_state would give back.
-  void scatter_state(const torch::optim::AdamW& full, const std::vector<model::StageModule>& stages);
+  SeatedWeights(const std::vector<model::StageModule>& stages, const std::vector<torch::Tensor>& weights);
+  ~SeatedWeights();
+  SeatedWeights(const SeatedWeights&) = delete;
+  SeatedWeights& operator=(const SeatedWeights&) = delete;
 
  private:
-  struct Piece {
-    torch::Tensor param;    // a stage parameter (to look its full state up)
-    int64_t begin = 0;      // [begin, begin + numel) of the parameter's elements, flattened
-    torch::Tensor tensor;   // that part of the parameter buffer, detached; .grad = the gradient's part
-    int64_t bucket_offset;  // where it sits in its bucket's own slice
-  };
-  struct Bucket {
-    torch::Tensor params;  // a view into the stage's parameter buffer
-    int64_t offset = 0;    // in the stage's buffer
-    std::vector<size_t> pieces;  // indices into pieces_
-  };
-  struct Stage {
-    int64_t index = 0;
-    bool has_head = false;
-    torch::Tensor flat;  // the parameter buffer
-    std::vector<int64_t> offsets;  // each parameter's offset in `flat` (StageBufferLayout::offsets)
-    std::vector<Bucket> buckets;
-    torch::Tensor tied;  // the tied copy, or undefined
-  };
-
-  comm::Communicator& data_parallel_;
-  config::OptimizerSpec spec_;
-  std::vector<Stage> stages_;
-  std::vector<Piece> pieces_;
-  std::unique_ptr<torch::optim::AdamW> local_;
-  bool overlap_ = true;
-  std::map<int64_t, std::vector<comm::PendingOp>> gathering_;  // by stage: all-gathers posted, not yet waited for
-  int64_t steps_taken_ = 0;  // AdamW steps taken (skipped steps not counted), as AdamWParamState::step
+  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> own_;  // each parameter's own data while seated
 };
+
+/// The training step's optimizer as the loop sees it.
+class StepOptimizer {
+ public:
+  virtual ~StepOptimizer() = default;
+  /// The torch AdamW that steps on this rank: its param_groups carry the learning rate, its state
+  /// the moments held here.
+  virtual torch::optim::AdamW& local() = 0;
+  /// The gradients this rank answers for in the global norm, by global stage; summed over the
+  /// data-parallel group (sharded) or taken from one replica (replicated), each gradient counts once.
+  virtual std::map<int64_t, std::vector<torch::Tensor>> owned_gradients() const = 0;
+  /// AdamW on the main parameters, then the weights the stages compute with brought up to date.
+  virtual void step() = 0;
+  /// Waits for parameter updates still in flight (the distributed optimizer's all-gathers).
+  virtual void wait_all() {}
+  /// Collective over the data-parallel group when sharded (every replica calls it): the state a
+  /// checkpoint writes. Waits for updates in flight first.
+  virtual CheckpointState checkpoint_state(const std::vector<model::StageModule>& stages) = 0;
+  /// The tensor local() steps for `param`, a parameter whose whole state this rank keeps (a tied
+  /// embedding copy): `param` itself, or its fp32 main copy.
+  virtual torch::Tensor stepped(const torch::Tensor& param) const = 0;
+  /// Bytes of fp32 main parameters kept beside bf16 weights on this rank (0 when the weights are fp32).
+  virtual int64_t main_parameter_bytes() const = 0;
+};
+
+/// AdamW over every parameter of the rank's stages, the same on every replica. With `bf16_weights`
+/// (runtime.precision bf16-params) it keeps an fp32 main copy of each parameter, taken from the
+/// parameters' values at construction, converts the parameters to bf16 (convert_weights_to_bf16), steps
+/// the main copies (their .grad: the parameters' fp32 .grad, the same tensors) and rounds them into
+/// the bf16 parameters after each step: Megatron-Core's Float16OptimizerWithFloat16Params
+/// (megatron/core/optimizer/optimizer.py), 18 B per parameter. Without it, AdamW steps the fp32
+/// parameters themselves (16 B). `loaded`: an AdamW over `stages`' parameters holding a checkpoint's
+/// state (make_optimizer, then load_checkpoint), whose moments this one takes; null for a fresh start.
+class ReplicatedOptimizer final : public StepOptimizer {
+ public:
+  ReplicatedOptimizer(const std::vector<model::StageModule>& stages, const config::OptimizerSpec& spec,
+                      bool bf16_weights, const torch::optim::AdamW* loaded);
+
+  torch::optim::AdamW& local() override { return *local_; }
+  std::map<int64_t, std::vector<torch::Tensor>> owned_gradients() const override;
+  void step() override;
+  CheckpointState checkpoint_state(const std::vector<model::StageModule>& stages) override;
+  torch::Tensor stepped(const torch::Tensor& param) const override;
+  int64_t main_parameter_bytes() const override;
+
+ private:
+  std::vector<model::StageModule> stages_;
+  config::OptimizerSpec spec_;
+  std::vector<torch::Tensor> params_;  // every parameter of the stages, in order
+  std::vector<torch::Tensor> mains_;   // their fp32 main copies, or the parameters themselves
+  bool copies_ = false;
+  std::unique_ptr<torch::optim::AdamW> local_;
+};
+
+/// Copies the AdamW state of `from`'s tensors into `to`'s: to_tensors[i] gets from_tensors[i]'s
+/// entry (shallow: the moments are shared), where `from` has one. Both lists the same length.
+void copy_adamw_state(const torch::optim::AdamW& from, const std::vector<torch::Tensor>& from_tensors,
+                      torch::optim::AdamW& to, const std::vector<torch::Tensor>& to_tensors);
 
 }  // namespace ppctl::train

@@ -17,6 +17,7 @@
 #include "schedule/job_program.hpp"
 #include "train/grad_norm.hpp"
 #include "train/microbatches.hpp"
+#include "train/optimizer.hpp"
 
 namespace ppctl::train {
 namespace {
@@ -106,6 +107,10 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
     interop::load_hf_weights(spec.model.init_from, spec.model, whole->layout(), *whole);
   }
   whole->set_precision(spec.runtime.precision);
+  if (spec.runtime.precision == config::Precision::Bf16Params) {  // bf16 weights, fp32 gradients accumulated
+    convert_weights_to_bf16({whole});
+    for (auto& p : whole->parameters()) p.mutable_grad() = torch::zeros(p.sizes(), torch::kFloat);
+  }
   const data::Dataset dataset(spec);
   const auto cuts = bf16_wire_cuts(spec);
   // The global batch of dp replicas: replica r's microbatch j is global microbatch r x m0 + j.

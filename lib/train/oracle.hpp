@@ -39,7 +39,9 @@ GradientMap load_gradient_dumps(const std::string& dir, int64_t ranks);
 
 /// One process, no pipeline: the whole model built from the spec's seed, gradients of step `step`
 /// accumulated over the same global batch, dp x m microbatches (loss scaled by 1/(dp m)) with the same dropout masks, then
-/// clipped to optimizer.clip_grad_norm when that is on (the same formula as the workers).
+/// clipped to optimizer.clip_grad_norm when that is on (the same formula as the workers). Under
+/// runtime.precision bf16-params the weights are rounded to bf16 and each microbatch's gradients are
+/// accumulated into fp32 .grad, as the pipeline's gradient buffers do.
 /// When runtime.p2p_dtype resolves to bf16, the activation and its gradient are rounded to bf16 and
 /// back (one autograd node) wherever the job's layout passes them between ranks, as the pipeline
 /// does; hand-offs between stages on one rank are not rounded, nor is anything under fp32.

@@ -24,13 +24,14 @@ uint64_t hash_of(const std::vector<torch::Tensor>& tensors) {
 
 }  // namespace
 
-void log_tied_weights(const std::vector<model::StageModule>& stages, torch::optim::Optimizer& optimizer) {
+void log_tied_weights(const std::vector<model::StageModule>& stages, StepOptimizer& optimizer) {
   for (const auto& stage : stages) {
     const auto weight = stage->tied_weight();
     if (!weight.defined()) continue;
     std::vector<torch::Tensor> moments;
-    const auto state = optimizer.state().find(weight.unsafeGetTensorImpl());
-    if (state != optimizer.state().end()) {
+    const auto& states = optimizer.local().state();
+    const auto state = states.find(optimizer.stepped(weight).unsafeGetTensorImpl());
+    if (state != states.end()) {
       const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*state->second);
       moments = {adamw.exp_avg(), adamw.exp_avg_sq()};
     }

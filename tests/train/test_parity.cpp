@@ -153,6 +153,29 @@ TEST_CASE("the distributed optimizer's sharded reduction meets the oracle in eve
   check_parity(c, dir, make_job(c, dir));
 }
 
+TEST_CASE("bf16 parameters meet the oracle of bf16 weights and fp32 gradients in every schedule family") {
+  // runtime.precision bf16-params: the stages compute with bf16 weights and autograd adds each microbatch's
+  // bf16 weight gradient into fp32 .grad (the gradient buffers); the reference rounds its weights the same
+  // way and accumulates into fp32 .grad too, so both sides do the same arithmetic (the replicas' scales,
+  // 1/m and 1/(dp m) at dp 2, differ by a power of two, exact in bf16). Replicated and distributed
+  // optimizer, bf16 (auto) and fp32 between ranks, tied copies on two ranks and, under zbv, on one.
+  const std::string buckets = ", grad_bucket_size: 2000";
+  const std::string bf16 = ", precision: bf16-params";
+  const std::string fp32_wire = bf16 + ", p2p_dtype: fp32";
+  const std::string sharded = "distributed: true";
+  const auto c = GENERATE_COPY(Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2", true, "", buckets + bf16},
+                               Case{2, "gpipe", 4, 4, 0.0, 1, ", data_parallel: 2", true, "", buckets + fp32_wire,
+                                    sharded},
+                               Case{2, "zb-h1", 4, 4, 0.1, 1, ", data_parallel: 2", true, kLlama, buckets + bf16,
+                                    sharded},
+                               Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, ", data_parallel: 2", false, "",
+                                    buckets + bf16},
+                               Case{2, "zbv", 4, 4, 0.0, 2, ", data_parallel: 2", true, kLlama, buckets + fp32_wire,
+                                    sharded});
+  const auto dir = fresh_dir(name_of(c) + "_bf16params");
+  check_parity(c, dir, make_job(c, dir));
+}
+
 TEST_CASE("tied embeddings meet the oracle of one shared weight; untied ones that of two") {
   // Tied (the default, also in every case above): the first stage's tok_embed and the last stage's
   // copy must both hold the gradient of the reference's one shared weight (compare_gradients adds
