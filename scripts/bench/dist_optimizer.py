@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark: the distributed optimizer (optimizer.distributed) against the plain one at dp x pp on the CPU.
+"""Benchmark: the distributed optimizer (optimizer.distributed) against the plain one at dp x pp on the CPU, in
+each precision that changes what a rank keeps (runtime.precision fp32, bf16-params).
 
-For each data-parallel size it runs the same job (same global batch: microbatches = --global-microbatches / dp)
-with AdamW's state whole on every replica, sharded over the replicas, and sharded with the parameter all-gather
-waited for right after AdamW (runtime.overlap_param_gather false; dp > 1 only), and prints per mode: AdamW's state
-per parameter on the largest rank (the workers' `AdamW state on this rank` lines), the same from `ppctl plan`'s
-memory table, the largest max resident set over the ranks (`memory: max resident set`), the median step time
-(metrics.jsonl, steps after --warmup) and the first and last logged loss. Usage:
+For each precision and data-parallel size it runs the same job (same global batch: microbatches =
+--global-microbatches / dp) with AdamW's state whole on every replica, sharded over the replicas, and sharded with
+the parameter all-gather waited for right after AdamW (runtime.overlap_param_gather false; dp > 1 only), and
+prints per mode, for the largest rank: AdamW's state per parameter and the whole training state per parameter
+(weights + gradient buffers + AdamW + fp32 main parameters: the workers' `AdamW state on this rank` lines), the
+same static bytes from `ppctl plan`'s memory table, the largest max resident set over the ranks (`memory: max
+resident set`), the median step time (metrics.jsonl, steps after --warmup) and the first and last logged loss.
+Usage:
 
-    scripts/bench/dist_optimizer.py [--dp 1,2,4] [--stages 2] [--steps 10] [--no-build]
+    scripts/bench/dist_optimizer.py [--dp 1,2,4] [--stages 2] [--precision fp32,bf16-params] [--arch llama]
+                                    [--steps 10] [--no-build]
 """
 import argparse
 import glob
@@ -28,43 +32,48 @@ PPCTL = os.path.join(ROOT, "build", "app", "ppctl")
 MODES = {"plain": (False, True), "distributed": (True, True), "distributed, gather at once": (True, False)}
 
 
-def write_spec(folder, args, dp, mode):
+def write_spec(folder, args, dp, mode, precision):
     distributed, overlap = MODES[mode]
     spec = os.path.join(folder, "job.yaml")
+    llama = ", arch: llama, kv_heads: 2" if args.arch == "llama" else ""
     with open(spec, "w") as out:
-        out.write(f"""model: {{layers: {args.layers}, hidden: {args.hidden}, heads: 4, seq_len: 64}}
+        out.write(f"""model: {{layers: {args.layers}, hidden: {args.hidden}, heads: 4, seq_len: 64{llama}}}
 pipeline: {{stages: {args.stages[0]}, data_parallel: {dp}, schedule: 1f1b, microbatches: {args.global_microbatches // dp}, micro_batch_size: 2}}
 data: {{path: "{args.data}"}}
 optimizer: {{lr: 0.001, distributed: {str(distributed).lower()}}}
 train: {{steps: {args.warmup + args.steps}, seed: 1, log_interval: 1}}
-runtime: {{threads_per_worker: 1, cpu_binding: none, grad_bucket_size: {args.bucket_size}, overlap_param_gather: {str(overlap).lower()}}}
+runtime: {{threads_per_worker: 1, cpu_binding: none, grad_bucket_size: {args.bucket_size}, overlap_param_gather: {str(overlap).lower()}, precision: {precision}}}
 observe: {{runs_dir: {os.path.join(folder, 'runs')}, trace_steps: 0}}
 """)
     return spec
 
 
-def planned_adamw_mib(spec):
-    """The largest AdamW cell of `ppctl plan`'s memory table, MiB."""
+def planned_static_mib(spec):
+    """The largest AdamW cell and the largest weights + gradients + AdamW of `ppctl plan`'s memory table, MiB."""
     out = subprocess.run([PPCTL, "plan", spec], capture_output=True, text=True, check=True).stdout
     header = out.index("pp rank     weights")
-    cells = []
+    mib = {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}
+    adamw, static = [], []
     for line in out[header:].splitlines()[1:]:
         parts = line.split()
         if not parts or not parts[0].isdigit():
             break
-        value, unit = float(parts[5]), parts[6]  # weights, gradients, AdamW: value and unit each
-        cells.append(value * {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit])
-    return max(cells)
+        cells = [float(parts[i]) * mib[parts[i + 1]] for i in (1, 3, 5)]  # weights, gradients, AdamW
+        adamw.append(cells[2])
+        static.append(sum(cells))
+    return max(adamw), max(static)
 
 
-def run(args, dp, mode):
+def run(args, dp, mode, precision):
     with tempfile.TemporaryDirectory(prefix="ppctl_dist_optimizer_") as folder:
-        spec = write_spec(folder, args, dp, mode)
+        spec = write_spec(folder, args, dp, mode, precision)
         out = subprocess.run([PPCTL, "train", spec], capture_output=True, text=True)
         text = out.stdout + out.stderr
         if out.returncode != 0:
             sys.exit(f"dp {dp} {mode}: ppctl train exited {out.returncode}:\n{text[-3000:]}")
-        state = [(int(b), int(p)) for b, p in re.findall(r"AdamW state on this rank: (\d+) bytes for (\d+) parameters", text)]
+        state = [tuple(int(x) for x in groups) for groups in re.findall(
+            r"AdamW state on this rank: (\d+) bytes for (\d+) parameters[^;\n]*; weights (\d+) bytes, "
+            r"gradient buffers (\d+) bytes, fp32 main parameters (\d+) bytes", text)]
         rss = [float(x) for x in re.findall(r"memory: max resident set ([\d.]+) MiB", text)]
         losses = [float(x) for x in re.findall(r"step \d+/\d+ \| loss (\S+)", text)]
         if len(state) != dp * args.stages[0] or len(rss) != dp * args.stages[0] or not losses:
@@ -72,8 +81,13 @@ def run(args, dp, mode):
         run_dir = glob.glob(os.path.join(folder, "runs", "*"))[0]
         steps = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
         times = [s["step_time_s"] for s in steps if s.get("event") == "step" and s["step"] > args.warmup]
-        largest = max(state)
-        return {"bytes": largest[0], "per_parameter": largest[0] / largest[1], "planned": planned_adamw_mib(spec),
+        largest = max(state, key=lambda s: s[0] + s[2] + s[3] + s[4])  # AdamW, parameters, weights, gradients, mains
+        adamw, parameters, weights, gradients, mains = largest
+        planned_adamw, planned_static = planned_static_mib(spec)
+        return {"bytes": adamw + mains, "per_parameter": (adamw + mains) / parameters,
+                "static": weights + gradients + adamw + mains,
+                "static_per_parameter": (weights + gradients + adamw + mains) / parameters,
+                "planned": planned_adamw, "planned_static": planned_static,
                 "rss": max(rss), "step_ms": statistics.median(times) * 1e3, "first": losses[0], "last": losses[-1]}
 
 
@@ -87,6 +101,9 @@ def main():
     parser.add_argument("--layers", type=int, default=8, help="blocks (default 8)")
     parser.add_argument("--hidden", type=int, default=256, help="hidden size (default 256)")
     parser.add_argument("--bucket-size", type=int, default=200000, help="parameters per gradient bucket (default 200000)")
+    parser.add_argument("--precision", type=lambda text: text.split(","), default=["fp32", "bf16-params"],
+                        help="runtime.precision values (default fp32,bf16-params)")
+    parser.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2", help="model.arch (default gpt2)")
     args = parser.parse_args()
     check_run_options(parser, args)
     bad = [d for d in args.dp if d < 1 or args.global_microbatches % d != 0]
@@ -94,19 +111,24 @@ def main():
         parser.error(f"--dp {bad}: each at least 1 and dividing --global-microbatches; one --stages value")
     build_ppctl(args)
     print_machine_line()
-    print(f"pp {args.stages[0]}, 1f1b, {args.global_microbatches} microbatches of 2 x 64 tokens per step over the "
-          f"replicas, {args.layers} blocks of hidden {args.hidden} (tied embeddings), buckets of {args.bucket_size} "
-          f"parameters; median step over {args.steps} steps after {args.warmup}; the largest rank of each run")
-    print("| dp | optimizer | AdamW state MiB (B/param) | plan's AdamW MiB | max RSS MiB | step ms | loss first / last |")
-    print("|---|---|---|---|---|---|---|")
-    for dp in args.dp:
-        for mode in MODES:
-            if dp == 1 and mode != "plain":
-                continue  # nothing to shard: the same run
-            r = run(args, dp, mode)
-            print(f"| {dp} | {mode} | {r['bytes'] / 2**20:.2f} ({r['per_parameter']:.2f}) "
-                  f"| {r['planned']:.2f} | {r['rss']:.1f} | {r['step_ms']:.1f} | {r['first']:.6f} / {r['last']:.6f} |",
-                  flush=True)
+    print(f"{args.arch}, pp {args.stages[0]}, 1f1b, {args.global_microbatches} microbatches of 2 x 64 tokens per step "
+          f"over the replicas, {args.layers} blocks of hidden {args.hidden} (tied embeddings), buckets of "
+          f"{args.bucket_size} parameters; median step over {args.steps} steps after {args.warmup}; the largest rank "
+          f"of each run. AdamW (+ fp32 mains): the optimizer's state; static: weights + gradient buffers + AdamW + "
+          f"fp32 main parameters")
+    print("| precision | dp | optimizer | AdamW (+ mains) MiB (B/param) | plan's AdamW MiB | static MiB (B/param) "
+          "| plan's static MiB | max RSS MiB | step ms | loss first / last |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for precision in args.precision:
+        for dp in args.dp:
+            for mode in MODES:
+                if dp == 1 and mode != "plain":
+                    continue  # nothing to shard: the same run
+                r = run(args, dp, mode, precision)
+                print(f"| {precision} | {dp} | {mode} | {r['bytes'] / 2**20:.2f} ({r['per_parameter']:.2f}) "
+                      f"| {r['planned']:.2f} | {r['static'] / 2**20:.2f} ({r['static_per_parameter']:.2f}) "
+                      f"| {r['planned_static']:.2f} | {r['rss']:.1f} | {r['step_ms']:.1f} "
+                      f"| {r['first']:.6f} / {r['last']:.6f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -158,7 +158,8 @@ TEST_CASE("bf16 parameters meet the oracle of bf16 weights and fp32 gradients in
   // bf16 weight gradient into fp32 .grad (the gradient buffers); the reference rounds its weights the same
   // way and accumulates into fp32 .grad too, so both sides do the same arithmetic (the replicas' scales,
   // 1/m and 1/(dp m) at dp 2, differ by a power of two, exact in bf16). Replicated and distributed
-  // optimizer, bf16 (auto) and fp32 between ranks, tied copies on two ranks and, under zbv, on one.
+  // optimizer, bf16 (auto) and fp32 between ranks, tied copies on two ranks and, under zbv, on one; and one
+  // stage holding both ends (the head's use of the embedding accumulated into fp32 by itself, through I and W).
   const std::string buckets = ", grad_bucket_size: 2000";
   const std::string bf16 = ", precision: bf16-params";
   const std::string fp32_wire = bf16 + ", p2p_dtype: fp32";
@@ -171,7 +172,8 @@ TEST_CASE("bf16 parameters meet the oracle of bf16 weights and fp32 gradients in
                                Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, ", data_parallel: 2", false, "",
                                     buckets + bf16},
                                Case{2, "zbv", 4, 4, 0.0, 2, ", data_parallel: 2", true, kLlama, buckets + fp32_wire,
-                                    sharded});
+                                    sharded},
+                               Case{1, "zb-h1", 3, 4, 0.0, 1, ", data_parallel: 2", true, "", buckets + bf16});
   const auto dir = fresh_dir(name_of(c) + "_bf16params");
   check_parity(c, dir, make_job(c, dir));
 }
