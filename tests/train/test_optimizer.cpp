@@ -266,8 +266,9 @@ TEST_CASE("bf16 parameters: Megatron's bytes per parameter, losses within bf16 r
   // buffers, fp32 main parameters and moments, replicated (18 B per parameter) and sharded over dp 2
   // (6 + 12/2). The two bf16 runs do the same arithmetic (AdamW element-wise on the fp32 mains, the same
   // rounding into bf16), so their losses agree within 1e-6 as fp32's two optimizers do. Against the fp32
-  // run the weights are bf16-rounded copies of the mains: measured within 3e-3 relative over the 10 steps
-  // (loss about 5.5); the test allows 2e-2 and requires a difference of at least 1e-6 (bf16 was used).
+  // run the weights are bf16-rounded copies of the mains: measured at most 1.5e-4 relative over the 10 steps
+  // in both families (loss about 5.5); the test allows 2e-3 and requires a difference of at least 1e-6
+  // (bf16 was used).
   at::set_num_threads(1);
   const std::string schedule = GENERATE(std::string("1f1b"), std::string("zbv, virtual_stages: 2"));
   const std::string name = schedule.substr(0, schedule.find(','));
@@ -304,7 +305,7 @@ TEST_CASE("bf16 parameters: Megatron's bytes per parameter, losses within bf16 r
   double largest = 0.0;
   for (const auto& [step, line] : logged["bf16-params"]) {
     INFO("step " << step);
-    CHECK(relative(line.loss, logged["fp32"].at(step).loss) <= 2e-2);
+    CHECK(relative(line.loss, logged["fp32"].at(step).loss) <= 2e-3);
     largest = std::max(largest, relative(line.loss, logged["fp32"].at(step).loss));
   }
   CHECK(largest >= 1e-6);
@@ -348,7 +349,8 @@ TEST_CASE("bf16 parameters resume from their fp32 main parameters: exactly, at a
   // same per-parameter format as fp32 runs. bf16-params sharded over dp 2, saved after step 2 of 4: resumed
   // as it was, the losses equal the uninterrupted run's bitwise; at dp 1 (replicated) within 1e-5 (another
   // summation order of the replicas' gradients). An fp32 checkpoint continues under bf16-params, whose
-  // mains are then the fp32 weights: its first step equals the fp32 run's within bf16 rounding.
+  // mains are then the fp32 weights: its first step equals the fp32 run's within bf16 rounding (measured
+  // 2.3e-5 relative; allowed 2e-3).
   at::set_num_threads(1);
   const auto spec_for = [](const fs::path& dir, int64_t dp, bool distributed, const std::string& precision) {
     Job job{2, 8 / dp, 2, 4};
@@ -409,6 +411,6 @@ TEST_CASE("bf16 parameters resume from their fp32 main parameters: exactly, at a
   const auto steps = metrics_steps(dir / "run");
   REQUIRE(steps.count(3) == 1);
   const auto fp32_steps = metrics_steps(fp32_dir / "run");
-  CHECK(relative(steps.at(3).loss, fp32_steps.at(3).loss) <= 1e-2);
+  CHECK(relative(steps.at(3).loss, fp32_steps.at(3).loss) <= 2e-3);
   CHECK(steps.at(3).loss != fp32_steps.at(3).loss);
 }
