@@ -301,8 +301,7 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
                    "seconds after which every blocking wait gives up"),
         int_field("threads_per_worker", r.threads_per_worker, {1, 1024}, "intra-op CPU threads per worker"),
         enum_field("precision", r.precision, std::vector{Precision::Fp32, Precision::Bf16, Precision::Bf16Params},
-                   "arithmetic of the forward and type of the weights: fp32, bf16 mixed precision over fp32 "
-                   "weights, or bf16-params (bf16 weights, fp32 gradients and main parameters)",
+                   "arithmetic and weights: fp32, bf16 (autocast over fp32 weights) or bf16-params (bf16 weights)",
                    {{"bfloat16", "bf16"}, {"float32", "fp32"}, {"fp16", "bf16"}, {"bf16_params", "bf16-params"},
                     {"bf16-weights", "bf16-params"}}),
         real_field("device_memory_gib", r.device_memory_gib, {0, false, 1e6, false},

@@ -17,9 +17,16 @@ int64_t matmul_element_bytes(const config::JobSpec& spec) {
   return config::computes_in_bf16(spec.runtime.precision) ? 2 : 4;
 }
 
-/// Bytes of the bf16 weight copies autocast keeps in the graph for `weights` matrix weights (0 in fp32).
+/// Bytes of the bf16 weight copies autocast keeps in the graph for `weights` matrix weights: only under
+/// bf16, whose weights are fp32 (none in fp32; none under bf16-params, whose weights are bf16 already).
 int64_t weight_copy_bytes(const config::JobSpec& spec, int64_t weights) {
   return spec.runtime.precision == config::Precision::Bf16 ? 2 * weights : 0;
+}
+
+/// g: bytes of one element of a weight's gradient before it is added into .grad, the weight's own
+/// type: 4 (fp32 weights; under bf16 autocast's cast back to fp32), 2 under bf16-params.
+int64_t weight_gradient_element_bytes(const config::JobSpec& spec) {
+  return bytes_per_parameter(spec.runtime.precision).parameters;
 }
 
 /// Two dropout sites per block, each keeping its mask (a t h; x * mask saves only the mask, as x's
@@ -53,7 +60,7 @@ int64_t llama_block_bytes(const config::JobSpec& spec) {
 }
 
 /// From I until W (runtime/split_backward.hpp): each matrix product keeps its saved input and its
-/// weight's bf16 copy, and the gradient of its output; norms and everything else are done at I.
+/// weight's bf16 copy (bf16 only), and the gradient of its output; norms and everything else are done at I.
 int64_t gpt2_block_deferred_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
@@ -74,7 +81,7 @@ int64_t llama_block_deferred_bytes(const config::JobSpec& spec) {
          weight_copy_bytes(spec, 2 * h * h + 2 * h * kv + 3 * h * f);
 }
 
-/// The LM head's product from I until W: its input, the logits' gradient, the weight's bf16 copy.
+/// The LM head's product from I until W: its input, the logits' gradient, the weight's bf16 copy (bf16 only).
 int64_t head_deferred_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   return matmul_element_bytes(spec) * tokens_of(spec) * (m.hidden + m.vocab_size) +
@@ -89,7 +96,7 @@ int64_t block_forward_no_grad_bytes(const config::JobSpec& spec) {
   return 8 * t * h + widest * matmul_element_bytes(spec) * t * f;
 }
 
-/// The head's logits in fp32 (and their bf16 original under bf16).
+/// The head's logits in fp32 (and their bf16 original under bf16 and bf16-params).
 int64_t logits_bytes(const config::JobSpec& spec) {
   const int64_t tv = tokens_of(spec) * spec.model.vocab_size;
   return 4 * tv + (config::computes_in_bf16(spec.runtime.precision) ? 2 * tv : 0);
@@ -100,7 +107,7 @@ int64_t logits_bytes(const config::JobSpec& spec) {
 int64_t block_backward_bytes(const config::JobSpec& spec) {
   const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
   const int64_t a = matmul_element_bytes(spec);
-  return std::max(2 * a * t * f, a * t * f + 4 * h * f);
+  return std::max(2 * a * t * f, a * t * f + weight_gradient_element_bytes(spec) * h * f);
 }
 
 /// The gradients arriving at a block's matrix products, which I keeps for W (its graph is retained
@@ -236,14 +243,22 @@ StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const Sta
     bytes.input += before_split * deferred + head_split;
     if (stage.has_embedding) bytes.input = std::max(bytes.input, rebuilt + (count - run) * deferred + head_split);
   }
-  bytes.weight = whole_first ? backward : 4 * std::max(blocks ? h * f : 0, stage.has_head ? v * h : 0);
+  bytes.weight = whole_first ? backward
+                              : weight_gradient_element_bytes(spec) * std::max(blocks ? h * f : 0, stage.has_head ? v * h : 0);
   return bytes;
 }
 
-StaticBytes static_bytes(int64_t parameters, int64_t optimizer_shards, int64_t unsharded) {
+StaticBytes bytes_per_parameter(config::Precision precision) {
+  if (precision == config::Precision::Bf16Params) return {2, 4, 12};
+  return {4, 4, 8};
+}
+
+StaticBytes static_bytes(int64_t parameters, config::Precision precision, int64_t optimizer_shards, int64_t unsharded) {
   PPCTL_ASSERT(optimizer_shards >= 1 && unsharded >= 0 && unsharded <= parameters, "static_bytes: bad arguments");
+  const auto each = bytes_per_parameter(precision);
   const int64_t sharded = parameters - unsharded;
-  return {4 * parameters, 4 * parameters, 8 * unsharded + 8 * ((sharded + optimizer_shards - 1) / optimizer_shards)};
+  return {each.parameters * parameters, each.gradients * parameters,
+          each.optimizer * (unsharded + (sharded + optimizer_shards - 1) / optimizer_shards)};
 }
 
 }  // namespace ppctl::plan

@@ -24,21 +24,22 @@ int64_t p2p_bytes(const config::JobSpec& spec);
 /// the ops of model/gpt2.cpp and model/llama.cpp save (adapting Korthikanti et al. 2022, "Reducing
 /// Activation Recomputation in Large Transformer Models", arXiv 2205.05198 §4.1, to our code), with
 /// t = micro_batch_size x seq_len tokens, h = hidden, f = ffn_hidden_of, n = heads,
-/// a = 4 bytes (fp32) or 2 (bf16: autocast's matrix-product operands and outputs):
+/// a = 4 bytes (fp32) or 2 (bf16 and bf16-params: autocast's matrix-product operands and outputs):
 /// - gpt2: 8 t h (fp32 inputs of ln1 and ln2: the residual stream) + a t (6 h + 2 f) (inputs of
 ///   qkv, proj, fc1, fc2 and of the attention: q, k, v, its output; the GELU input) + 16 t (the two
 ///   LayerNorms' mean and rstd) + 4 t n (the fused attention's logsumexp; no s x s matrix: flash /
 ///   memory-efficient SDPA). At f = 4h and fp32: 64 t h bytes, i.e. 16 t h values.
 /// - llama (kv = kv_heads x head_dim, GQA when kv_heads < heads): 16 t h (fp32: the inputs and
 ///   normalised values of the two RMSNorms) + 8 t (their rsqrt) + the projections' inputs (fp32:
-///   4 t (2 h) for the two norm outputs, shared; bf16: one cast copy per projection, 2 t (5 h)) +
+///   4 t (2 h) for the two norm outputs, shared; bf16, bf16-params: one cast copy per projection, 2 t (5 h)) +
 ///   a t (2 h + k' + v' + 4 f) (q after RoPE and the attention's output; its k' and v', = h with GQA
 ///   (repeated), kv without; gate, SiLU, up and their product) + 4 t n (logsumexp) + 8 s head_dim
 ///   (the rotary cos/sin tables). RoPE's x cos + rotate(x) sin keeps only cos and sin: autograd saves
 ///   a factor of a product only when the other factor needs a gradient.
 /// - model.dropout > 0 adds 2 sites x the mask = 2 a t h (x * mask keeps only the mask).
-/// - bf16 adds the bf16 copies of the block's weight matrices autocast makes for the forward (2
-///   bytes per weight of qkv/proj/fc1/fc2, or q/k/v/o/gate/up/down), which the graph holds.
+/// - bf16 adds the bf16 copies of the block's fp32 weight matrices autocast makes for the forward (2
+///   bytes per weight of qkv/proj/fc1/fc2, or q/k/v/o/gate/up/down), which the graph holds;
+///   bf16-params makes none (the weights are bf16 already: the graph saves the parameters themselves).
 int64_t block_activation_bytes(const config::JobSpec& spec);
 
 /// Bytes the embedding's graph saves per microbatch: the token ids (8 t, int64), gpt2's position
@@ -48,7 +49,7 @@ int64_t embedding_activation_bytes(const config::JobSpec& spec);
 /// Bytes the head's graph saves per microbatch (v = vocab_size): the final norm's input and
 /// statistics (gpt2: 4 t h + 8 t; llama: 8 t h + 4 t), the LM head's input (a t h), the
 /// log-softmax of the fp32 logits that cross_entropy keeps (4 t v), the targets (8 t), and under
-/// bf16 the LM head weight's copy (2 v h).
+/// bf16 the LM head weight's bf16 copy (2 v h; none under bf16-params, whose weight is bf16).
 int64_t head_activation_bytes(const config::JobSpec& spec);
 
 /// What one (stage, microbatch) holds between its actions, in bytes (runtime/executor.hpp).
@@ -56,7 +57,7 @@ struct StageActivationBytes {
   int64_t kept = 0;   ///< from F until its B (or I): the whole graph with recompute none; the
                       ///< stage input (full) or every segment's input (blocks), and the targets
   int64_t graph = 0;  ///< from I until W (split backward): each matrix product's saved input,
-                      ///< bf16 weight copy and output gradient; a segment fed by token ids (no I)
+                      ///< bf16 weight copy (bf16 only) and output gradient; a segment fed by token ids (no I)
                       ///< keeps its whole graph, its output's gradient and, when recomputed, its output
 };
 
@@ -69,17 +70,19 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
 /// (StageActivationBytes, the communication buffers), at the action's high-water mark, per
 /// microbatch, in bytes: the part of runtime::StepResult::peak_bytes no between-actions count sees.
 /// From what the ops of model/gpt2.cpp, model/llama.cpp and model/stage.cpp allocate and free
-/// (t tokens, h hidden, f = ffn_hidden_of, v = vocab_size, a = matmul element bytes as above):
-/// - F with the graph kept: the head's fp32 logits (4 t v; + 2 t v of bf16 logits under bf16), alive
-///   next to the log-softmax cross_entropy keeps; a block's: the proj / fc2 (o / down) output before
-///   its residual add, a t h.
+/// (t tokens, h hidden, f = ffn_hidden_of, v = vocab_size, a = matmul element bytes as above, g =
+/// bytes of a weight's gradient as autograd hands it to .grad: 4 with fp32 weights, 2 under
+/// bf16-params, whose bf16 gradient AccumulateGrad adds into the fp32 buffer, train/grad_buffers.hpp):
+/// - F with the graph kept: the head's fp32 logits (4 t v; + 2 t v of bf16 logits under bf16 and
+///   bf16-params), alive next to the log-softmax cross_entropy keeps; a block's: the proj / fc2
+///   (o / down) output before its residual add, a t h.
 /// - F without a graph (train.recompute full or blocks: no_grad): the head's logits and their
-///   log-softmax (8 t v, + 2 t v under bf16); a block's: its input and the residual stream after
-///   attention (8 t h) and the MLP's fc1 output and GELU (gpt2: 2 a t f) or gate, up and SiLU
-///   (llama: 3 a t f).
+///   log-softmax (8 t v, + 2 t v under bf16 and bf16-params); a block's: its input and the residual
+///   stream after attention (8 t h) and the MLP's fc1 output and GELU (gpt2: 2 a t f) or gate, up
+///   and SiLU (llama: 3 a t f).
 /// - B: the head's backward holds the log-softmax's and the logits' gradients together (8 t v); a
 ///   block's MLP backward the gradients of fc2's input and of fc1's output (2 a t f), or fc2's input
-///   gradient and its weight gradient before it is added into .grad (a t f + 4 h f), the larger.
+///   gradient and its weight gradient before it is added into .grad (a t f + g h f), the larger.
 ///   Recomputing (full: the whole stage; blocks: its largest segment) adds the rebuilt graph and its
 ///   output (plan::boundary_bytes) on top: that is what the backward then frees.
 /// - I: as B, and the graph is retained until I ends, so the gradients arriving at every matrix
@@ -89,7 +92,7 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
 ///   already split hold their deferred graphs (StageActivationBytes::graph's terms) meanwhile; the
 ///   embedding's segment has no I and only rebuilds its graph, after the others are split. A
 ///   stage fed by token ids (no I, recompute none or full): 0, and W is its whole backward (the B term).
-/// - W: one matrix's weight gradient before it is added into .grad (4 h f, or 4 v h with the head).
+/// - W: one matrix's weight gradient before it is added into .grad (g h f, or g v h with the head).
 /// Not modelled: LibTorch's per-op workspaces (SDPA's CPU kernel: kilobytes here), the bias gradients.
 struct StageTransientBytes {
   int64_t forward = 0;   ///< during F
@@ -99,19 +102,32 @@ struct StageTransientBytes {
 };
 StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const StageLayout& stage);
 
-/// Static bytes of `parameters` parameters: the fp32 weights (4 B each), their fp32 gradients
-/// (4 B) and AdamW's two fp32 moments (8 B). runtime.precision bf16 is autocast over fp32
-/// weights (the fp32 weights are the master weights; no extra copy outside the forward's graph).
-/// With the distributed optimizer (optimizer.distributed, `optimizer_shards` = dp > 1) the moments
-/// of all but `unsharded` of the parameters (the tied embedding's copies, kept whole) are split over
-/// the dp replicas: 8 x unsharded + 8 x ceil((parameters - unsharded) / dp) B, Megatron-Core's
-/// 8 + 8/d per parameter (a bucket's padding to a multiple of dp, under dp elements, is left out).
+/// Static bytes of parameters: the weights, their gradients and the optimizer's state (AdamW's two
+/// fp32 moments, and under bf16-params the fp32 main parameters). Megatron-Core's table
+/// (docs/source/api-guide/dist_optimizer.md of Megatron-LM; d = the data-parallel size):
+/// - fp32 and bf16 (autocast over fp32 weights, which are the main parameters: no extra copy outside
+///   the forward's graph): 4 (weights) + 4 (gradients) + 8 (moments) = 16 B per parameter, Megatron's
+///   "fp32 param, fp32 grads"; with the distributed optimizer 8 + 8/d.
+/// - bf16-params: 2 (bf16 weights) + 4 (fp32 gradients, Megatron's main_grad) + 12 (fp32 main
+///   parameters and moments, held by the optimizer) = 18 B per parameter, Megatron's "bf16 param,
+///   fp32 grads"; with the distributed optimizer 6 + 12/d.
 struct StaticBytes {
-  int64_t parameters = 0;
+  int64_t parameters = 0;  ///< the weights
   int64_t gradients = 0;
-  int64_t optimizer = 0;
+  int64_t optimizer = 0;   ///< AdamW's moments, and the fp32 main parameters under bf16-params
   int64_t total() const { return parameters + gradients + optimizer; }
 };
-StaticBytes static_bytes(int64_t parameters, int64_t optimizer_shards = 1, int64_t unsharded = 0);
+
+/// The StaticBytes of one parameter under `precision`, unsharded: {4, 4, 8}, or {2, 4, 12} under bf16-params.
+StaticBytes bytes_per_parameter(config::Precision precision);
+
+/// Static bytes of `parameters` parameters under `precision` (bytes_per_parameter each). With the
+/// distributed optimizer (optimizer.distributed, `optimizer_shards` = dp > 1) the optimizer's state of
+/// all but `unsharded` of the parameters (the tied embedding's copies, kept whole) is split over the
+/// dp replicas: o x unsharded + o x ceil((parameters - unsharded) / dp) B with o = 8 (12 under
+/// bf16-params), Megatron-Core's 8 + 8/d (6 + 12/d) per parameter (a bucket's padding to a multiple
+/// of dp, under dp elements, is left out).
+StaticBytes static_bytes(int64_t parameters, config::Precision precision, int64_t optimizer_shards = 1,
+                         int64_t unsharded = 0);
 
 }  // namespace ppctl::plan

@@ -122,7 +122,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
       rank.parameters += stage.parameters;
       rank.tied += stage.tied_copy + (stage.has_embedding ? tied_copy : 0);
     }
-    rank.fixed = plan::static_bytes(rank.parameters, optimizer_shards(spec), rank.tied);
+    rank.fixed = plan::static_bytes(rank.parameters, spec.runtime.precision, optimizer_shards(spec), rank.tied);
     Peak bytes, pairs, buffers, sends, receives, total;
     std::set<std::tuple<int, int64_t, int64_t>> posted;  // receives posted, not yet consumed
     std::set<std::pair<int64_t, int64_t>> outputs;        // (stage, microbatch) outputs not yet sent
@@ -225,7 +225,8 @@ std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Prog
   return out;
 }
 
-std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std::vector<RankMemory>& ranks) {
+std::vector<std::string> memory_warnings(const config::JobSpec& spec, const plan::Layout& layout,
+                                         const Program& program, const std::vector<RankMemory>& ranks) {
   const double limit = spec.runtime.device_memory_gib;
   if (limit <= 0) return {};
   std::vector<int64_t> over;
@@ -238,20 +239,35 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
     if (most == nullptr || r.total() > most->total()) most = &r;
   }
   if (over.empty()) return {};
-  // Only what the spec can still change: the distributed optimizer (first, when it alone would fit),
-  // more stages always (while layers are left to split).
+  // Only what the spec can still change: first the settings that shrink the static bytes, each with the
+  // largest rank's estimate under it (the same layout and program: neither depends on them), then more
+  // stages always (while layers are left to split) and the settings that shrink the activations.
   std::vector<std::string> options;
+  const auto largest_under = [&](const config::JobSpec& variant) {
+    int64_t largest = 0;
+    for (const auto& r : estimate_memory(variant, layout, program)) largest = std::max(largest, r.total());
+    return largest;
+  };
+  const auto offer = [&](const std::string& setting, const config::JobSpec& variant, const char* alone) {
+    const int64_t largest = largest_under(variant);
+    const bool fits = static_cast<double>(largest) / kGiB <= limit;
+    options.push_back(fits ? fmt::format("{} (enough {}: at most {} per rank)", setting, alone, bytes_text(largest))
+                           : fmt::format("{} (at most {} per rank, not enough {})", setting, bytes_text(largest), alone));
+    return fits;
+  };
   const int64_t dp = std::max<int64_t>(spec.pipeline.data_parallel, 1);
-  if (!spec.optimizer.distributed && dp > 1) {
-    int64_t largest = 0;  // the largest total with AdamW's state sharded over dp
-    for (const auto& r : ranks) {
-      largest = std::max(largest, r.total() - r.fixed.optimizer + plan::static_bytes(r.parameters, dp, r.tied).optimizer);
-    }
-    options.push_back(static_cast<double>(largest) / kGiB <= limit
-                          ? fmt::format("optimizer.distributed: true (enough alone: at most {} per rank)",
-                                        bytes_text(largest))
-                          : fmt::format("optimizer.distributed: true (at most {} per rank, not enough alone)",
-                                        bytes_text(largest)));
+  auto distributed = spec;
+  distributed.optimizer.distributed = true;
+  auto bf16_params = spec;
+  bf16_params.runtime.precision = config::Precision::Bf16Params;
+  const bool can_distribute = !spec.optimizer.distributed && dp > 1;
+  const bool can_bf16_params = spec.runtime.precision != config::Precision::Bf16Params;
+  bool one_fits = false;
+  if (can_distribute) one_fits = offer("optimizer.distributed: true", distributed, "alone") || one_fits;
+  if (can_bf16_params) one_fits = offer("runtime.precision: bf16-params", bf16_params, "alone") || one_fits;
+  if (can_distribute && can_bf16_params && !one_fits) {
+    bf16_params.optimizer.distributed = true;
+    offer("runtime.precision: bf16-params with optimizer.distributed: true", bf16_params, "together");
   }
   options.emplace_back("more pipeline stages");
   if (spec.train.recompute == config::Recompute::None) options.emplace_back("train.recompute full or blocks");
@@ -271,28 +287,38 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std:
 
 void log_memory_warnings(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
   if (spec.runtime.device_memory_gib <= 0) return;
-  for (const auto& w : memory_warnings(spec, estimate_memory(spec, layout, program))) spdlog::warn("{}", w);
+  for (const auto& w : memory_warnings(spec, layout, program, estimate_memory(spec, layout, program))) {
+    spdlog::warn("{}", w);
+  }
 }
 
-std::string format_memory(const config::JobSpec& spec, const std::vector<RankMemory>& ranks) {
+std::string format_memory(const config::JobSpec& spec, const plan::Layout& layout, const Program& program,
+                          const std::vector<RankMemory>& ranks) {
   std::string mode = config::to_string(spec.train.recompute);
   if (spec.train.recompute == config::Recompute::Blocks) mode += fmt::format(" every {}", spec.train.recompute_every);
+  // Bytes per parameter (Megatron-Core's dist_optimizer.md table): 16 or 8 + 8/dp, 18 or 6 + 12/dp.
+  const auto each = plan::bytes_per_parameter(spec.runtime.precision);
+  const bool bf16_params = spec.runtime.precision == config::Precision::Bf16Params;
+  const std::string weights = bf16_params ? "bf16 weights + fp32 gradients" : "weights + gradients";
+  const std::string optimizer = bf16_params ? "AdamW (fp32 main parameters and moments)" : "AdamW";
+  const int64_t shards = optimizer_shards(spec);
+  const std::string static_text =
+      shards > 1
+          ? fmt::format("{} = {} B per parameter, {} sharded over dp {}: {}/dp = {:g} B per parameter "
+                        "(optimizer.distributed{})",
+                        weights, each.parameters + each.gradients, optimizer, shards, each.optimizer,
+                        static_cast<double>(each.optimizer) / static_cast<double>(shards),
+                        spec.model.tie_embeddings && spec.pipeline.stages * spec.pipeline.virtual_stages > 1
+                            ? fmt::format("; {} B for the tied embedding's two copies, kept whole", each.optimizer)
+                            : "")
+          : fmt::format("{} + {} = {} B per parameter", weights, optimizer, each.total());
   std::string out = fmt::format(
       "\nmemory per pp rank (estimate; precision {}, recompute {}; {}; activations: the most kept between actions, at the peak of microbatches in flight; send and "
       "receive buffers of {} each, p2p dtype {}, the most alive at once; transient: the most one action "
       "allocates for its duration (logits, backward temporaries, recomputed graphs); peak: activations + "
       "buffers + the running action's transient, the most at any one time; gradient buckets reduce in place: "
       "0; total = weights + gradients + AdamW + peak):\n",
-      config::to_string(spec.runtime.precision), mode,
-      optimizer_shards(spec) > 1
-          ? fmt::format("weights + gradients = 8 B per parameter, AdamW sharded over dp {}: 8/dp = {:g} B per "
-                        "parameter (optimizer.distributed{})",
-                        optimizer_shards(spec), 8.0 / static_cast<double>(optimizer_shards(spec)),
-                        spec.model.tie_embeddings && spec.pipeline.stages * spec.pipeline.virtual_stages > 1
-                            ? "; 8 B for the tied embedding's two copies, kept whole"
-                            : "")
-          : std::string("weights + gradients + AdamW = 16 B per parameter"),
-      bytes_text(plan::p2p_bytes(spec)),
+      config::to_string(spec.runtime.precision), mode, static_text, bytes_text(plan::p2p_bytes(spec)),
       config::to_string(config::p2p_dtype_of(spec.runtime)));
   const auto row = [](const auto&... cells) {
     return fmt::format("{:>7}  {:>10}  {:>10}  {:>10}  {:>11}  {:>9}  {:>14}  {:>14}  {:>10}  {:>10}  {:>10}\n",
@@ -307,7 +333,7 @@ std::string format_memory(const config::JobSpec& spec, const std::vector<RankMem
                fmt::format("{} ({})", bytes_text(r.receives * p2p), r.receives), bytes_text(r.transient),
                bytes_text(r.peak), bytes_text(r.total()));
   }
-  for (const auto& w : memory_warnings(spec, ranks)) out += "WARNING: " + w + "\n";
+  for (const auto& w : memory_warnings(spec, layout, program, ranks)) out += "WARNING: " + w + "\n";
   return out;
 }
 

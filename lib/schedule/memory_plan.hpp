@@ -20,7 +20,8 @@ struct RankMemory {
   int64_t parameters = 0;        ///< count, over the stages the rank holds (a tied head's copy included)
   int64_t tied = 0;              ///< of `parameters`, the tied embedding's copies (both ends of several stages):
                                  ///< the distributed optimizer keeps their AdamW state whole
-  plan::StaticBytes fixed;       ///< weights, gradients, AdamW moments (sharded with optimizer.distributed, dp > 1)
+  plan::StaticBytes fixed;       ///< weights, gradients, AdamW's state (plan::static_bytes under runtime.precision;
+                                 ///< sharded with optimizer.distributed, dp > 1)
   int64_t activations = 0;       ///< the most held between two actions (plan::stage_activation_bytes
                                  ///< summed over the (stage, microbatch) pairs alive then, and the
                                  ///< outputs not yet sent): runtime::StepResult::kept_bytes
@@ -72,19 +73,27 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
 /// measures on that rank of each replica.
 std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Program& program);
 
-/// One warning for all the ranks whose total exceeds runtime.device_memory_gib, or none (also when it is
-/// 0): "pp rank 3: estimated 90.2 GiB exceeds runtime.device_memory_gib = 80 (fix: ...)" for one rank
-/// (the fix names only the settings the spec can still change: recompute, micro batch, precision, and
-/// with dp > 1 optimizer.distributed, first and saying "fits" when that alone brings every rank under),
-/// "pp ranks 0-63: estimated 70.1 GiB to 84.2 GiB (pp rank 0) exceed ..." for several (the ranks
-/// compressed by core::format_rank_list, the smallest and largest estimate, the rank of the largest), so
-/// that a plan of hundreds of ranks says it once.
-std::vector<std::string> memory_warnings(const config::JobSpec& spec, const std::vector<RankMemory>& ranks);
+/// One warning for all the ranks of `ranks` (estimate_memory of `spec`, `layout`, `program`) whose total
+/// exceeds runtime.device_memory_gib, or none (also when it is 0): "pp rank 3: estimated 90.2 GiB exceeds
+/// runtime.device_memory_gib = 80 (fix: ...)" for one rank, "pp ranks 0-63: estimated 70.1 GiB to
+/// 84.2 GiB (pp rank 0) exceed ..." for several (the ranks compressed by core::format_rank_list, the
+/// smallest and largest estimate, the rank of the largest), so that a plan of hundreds of ranks says it
+/// once. The fix names only the settings the spec can still change. First those that shrink the static
+/// bytes, each with the largest rank's estimate_memory under it and "enough alone" when that brings
+/// every rank under the limit: optimizer.distributed (dp > 1), runtime.precision bf16-params, and both
+/// together (dp > 1, when neither alone is enough); then more stages, recompute, micro batch, and
+/// runtime.precision bf16 from fp32.
+std::vector<std::string> memory_warnings(const config::JobSpec& spec, const plan::Layout& layout,
+                                         const Program& program, const std::vector<RankMemory>& ranks);
 
 /// Logs memory_warnings (spdlog warn) for the job: what `ppctl train` says before workers start.
 void log_memory_warnings(const config::JobSpec& spec, const plan::Layout& layout, const Program& program);
 
-/// The plan's memory section: one row per pipeline rank (GiB, MiB below 1 GiB, KiB below 1 MiB) and the warnings.
-std::string format_memory(const config::JobSpec& spec, const std::vector<RankMemory>& ranks);
+/// The plan's memory section for `ranks` (estimate_memory of `spec`, `layout`, `program`): a header that
+/// states the static bytes per parameter of runtime.precision and optimizer.distributed (16 or 8 + 8/dp;
+/// bf16-params 18 or 6 + 12/dp), one row per pipeline rank (GiB, MiB below 1 GiB, KiB below 1 MiB) and
+/// the warnings (memory_warnings).
+std::string format_memory(const config::JobSpec& spec, const plan::Layout& layout, const Program& program,
+                          const std::vector<RankMemory>& ranks);
 
 }  // namespace ppctl::schedule

@@ -167,7 +167,7 @@ std::string p2p_line(const config::JobSpec& spec, const Program& program) {
 
 /// The memory section: the estimate per pipeline rank (schedule/memory_plan.hpp) and its warnings.
 std::string memory_section(const config::JobSpec& spec, const plan::Layout& layout, const Program& program) {
-  return format_memory(spec, estimate_memory(spec, layout, program));
+  return format_memory(spec, layout, program, estimate_memory(spec, layout, program));
 }
 
 /// The architecture as its authors write it: GPT-2, Llama, Qwen2, Qwen3, Mistral.

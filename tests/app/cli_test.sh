@@ -561,6 +561,23 @@ PY
     grep -q "^p2p        bf16 between ranks (8.0 KiB per activation or gradient)" "$WORK/out" || fail "plan: no bf16 p2p line"
     verify_passes "$WORK/job.yaml" block3.fc2.weight "(loss)"
     ;;
+  plan_bf16_params)
+    # runtime.precision bf16-params: the memory table states Megatron-Core's bytes per parameter (18, or
+    # 6 + 12/dp with the distributed optimizer); an fp32 job over its device memory is offered bf16-params.
+    tiny_job 2 1 ""
+    sed -i 's/runtime: {comm_timeout_s: 30}/runtime: {comm_timeout_s: 30, precision: bf16-params}/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
+    grep -q "precision bf16-params, recompute none; bf16 weights + fp32 gradients + AdamW (fp32 main parameters and moments) = 18 B per parameter;" "$WORK/out" \
+      || fail "plan: no 18 B per parameter in the memory header: $(grep -m1 'memory per pp rank' "$WORK/out")"
+    sed -i 's/pipeline: {stages: 2,/pipeline: {stages: 2, data_parallel: 8,/; s/optimizer: {lr: 0.003}/optimizer: {lr: 0.003, distributed: true}/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan (dp 8, distributed) exited $?"
+    grep -q "bf16 weights + fp32 gradients = 6 B per parameter, AdamW (fp32 main parameters and moments) sharded over dp 8: 12/dp = 1.5 B per parameter" "$WORK/out" \
+      || fail "plan: no 6 + 12/dp in the memory header: $(grep -m1 'memory per pp rank' "$WORK/out")"
+    sed -i 's/precision: bf16-params}/precision: fp32, device_memory_gib: 0.0001}/; s/, distributed: true}/}/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan (fp32, 0.0001 GiB) exited $?"
+    grep -q "^WARNING: pp ranks 0, 1: estimated .*(fix: optimizer.distributed: true (at most [0-9.]* [KMG]iB per rank, not enough alone), runtime.precision: bf16-params (at most [0-9.]* [KMG]iB per rank, not enough alone), runtime.precision: bf16-params with optimizer.distributed: true (at most " "$WORK/out" \
+      || fail "plan: the warning does not offer bf16-params: $(grep WARNING "$WORK/out")"
+    ;;
   plan_trace)
     # The simulated timeline as a Chrome trace: valid JSON, one named track per rank.
     "$PPCTL" plan "$ROOT/configs/example.yaml" --timeline --trace "$WORK/trace.json" > "$WORK/out" 2>&1 \

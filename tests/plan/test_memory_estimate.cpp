@@ -23,12 +23,54 @@ plan::StageLayout middle_stage(int64_t blocks) {
 
 }  // namespace
 
-TEST_CASE("static bytes: fp32 weights, gradients and two AdamW moments, 16 B per parameter") {
-  const auto b = plan::static_bytes(1000);
-  CHECK(b.parameters == 4000);
+TEST_CASE("static bytes: fp32 weights, gradients and two AdamW moments, 16 B per parameter (also bf16)") {
+  for (const auto precision : {config::Precision::Fp32, config::Precision::Bf16}) {
+    const auto b = plan::static_bytes(1000, precision);
+    CHECK(b.parameters == 4000);
+    CHECK(b.gradients == 4000);
+    CHECK(b.optimizer == 8000);
+    CHECK(b.total() == 16000);
+  }
+}
+
+TEST_CASE("static bytes: bf16-params keeps 2 B weights, 4 B gradients and 12 B of fp32 main parameters and moments") {
+  const auto b = plan::static_bytes(1000, config::Precision::Bf16Params);
+  CHECK(b.parameters == 2000);
   CHECK(b.gradients == 4000);
-  CHECK(b.optimizer == 8000);
-  CHECK(b.total() == 16000);
+  CHECK(b.optimizer == 12000);
+  CHECK(b.total() == 18000);
+}
+
+TEST_CASE("static bytes per parameter equal Megatron-Core's table: 16 | 8 + 8/d, 18 | 6 + 12/d") {
+  // docs/source/api-guide/dist_optimizer.md of Megatron-LM: fp32 param / fp32 grads 16 (non-distributed)
+  // or 8 + 8/d (distributed); bf16 param / fp32 grads 18 or 6 + 12/d. P divisible by every d (no rounding).
+  const int64_t P = 3 * 5 * 7 * 64;
+  for (const int64_t d : {1, 2, 3, 4, 8, 16, 64}) {
+    INFO("d = " << d);
+    for (const auto precision : {config::Precision::Fp32, config::Precision::Bf16}) {
+      CHECK(plan::static_bytes(P, precision, d).total() * d == (8 * d + 8) * P);
+    }
+    const auto b = plan::static_bytes(P, config::Precision::Bf16Params, d);
+    CHECK(b.total() * d == (6 * d + 12) * P);
+    CHECK(b.parameters + b.gradients == 6 * P);  // never sharded
+  }
+  CHECK(plan::static_bytes(P, config::Precision::Fp32, 1).total() == 16 * P);
+  CHECK(plan::static_bytes(P, config::Precision::Bf16Params, 1).total() == 18 * P);
+  // bf16-params pays against fp32 weights only when d > 2: equal at d = 2.
+  CHECK(plan::static_bytes(P, config::Precision::Bf16Params, 2).total() ==
+        plan::static_bytes(P, config::Precision::Fp32, 2).total());
+  CHECK(plan::static_bytes(P, config::Precision::Bf16Params, 3).total() <
+        plan::static_bytes(P, config::Precision::Fp32, 3).total());
+}
+
+TEST_CASE("static bytes under bf16-params: the tied copies' state stays whole, 12 B each; a shard holds whole elements") {
+  const auto bf16_params = config::Precision::Bf16Params;
+  CHECK(plan::static_bytes(1000, bf16_params, 4, 100).optimizer == 12 * 100 + 12 * 225);
+  CHECK(plan::static_bytes(1000, bf16_params, 4, 100).parameters == 2 * 1000);
+  CHECK(plan::static_bytes(1000, bf16_params, 4, 100).gradients == 4 * 1000);
+  CHECK(plan::static_bytes(1000, bf16_params, 1, 100).optimizer == 12 * 1000);
+  CHECK(plan::static_bytes(1001, bf16_params, 4).optimizer == 12 * 251);
+  CHECK(plan::static_bytes(1000, bf16_params, 1000, 1000).optimizer == 12 * 1000);
 }
 
 TEST_CASE("a GPT-2 block keeps 16 values per token and hidden unit in fp32 (ffn 4h, no dropout)") {
@@ -51,6 +93,42 @@ TEST_CASE("bf16 halves the matrix products' activations and adds the weights' bf
   CHECK(plan::block_activation_bytes(bf16) == 8 * t * h + 2 * t * (6 * h + 2 * f) + 16 * t + 4 * t * 4 + weight_copies);
   CHECK(plan::block_activation_bytes(bf16) - weight_copies < plan::block_activation_bytes(gpt2()));
   CHECK(plan::head_activation_bytes(bf16) == plan::head_activation_bytes(gpt2()) - 2 * t * h + 2 * 256 * h);
+}
+
+TEST_CASE("bf16-params: bf16's activations without the weights' bf16 copies, half-size weight gradients") {
+  const int64_t h = 64, v = 256;
+  for (const auto arch : {config::Arch::Gpt2, config::Arch::Llama}) {
+    INFO("arch " << static_cast<int>(arch));
+    auto bf16 = gpt2();
+    bf16.model.arch = arch;
+    bf16.runtime.precision = config::Precision::Bf16;
+    auto params = bf16;
+    params.runtime.precision = config::Precision::Bf16Params;
+    const int64_t ffn = config::ffn_hidden_of(bf16.model);
+    // The block's matrix weights: gpt2 qkv, proj (4 h h), fc1, fc2 (2 h f); llama q, k, v, o
+    // (4 h h, no GQA here), gate, up, down (3 h f).
+    const int64_t weights = arch == config::Arch::Gpt2 ? 4 * h * h + 2 * h * ffn : 4 * h * h + 3 * h * ffn;
+    CHECK(plan::block_activation_bytes(params) == plan::block_activation_bytes(bf16) - 2 * weights);
+    CHECK(plan::head_activation_bytes(params) == plan::head_activation_bytes(bf16) - 2 * v * h);
+    auto middle = middle_stage(2);
+    auto last = middle;
+    last.has_head = true;
+    // From I until W: the same inputs and output gradients, without the copies.
+    CHECK(plan::stage_activation_bytes(params, middle).graph ==
+          plan::stage_activation_bytes(bf16, middle).graph - 2 * 2 * weights);
+    CHECK(plan::stage_activation_bytes(params, last).graph ==
+          plan::stage_activation_bytes(bf16, last).graph - 2 * 2 * weights - 2 * v * h);
+    // Kept inputs (recompute full) and what crosses a stage boundary do not depend on the weights.
+    params.train.recompute = bf16.train.recompute = config::Recompute::Full;
+    CHECK(plan::stage_activation_bytes(params, last).kept == plan::stage_activation_bytes(bf16, last).kept);
+    CHECK(plan::boundary_bytes(params) == plan::boundary_bytes(bf16));
+    CHECK(plan::p2p_bytes(params) == plan::p2p_bytes(bf16));
+    // W: one weight's gradient in bf16 (the weight's type) before AccumulateGrad adds it into fp32.
+    CHECK(plan::stage_transient_bytes(bf16, last).weight == 4 * v * h);
+    CHECK(plan::stage_transient_bytes(params, last).weight == 2 * v * h);
+    CHECK(plan::stage_transient_bytes(params, middle).weight == 2 * h * ffn);
+    CHECK(plan::stage_transient_bytes(bf16, middle).forward == plan::stage_transient_bytes(params, middle).forward);
+  }
 }
 
 TEST_CASE("llama: grouped-query attention keeps as much as multi-head attention (k, v repeated)") {

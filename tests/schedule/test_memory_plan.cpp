@@ -42,6 +42,21 @@ Planned plan_of(const config::JobSpec& spec) {
   return p;
 }
 
+std::vector<std::string> warnings_of(const config::JobSpec& spec, const Planned& p) {
+  return schedule::memory_warnings(spec, p.layout, p.program, p.ranks);
+}
+
+std::string memory_text(const config::JobSpec& spec, const Planned& p) {
+  return schedule::format_memory(spec, p.layout, p.program, p.ranks);
+}
+
+/// The largest rank's total for `spec`.
+int64_t largest_total(const config::JobSpec& spec) {
+  int64_t largest = 0;
+  for (const auto& r : plan_of(spec).ranks) largest = std::max(largest, r.total());
+  return largest;
+}
+
 }  // namespace
 
 TEST_CASE("memory per rank: GPipe holds every microbatch, 1F1B p - r on rank r") {
@@ -125,7 +140,7 @@ TEST_CASE("bf16 point-to-point: half-size buffers, half the bytes sent, the same
     // Recompute none: the float32 output stays in its graph after its bf16 copy is sent.
     CHECK(bf16.ranks[r].activations >= fp32.ranks[r].activations);
   }
-  CHECK_THAT(schedule::format_memory(spec, bf16.ranks), ContainsSubstring("p2p dtype bf16"));
+  CHECK_THAT(memory_text(spec, bf16), ContainsSubstring("p2p dtype bf16"));
 
   // Interleaved on 2 ranks: every boundary crosses ranks; zbv: stages 1 and 2 share rank 1 (no send).
   auto v = spec_of(config::ScheduleKind::ZBV, 2, 4);
@@ -164,9 +179,9 @@ TEST_CASE("memory per rank: REDUCE_GRAD holds nothing (the reduction is in place
 TEST_CASE("runtime.device_memory_gib: one warning for the ranks whose estimate exceeds it, none when 0") {
   auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
   const auto p = plan_of(spec);
-  CHECK(schedule::memory_warnings(spec, p.ranks).empty());
+  CHECK(warnings_of(spec, p).empty());
   spec.runtime.device_memory_gib = 1e-4;  // 105 KB: less than either rank needs
-  auto warnings = schedule::memory_warnings(spec, p.ranks);
+  auto warnings = warnings_of(spec, p);
   REQUIRE(warnings.size() == 1);
   const int64_t largest = p.ranks[0].total() >= p.ranks[1].total() ? 0 : 1;
   CHECK_THAT(warnings[0], ContainsSubstring("pp ranks 0, 1: estimated ") &&
@@ -175,24 +190,30 @@ TEST_CASE("runtime.device_memory_gib: one warning for the ranks whose estimate e
   spec.runtime.device_memory_gib =
       static_cast<double>(p.ranks[0].total() + p.ranks[1].total()) / 2 / (1024.0 * 1024.0 * 1024.0);
   REQUIRE(p.ranks[0].total() != p.ranks[1].total());
-  warnings = schedule::memory_warnings(spec, p.ranks);
+  warnings = warnings_of(spec, p);
   REQUIRE(warnings.size() == 1);
   CHECK_THAT(warnings[0], ContainsSubstring(fmt::format("pp rank {}: estimated ", largest)) &&
                               ContainsSubstring(" exceeds runtime.device_memory_gib"));
   spec.runtime.device_memory_gib = 1000;
-  CHECK(schedule::memory_warnings(spec, p.ranks).empty());
+  CHECK(warnings_of(spec, p).empty());
 
-  // The fix names only what the spec can still change.
+  // The fix names only what the spec can still change (dp 1: no optimizer.distributed).
   spec.runtime.device_memory_gib = 1e-4;
-  CHECK_THAT(schedule::memory_warnings(spec, p.ranks)[0],
-             ContainsSubstring("(fix: more pipeline stages, train.recompute full or blocks, a smaller "
-                               "pipeline.micro_batch_size, runtime.precision bf16, or a larger "
-                               "runtime.device_memory_gib"));
+  CHECK_THAT(warnings_of(spec, p)[0],
+             ContainsSubstring("(fix: runtime.precision: bf16-params (at most ") &&
+                 ContainsSubstring(" per rank, not enough alone), more pipeline stages, train.recompute full or "
+                                   "blocks, a smaller pipeline.micro_batch_size, runtime.precision bf16, or a larger "
+                                   "runtime.device_memory_gib"));
   auto tight = spec;
   tight.train.recompute = config::Recompute::Full;
   tight.pipeline.micro_batch_size = 1;
   tight.runtime.precision = config::Precision::Bf16;
-  const auto tight_warning = schedule::memory_warnings(tight, p.ranks)[0];
+  // From bf16: bf16-params is still offered, bf16 no longer.
+  CHECK_THAT(warnings_of(tight, p)[0],
+             ContainsSubstring("(fix: runtime.precision: bf16-params (at most ") &&
+                 ContainsSubstring("not enough alone), more pipeline stages, or a larger runtime.device_memory_gib"));
+  tight.runtime.precision = config::Precision::Bf16Params;
+  const auto tight_warning = warnings_of(tight, p)[0];
   CHECK_THAT(tight_warning, ContainsSubstring("(fix: more pipeline stages, or a larger runtime.device_memory_gib"));
   for (const char* set : {"recompute", "micro_batch_size", "precision"}) {
     INFO(set);
@@ -235,9 +256,10 @@ TEST_CASE("optimizer.distributed: AdamW's state 8/dp B per parameter but the tie
     const auto alone = plan_of(spec);
     for (const auto& r : alone.ranks) CHECK(r.fixed.optimizer == 8 * r.parameters);
   }
-  CHECK(plan::static_bytes(1001, 4, 0).optimizer == 8 * 251);  // rounded up: a shard holds whole elements
-  CHECK(plan::static_bytes(1000, 3, 100).optimizer == 8 * 100 + 8 * 300);
-  CHECK(plan::static_bytes(1000, 1, 100).optimizer == 8000);
+  // Rounded up: a shard holds whole elements.
+  CHECK(plan::static_bytes(1001, config::Precision::Fp32, 4, 0).optimizer == 8 * 251);
+  CHECK(plan::static_bytes(1000, config::Precision::Fp32, 3, 100).optimizer == 8 * 100 + 8 * 300);
+  CHECK(plan::static_bytes(1000, config::Precision::Fp32, 1, 100).optimizer == 8000);
 
   // The device-memory warning: with dp > 1 and the option off it is offered first, and said to fit
   // when that alone brings every rank under the limit.
@@ -247,33 +269,147 @@ TEST_CASE("optimizer.distributed: AdamW's state 8/dp B per parameter but the tie
   int64_t sharded_total = 0, plain_total = 0;
   for (const auto& r : p.ranks) {
     plain_total = std::max(plain_total, r.total());
-    sharded_total = std::max(sharded_total,
-                             r.total() - r.fixed.optimizer + plan::static_bytes(r.parameters, 8, r.tied).optimizer);
+    sharded_total = std::max(sharded_total, r.total() - r.fixed.optimizer +
+                                                plan::static_bytes(r.parameters, spec.runtime.precision, 8, r.tied).optimizer);
   }
   REQUIRE(sharded_total < plain_total);
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   spec.runtime.device_memory_gib = static_cast<double>(sharded_total + plain_total) / 2 / kGiB;
-  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0),
+  CHECK_THAT(warnings_of(spec, p).at(0),
              ContainsSubstring("(fix: optimizer.distributed: true (enough alone: at most "));
   spec.runtime.device_memory_gib = static_cast<double>(sharded_total) / 2 / kGiB;
-  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0),
+  CHECK_THAT(warnings_of(spec, p).at(0),
              ContainsSubstring("(fix: optimizer.distributed: true (at most ") &&
-                 ContainsSubstring("per rank, not enough alone), more pipeline stages"));
+                 ContainsSubstring("per rank, not enough alone), runtime.precision: bf16-params (at most ") &&
+                 ContainsSubstring("runtime.precision: bf16-params with optimizer.distributed: true ("));
   // Once on, or at dp 1, it is not offered.
   spec.optimizer.distributed = true;
   p = plan_of(spec);
-  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0), !ContainsSubstring("optimizer.distributed"));
+  CHECK_THAT(warnings_of(spec, p).at(0), !ContainsSubstring("optimizer.distributed"));
   spec.optimizer.distributed = false;
   spec.pipeline.data_parallel = 1;
   p = plan_of(spec);
-  CHECK_THAT(schedule::memory_warnings(spec, p.ranks).at(0), !ContainsSubstring("optimizer.distributed"));
+  CHECK_THAT(warnings_of(spec, p).at(0), !ContainsSubstring("optimizer.distributed"));
   // The table's header says which.
   spec.pipeline.data_parallel = 8;
   spec.optimizer.distributed = true;
-  CHECK_THAT(schedule::format_memory(spec, plan_of(spec).ranks),
+  CHECK_THAT(memory_text(spec, plan_of(spec)),
              ContainsSubstring("AdamW sharded over dp 8: 8/dp = 1 B per parameter (optimizer.distributed; 8 B for the "
                                "tied embedding's two copies, kept whole)"));
   spec.model.tie_embeddings = false;
-  CHECK_THAT(schedule::format_memory(spec, plan_of(spec).ranks),
+  CHECK_THAT(memory_text(spec, plan_of(spec)),
              ContainsSubstring("8/dp = 1 B per parameter (optimizer.distributed)"));
+}
+
+TEST_CASE("runtime.precision bf16-params: 18 B per parameter, or 6 + 12/dp with the tied copies' 12 B whole") {
+  for (const auto kind : {config::ScheduleKind::OneFOneB, config::ScheduleKind::ZBV}) {
+    auto spec = spec_of(kind, 2, 4);
+    spec.model.tie_embeddings = true;
+    spec.pipeline.data_parallel = 4;
+    spec.runtime.precision = config::Precision::Bf16;
+    const auto bf16 = plan_of(spec);
+    spec.runtime.precision = config::Precision::Bf16Params;
+    const auto params = plan_of(spec);
+    spec.optimizer.distributed = true;
+    const auto sharded = plan_of(spec);
+    int64_t tied = 0;
+    for (size_t r = 0; r < params.ranks.size(); ++r) {
+      INFO("schedule " << static_cast<int>(kind) << ", pp rank " << r);
+      const auto& a = params.ranks[r];
+      const auto& b = sharded.ranks[r];
+      REQUIRE(a.parameters == bf16.ranks[r].parameters);
+      CHECK(a.fixed.parameters == 2 * a.parameters);
+      CHECK(a.fixed.gradients == 4 * a.parameters);
+      CHECK(a.fixed.optimizer == 12 * a.parameters);
+      CHECK(a.fixed.total() == 18 * a.parameters);
+      CHECK(bf16.ranks[r].fixed.total() == 16 * a.parameters);
+      CHECK(b.fixed.parameters == a.fixed.parameters);
+      CHECK(b.fixed.gradients == a.fixed.gradients);
+      tied += b.tied;
+      CHECK(b.fixed.optimizer == 12 * b.tied + 12 * ((b.parameters - b.tied + 3) / 4));
+      // No weight copies in the graphs: never more than bf16 over fp32 weights keeps.
+      CHECK(a.peak <= bf16.ranks[r].peak);
+      CHECK(b.peak == a.peak);
+    }
+    CHECK(tied == 2 * spec.model.vocab_size * spec.model.hidden);  // the embedding's and the head's copies
+  }
+
+  // The table's header states the bytes per parameter of the mode.
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
+  spec.runtime.precision = config::Precision::Bf16Params;
+  CHECK_THAT(memory_text(spec, plan_of(spec)),
+             ContainsSubstring("precision bf16-params, recompute none; bf16 weights + fp32 gradients + AdamW (fp32 "
+                               "main parameters and moments) = 18 B per parameter; "));
+  spec.pipeline.data_parallel = 8;
+  spec.optimizer.distributed = true;
+  spec.model.tie_embeddings = true;
+  CHECK_THAT(memory_text(spec, plan_of(spec)),
+             ContainsSubstring("bf16 weights + fp32 gradients = 6 B per parameter, AdamW (fp32 main parameters and "
+                               "moments) sharded over dp 8: 12/dp = 1.5 B per parameter (optimizer.distributed; 12 B "
+                               "for the tied embedding's two copies, kept whole)"));
+  spec.runtime.precision = config::Precision::Fp32;  // (distributed: the test above)
+  spec.optimizer.distributed = false;
+  CHECK_THAT(memory_text(spec, plan_of(spec)),
+             ContainsSubstring("precision fp32, recompute none; weights + gradients + AdamW = 16 B per parameter; "));
+}
+
+TEST_CASE("device-memory warning: runtime.precision bf16-params with the largest rank under it, and with "
+          "optimizer.distributed when neither alone is enough") {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  for (const auto precision : {config::Precision::Fp32, config::Precision::Bf16}) {
+    INFO("precision " << config::to_string(precision));
+    auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
+    spec.pipeline.data_parallel = 4;
+    spec.runtime.precision = precision;
+    const auto p = plan_of(spec);
+    const int64_t plain = largest_total(spec);
+    auto distributed = spec;
+    distributed.optimizer.distributed = true;
+    auto params = spec;
+    params.runtime.precision = config::Precision::Bf16Params;
+    auto both = params;
+    both.optimizer.distributed = true;
+    const int64_t d = largest_total(distributed), b = largest_total(params), t = largest_total(both);
+    REQUIRE(t < std::min(d, b));
+    REQUIRE((t >= kMiB && std::max({plain, d, b}) < 1024 * kMiB));  // the warning prints MiB with one decimal
+    const auto says = [](const char* setting, int64_t bytes, const char* alone) {
+      return fmt::format("{} (at most {:.1f} MiB per rank, not enough {})", setting, static_cast<double>(bytes) / kMiB,
+                         alone);
+    };
+    // Below all three: each offered with its largest rank, none enough.
+    spec.runtime.device_memory_gib = static_cast<double>(t) / 2 / kGiB;
+    const auto none = warnings_of(spec, p).at(0);
+    CHECK_THAT(none, ContainsSubstring("(fix: " + says("optimizer.distributed: true", d, "alone") + ", " +
+                                       says("runtime.precision: bf16-params", b, "alone") + ", " +
+                                       says("runtime.precision: bf16-params with optimizer.distributed: true", t,
+                                            "together") +
+                                       ", more pipeline stages"));
+    // Between the combination and either alone: the combination is enough.
+    spec.runtime.device_memory_gib = static_cast<double>(t + std::min(d, b)) / 2 / kGiB;
+    CHECK_THAT(warnings_of(spec, p).at(0),
+               ContainsSubstring(fmt::format("runtime.precision: bf16-params with optimizer.distributed: true (enough "
+                                             "together: at most {:.1f} MiB per rank)",
+                                             static_cast<double>(t) / kMiB)));
+    // Once one alone is enough, the combination is not offered.
+    spec.runtime.device_memory_gib = static_cast<double>(std::min(d, b) + std::max(d, b)) / 2 / kGiB;
+    REQUIRE(d != b);
+    const auto one = warnings_of(spec, p).at(0);
+    CHECK_THAT(one, ContainsSubstring(b < d ? "runtime.precision: bf16-params (enough alone: at most "
+                                            : "optimizer.distributed: true (enough alone: at most ") &&
+                        !ContainsSubstring("together"));
+    // At dp 1: bf16-params alone, no optimizer.distributed, no combination.
+    spec.pipeline.data_parallel = 1;
+    spec.runtime.device_memory_gib = 1e-4;
+    const auto single = warnings_of(spec, plan_of(spec)).at(0);
+    CHECK_THAT(single, ContainsSubstring("(fix: runtime.precision: bf16-params (at most ") &&
+                           !ContainsSubstring("optimizer.distributed") && !ContainsSubstring("together"));
+    // Already bf16-params: not offered; optimizer.distributed is, with its bytes under bf16-params.
+    spec.pipeline.data_parallel = 4;
+    spec.runtime.precision = config::Precision::Bf16Params;
+    const auto already = warnings_of(spec, plan_of(spec)).at(0);
+    CHECK_THAT(already, ContainsSubstring("(fix: " + says("optimizer.distributed: true", t, "alone") +
+                                          ", more pipeline stages") &&
+                            !ContainsSubstring("runtime.precision"));
+  }
 }
