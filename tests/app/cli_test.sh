@@ -1372,6 +1372,68 @@ SH
     fi
     no_leftovers
     ;;
+  spec_size)
+    # Issue 26 item 4: a spec over 1 MiB is refused before parsing by plan (ppctl and ppctl-torch), train (local
+    # and torchrun-style) and verify alike, naming the file, its size, the limit and a fix; one of several
+    # hundred KiB (over the 128 KiB one environment string may hold, which the spec text once went in) plans
+    # and trains: the workers read the validated text from the run directory.
+    tiny_job 2 2 ""
+    python3 - "$WORK/job.yaml" "$WORK/big.yaml" <<'PY'
+import sys
+spec = [line for line in open(sys.argv[1]) if not line.startswith("data:")]
+spec += ["data:\n", "  path:\n"] + [f"    - corpus.txt  # entry {i}\n" for i in range(2000)]  # under the 10,000 limit
+spec += [f"# {i:5d} " + "x" * 90 + "\n" for i in range(3500)]
+open(sys.argv[2], "w").write("".join(spec))
+PY
+    size=$(stat -c %s "$WORK/big.yaml")
+    [ "$size" -gt $((128 * 1024)) ] && [ "$size" -lt $((1024 * 1024)) ] || fail "big.yaml is $size bytes, not between 128 KiB and 1 MiB"
+    "$PPCTL" plan "$WORK/big.yaml" > "$WORK/out" 2>&1 || fail "plan of a $size-byte spec exited $?"
+    timeout 300 "$PPCTL" train "$WORK/big.yaml" > "$WORK/out" 2>&1 || fail "train of a $size-byte spec exited $?"
+    grep -q "training finished" "$WORK/out" || fail "no 'training finished'"
+    run=$(sed -n 's/.*run directory: //p' "$WORK/out" | tail -1)
+    cmp -s "$WORK/big.yaml" "$run/config.yaml" || fail "the run directory's config.yaml is not the spec as written"
+    grep -q "^\[\.\.\. [0-9]* more bytes of the spec: config.yaml in the run directory holds all of it\]$" "$WORK/out" \
+      || fail "the spec echoed at start is not cut"
+    [ "$(wc -c < "$WORK/out")" -lt $((size / 2)) ] || fail "the start echoes the whole spec ($(wc -c < "$WORK/out") bytes of output)"
+    no_leftovers
+    # Torchrun-style: every rank reads and validates the spec itself, then runs that text.
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$PPCTL" train "$WORK/big.yaml" --steps 1 \
+        > "$WORK/rank$r.out" 2>&1 &
+      pids[r]=$!
+    done
+    for r in 0 1; do wait "${pids[$r]}" || { cp "$WORK/rank$r.out" "$WORK/out"; fail "torchrun-style rank $r exited $?"; }; done
+    # Over 1 MiB: the same refusal from every command that reads a spec.
+    { cat "$WORK/big.yaml"; python3 -c 'print(("# " + "y" * 98 + "\n") * 17000, end="")'; } > "$WORK/huge.yaml"
+    size=$(stat -c %s "$WORK/huge.yaml")
+    [ "$size" -gt $((2 * 1024 * 1024)) ] || fail "huge.yaml is only $size bytes"
+    want="error: $WORK/huge.yaml: the spec is $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.1f", s / 1048576 }') MiB), over the limit of 1048576 bytes (1 MiB) that ppctl reads (fix: keep long lists out of the spec"
+    runs_before=$(ls "$WORK/runs" | wc -l)
+    for command in "$PPCTL plan" "$PPCTL_TORCH plan" "$PPCTL train" "$PPCTL verify" "env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port $PPCTL train"; do
+      # shellcheck disable=SC2086  # $command: several words
+      timeout 60 $command "$WORK/huge.yaml" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "$command of a $size-byte spec: exit code $rc, expected 2"
+      grep -qF "$want" "$WORK/out" || fail "$command does not name the file, its size, the limit and a fix"
+    done
+    [ "$(ls "$WORK/runs" | wc -l)" -eq "$runs_before" ] || fail "a refused spec made a run directory"
+    # A list over its limit: refused by plan and train alike, naming the field, the count and the limit.
+    python3 - "$WORK/job.yaml" "$WORK/list.yaml" 10001 <<'PY'
+import sys
+spec = [line for line in open(sys.argv[1]) if not line.startswith("data:")]
+open(sys.argv[2], "w").write("".join(spec) + "data: {path: [" + ", ".join(["corpus.txt"] * int(sys.argv[3])) + "]}\n")
+PY
+    for command in "$PPCTL plan" "$PPCTL train"; do
+      # shellcheck disable=SC2086
+      $command "$WORK/list.yaml" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "$command of a 10,001-entry data.path: exit code $rc, expected 2"
+      grep -q "list.yaml:[0-9]*: data.path: a list of 10001 entries, more than the 10000 that ppctl reads (fix: " "$WORK/out" \
+        || fail "$command does not name data.path, its length and the limit"
+    done
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"
