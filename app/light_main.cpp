@@ -1,8 +1,10 @@
 // ppctl, the light front of the command line: runs `ppctl plan` itself, without LibTorch (loading its ~480 MB
 // of libraries took longer than planning a 1,024-rank job), and replaces itself (exec: same pid, arguments,
-// environment and signals) with ppctl-torch, beside it, for every other command, --help and --version.
+// environment and signals) with ppctl-torch, beside it, for every other command, --help and --version, after
+// checking that this user can read the LibTorch library ppctl-torch was linked against (PPCTL_TORCH_LIBRARY).
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -11,6 +13,7 @@
 
 #include "command_line.hpp"
 #include "core/log.hpp"
+#include "launch/library_access.hpp"
 #include "launch/sibling.hpp"
 #include "plan_command.hpp"
 
@@ -22,6 +25,12 @@ std::string what_text(const std::exception& e) { return e.what(); }
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "plan") != 0) {
+    // The loader would fail with a bare exit 127 after the exec: say which folder this user cannot read.
+    if (const auto why = ppctl::launch::library_unreachable(PPCTL_TORCH_LIBRARY, std::getenv("LD_LIBRARY_PATH"))) {
+      std::cerr << "error: cannot run " << (argc < 2 ? std::string("ppctl") : std::string("`ppctl ") + argv[1] + "`")
+                << ": " << *why << '\n';
+      return ppctl::app::kExitFailure;
+    }
     const std::string failure = ppctl::launch::exec_sibling(PPCTL_TORCH_EXECUTABLE, argv);  // returns on failure
     std::cerr << "error: " << failure << '\n';
     return ppctl::app::kExitFailure;

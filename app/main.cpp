@@ -30,6 +30,7 @@
 #include "job/verify.hpp"
 #include "job/worker.hpp"
 #include "job/worker_failure.hpp"
+#include "job/worker_handover.hpp"
 #include "launch/sibling.hpp"
 #include "launch/stop_signals.hpp"
 #include "launch/worker_signals.hpp"
@@ -153,6 +154,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   options.spec_path = spec_path;
   options.steps = steps;
   options.identity = info;
+  options.texts = ppctl::job::JobTexts{planned.spec_text, planned.schedule_text};  // read and validated above
   if (resume) {
     options.resume_from = resolve_resume(planned, *resume, dp).value_or("");
   }
@@ -212,7 +214,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     extra.push_back(std::filesystem::absolute(dump_gradients).string());
   }
   const auto plan_text = ppctl::job::run_plan_text(planned);  // with its memory WARNING lines
-  const std::string spec_text = ppctl::job::validated_spec_text(planned);
+  const std::string& spec_text = planned.spec_text;
   if (const int code = interrupted_before_start(std::nullopt)) return code;
   ppctl::observe::RunDirectory run;
   try {
@@ -223,7 +225,8 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   std::cerr << ppctl::job::run_start_text(spec_path, spec_text, plan_text);
   spdlog::info("run directory: {}", run.path);
   if (const int code = interrupted_before_start(run.path)) return code;
-  auto worker_env = planned.worker_env;
+  // The workers read the validated texts from the run directory (config.yaml, a custom schedule.csv).
+  auto worker_env = ppctl::job::hand_over_to_workers(planned, run.path);
   for (auto& variable : ppctl::observe::run_directory_env(run)) worker_env.push_back(std::move(variable));
   const int world_size = static_cast<int>(planned.layout.world_size);
   const auto result = ppctl::job::run_local_job(planned.spec, world_size, self_executable(),
@@ -244,9 +247,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
 int cmd_verify(const std::string& spec_path, double tolerance) {
   const auto planned = ppctl::job::prepare_job(spec_path);
   ppctl::job::check_device_available(planned.spec);
-  const auto report = ppctl::job::verify_job(planned.spec, static_cast<int>(planned.layout.world_size),
-                                             self_executable(), spec_path, tolerance,
-                                             planned.worker_env);
+  const auto report = ppctl::job::verify_job(planned, self_executable(), spec_path, tolerance);
   std::cout << report.text;
   return report.exit_code;
 }

@@ -5,7 +5,13 @@
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
+# The venv holds LibTorch, which a build links against (its RUNPATH points into the venv). The default, in
+# this user's cache, serves this user; PPCTL_VENV outside any home (e.g. /opt/ppctl/venv) is an install that
+# every user can run (README: "Installs shared by several users"), made readable by everyone below.
 VENV="${PPCTL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ppctl/venv}"
+# What setup makes (venv, tokenizer) is readable by every user whatever the caller's umask; a home of mode
+# 0700 still keeps the default venv private.
+umask 022
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -52,7 +58,8 @@ fi
 # Checking the installed version by its metadata folder is instant; importing torch takes ~2 s.
 if ! compgen -G "$VENV/lib/python3*/site-packages/torch-$TORCH_VERSION*.dist-info" >/dev/null; then
   echo "setup: installing torch==$TORCH_VERSION into $VENV (a few GB, once)" >&2
-  mkdir -p "$(dirname "$VENV")"
+  # A shared folder such as /opt/ppctl may need sudo to make; it is then this user's, to install into.
+  mkdir -p "$(dirname "$VENV")" 2>/dev/null || $SUDO install -d -m 0755 -o "$(id -u)" -g "$(id -g)" "$(dirname "$VENV")"
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >&2
   "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" >&2
@@ -68,6 +75,26 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install -q -r "${REQS[0]}" >&2
   "$VENV/bin/python" -m pip install -q --no-deps -r "${REQS[1]}" >&2
   echo "$WANT" > "$STAMP"
+fi
+
+# PPCTL_VENV given: a shared install. Every file readable and every folder searchable by everyone (a venv made
+# earlier under a stricter umask is fixed: ~0.1 s to check), and a note when a folder above it keeps other
+# users out (a build against it then runs for this user only: the light ppctl names that folder to them).
+if [ -n "${PPCTL_VENV:-}" ]; then
+  if [ -n "$(find "$VENV" \( ! -perm -o=r -o \( -type d ! -perm -o=x \) \) -print -quit)" ]; then
+    echo "setup: making $VENV readable by every user (PPCTL_VENV: an install shared by several users)" >&2
+    chmod -R a+rX "$VENV"
+  fi
+  dir="$VENV"
+  while dir="$(dirname "$dir")" && [ "$dir" != "/" ]; do
+    case "$(stat -c %A "$dir")" in
+      *x|*t) ;;
+      *) echo "setup: note: $dir ($(stat -c '%A, owner %U' "$dir")) is closed to other users, so a build against" \
+              "PPCTL_VENV=$VENV runs for $(stat -c %U "$dir") only (fix: a venv under folders every user can" \
+              "open, e.g. PPCTL_VENV=/opt/ppctl/venv)" >&2
+         break ;;
+    esac
+  done
 fi
 
 # The SentencePiece model of configs/example-tokens.yaml: trained once (~15 s) on the fortunes text with

@@ -12,6 +12,8 @@
 #include <set>
 #include <utility>
 
+#include "config/load.hpp"
+
 namespace ppctl::config::detail {
 namespace {
 
@@ -68,12 +70,32 @@ bool read_token_path(Context& c, const Entry& e, DataFormat format, std::string&
   return true;
 }
 
+/// Reports `e` (a list at `e.path`, or "data.blend's paths" together) holding `count` entries, more than `limit`.
+void refuse_long_list(Context& c, const Entry& e, const std::string& what, std::size_t count, std::size_t limit,
+                      const std::string& hint) {
+  c.problems.add(e.line, e.path, std::nullopt,
+                 fmt::format("{} {} entries, more than the {} that ppctl reads", what, count, limit), hint);
+}
+
+/// Data path entries of a blend entry (a mapping): 1 for one path, the list's length for a list.
+std::size_t blend_item_paths(const YAML::Node& item) {
+  if (!item.IsMap()) return 0;
+  const YAML::Node path = item["path"];
+  return path && path.IsSequence() ? path.size() : 1;
+}
+
+const char* const kFewerPathsHint =
+    "match the files with globs (corpus/*.txt, shards/part-*.txt) instead of one entry per file";
+
 }  // namespace
 
 bool read_data_paths(Context& c, const Entry& e, std::vector<std::string>& paths, std::vector<std::string>& files_out) {
   std::vector<Entry> entries;
   if (e.value.IsScalar()) {
     entries.push_back(e);
+  } else if (e.value.IsSequence() && e.value.size() > kMaxDataPaths) {
+    refuse_long_list(c, e, "a list of", e.value.size(), kMaxDataPaths, kFewerPathsHint);
+    return false;
   } else if (e.value.IsSequence() && e.value.size() > 0) {
     for (std::size_t i = 0; i < e.value.size(); ++i) {
       entries.push_back({fmt::format("{}[{}]", e.path, i), line_of(e.value[i]), e.value[i]});
@@ -124,6 +146,18 @@ bool read_blend(Context& c, KeyWalk& walk, const Entry& e, DataSpec& data) {
   const std::string example = "blend: [{weight: 0.7, path: a/train}, {weight: 0.3, path: b/train}]";
   if (!e.value.IsSequence() || e.value.size() == 0) {
     c.bad(e, "must be a non-empty list of {weight, path} entries", "write " + example);
+    return false;
+  }
+  if (e.value.size() > kMaxBlendEntries) {
+    refuse_long_list(c, e, "a list of", e.value.size(), kMaxBlendEntries,
+                     "merge the datasets of one source into one with `ppctl data prepare`, or give a text "
+                     "source's files as one entry with a glob");
+    return false;
+  }
+  std::size_t paths = 0;
+  for (const auto& item : e.value) paths += blend_item_paths(item);
+  if (paths > kMaxDataPaths) {
+    refuse_long_list(c, e, "its entries' paths hold", paths, kMaxDataPaths, kFewerPathsHint);
     return false;
   }
   bool ok = true;

@@ -230,12 +230,16 @@ class Loader {
                 }};
 };
 
-/// Throws the ConfigError for a spec of `bytes` bytes, over kMaxSpecBytes.
-[[noreturn]] void refuse_oversized_spec(const std::string& source, std::uintmax_t bytes) {
-  throw ConfigError({fmt::format("{}: the spec is {} bytes, more than ppctl reads ({} bytes, 120 KiB: the spec "
-                                 "reaches every worker in one environment variable) (fix: keep long lists "
-                                 "out of the spec, e.g. data.path globs instead of one entry per file)",
-                                 source, bytes, kMaxSpecBytes)});
+/// Throws the ConfigError for the spec `source` of `bytes` bytes, over kMaxSpecBytes (nullopt: a file whose size
+/// is unknown, e.g. a pipe, that gave more than that).
+[[noreturn]] void refuse_oversized_spec(const std::string& source, std::optional<std::uintmax_t> bytes) {
+  const std::string size = bytes ? fmt::format("{} bytes ({:.1f} MiB)", *bytes, static_cast<double>(*bytes) / (1 << 20))
+                                 : std::string("more than that");
+  throw ConfigError({fmt::format("{}: the spec is {}, over the limit of {} bytes (1 MiB) that ppctl reads (fix: keep "
+                                 "long lists out of the spec: data.path takes globs such as corpus/*.txt instead of "
+                                 "one entry per file, and many small datasets can be made one with `ppctl data "
+                                 "prepare`; comments count too)",
+                                 source, size, kMaxSpecBytes)});
 }
 
 /// The first line, up to `last` (1-based, or the line after it), whose leading whitespace holds a tab; 0 when none.
@@ -348,7 +352,7 @@ std::string field_location(const std::string& yaml_text, const std::string& sour
   }
 }
 
-JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides) {
+std::string read_spec_file(const std::string& path) {
   const auto fail = [&path](const std::string& why) {
     throw ConfigError({fmt::format("{}: cannot read the spec: {} (fix: check the path and its permissions)", path,
                                    why)});
@@ -358,11 +362,18 @@ JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides) {
   if (const auto size = fs::file_size(path, ec); !ec && size > kMaxSpecBytes) refuse_oversized_spec(path, size);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text(kMaxSpecBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) fail(std::strerror(errno));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxSpecBytes) refuse_oversized_spec(path, std::nullopt);  // grew, or not a regular file
+  return text;
+}
+
+JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides) {
+  const std::string text = read_spec_file(path);
   const fs::path parent = fs::path(path).parent_path();
-  return parse_job_spec(text.str(), path, parent.empty() ? "." : parent.string(), overrides);
+  return parse_job_spec(text, path, parent.empty() ? "." : parent.string(), overrides);
 }
 
 }  // namespace ppctl::config

@@ -1,6 +1,7 @@
 // Reading and validating a job spec: YAML text -> JobSpec, every problem reported at once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,14 +24,27 @@ struct SpecOverrides {
 /// Unknown keys get a did-you-mean; wrong types, out-of-range values and inconsistent combinations
 /// (layers < stages, hidden % heads != 0, data matching no file, nccl without cuda, ...) are all errors.
 /// Nothing is written and no process is started. `overrides` replace spec fields before validation.
-/// A file larger than kMaxSpecBytes is refused without reading it (ConfigError naming its size and the limit).
+/// The file is read by read_spec_file (so a file larger than kMaxSpecBytes is refused before parsing).
 JobSpec load_job_spec(const std::string& path, const SpecOverrides& overrides = {});
 
-/// The largest spec ppctl reads, in bytes (120 KiB): the spec text reaches every worker in one environment
-/// variable, and Linux caps one "NAME=value" string at 128 KiB (MAX_ARG_STRLEN); past it the launch failed
-/// with "Argument list too long" after `plan` had accepted the spec. A spec is a few KiB; even a blend of
-/// hundreds of data files fits. Checked by load_job_spec and parse_job_spec, so `plan` and `train` agree.
-inline constexpr std::size_t kMaxSpecBytes = 120 * 1024;
+/// The largest spec ppctl reads, in bytes (1 MiB). A spec is a few KiB; even a blend of hundreds of
+/// datasets is tens of KiB. Past this, parsing alone grows without bound (a 5 MB YAML list took 1.2 GB and
+/// 4.4 s in yaml-cpp), and every worker parses the spec again. Checked by read_spec_file (before reading more)
+/// and parse_job_spec (before parsing), so `plan` and `train` refuse the same specs.
+inline constexpr std::size_t kMaxSpecBytes = std::size_t{1} << 20;
+
+/// The most data path entries a spec may hold: data.path's list, a blend entry's path list, and all of
+/// data.blend's paths together. Each is one glob(3) call (1.6 million took 125 s); a corpus of more files
+/// is matched by a glob (`corpus/*.txt`), not listed file by file.
+inline constexpr std::size_t kMaxDataPaths = 10'000;
+
+/// The most entries data.blend may hold (each is a dataset opened by every worker).
+inline constexpr std::size_t kMaxBlendEntries = 10'000;
+
+/// The text of the spec file at `path`, whole. Throws ppctl::ConfigError naming the path when it cannot be
+/// read (missing, a folder, no permission) or holds more than kMaxSpecBytes (naming its size and the limit;
+/// no more than kMaxSpecBytes + 1 bytes are read, so a pipe or /dev/zero ends too).
+std::string read_spec_file(const std::string& path);
 
 /// Same as load_job_spec on in-memory text; `source_name` appears in messages (and becomes JobSpec::source)
 /// and relative data paths are resolved against `base_dir` (empty = the working directory).

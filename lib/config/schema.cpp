@@ -37,6 +37,14 @@ bool read_layer_counts(Context& c, const Entry& e, IntRange range, std::vector<i
           "write e.g. layers_per_stage: [3, 3, 3, 2], or leave it out for pipeline.balance");
     return false;
   }
+  // Each stage holds at least one of model.layers' blocks: a longer list is refused before its entries are read.
+  if (e.value.size() > static_cast<std::size_t>(range.hi)) {
+    c.problems.add(e.line, e.path, std::nullopt,
+                   fmt::format("a list of {} entries, more than the {} that ppctl reads (model.layers is at most {})",
+                               e.value.size(), range.hi, range.hi),
+                   "write one entry per stage (stages x virtual_stages entries)");
+    return false;
+  }
   bool ok = true;
   std::vector<int64_t> counts(e.value.size(), 0);
   for (std::size_t i = 0; i < e.value.size(); ++i) {

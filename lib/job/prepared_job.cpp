@@ -12,7 +12,6 @@
 #include "core/atomic_file.hpp"
 #include "data/check_data.hpp"
 #include "interop/hf_folder.hpp"
-#include "job/worker.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/split_time.hpp"
@@ -20,8 +19,9 @@
 namespace ppctl::job {
 namespace {
 
-/// A file's text, or nothing when it is a folder or cannot be opened.
-std::optional<std::string> read_text(const std::string& path) {
+/// A custom schedule's CSV text, or nothing when it is a folder or cannot be opened (job_program then reads
+/// the file itself and reports why).
+std::optional<std::string> read_schedule_text(const std::string& path) {
   std::error_code ignored;
   if (std::filesystem::is_directory(path, ignored)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
@@ -34,32 +34,23 @@ std::optional<std::string> read_text(const std::string& path) {
 }  // namespace
 
 PreparedJob prepare_job(const std::string& spec_path, const config::SpecOverrides& overrides) {
-  const auto text = read_text(spec_path);
-  // An unreadable path (missing, a folder, no permission) gets the loader's own message naming it.
-  auto spec = text ? config::parse_job_spec(*text, spec_path,
-                                            std::filesystem::absolute(spec_path).parent_path().string(), overrides)
-                   : config::load_job_spec(spec_path, overrides);
-  data::check_data(spec, text.value_or(""));  // files, index, windows, token ids: before anything starts
-  // A custom schedule that cannot be read is reported by job_program reading the file itself.
-  const auto schedule_text = spec.pipeline.schedule == config::ScheduleKind::Custom
-                                 ? read_text(spec.pipeline.schedule_file)
-                                 : std::nullopt;
+  // Read once, whole, at most config::kMaxSpecBytes (an unreadable or oversized file: the loader's message).
+  std::string text = config::read_spec_file(spec_path);
+  auto spec = config::parse_job_spec(text, spec_path, std::filesystem::absolute(spec_path).parent_path().string(),
+                                     overrides);
+  data::check_data(spec, text);  // files, index, windows, token ids: before anything starts
+  auto schedule_text = spec.pipeline.schedule == config::ScheduleKind::Custom
+                           ? read_schedule_text(spec.pipeline.schedule_file)
+                           : std::nullopt;
   auto program = schedule::job_program(spec, schedule_text ? &*schedule_text : nullptr);
   auto layout = schedule::job_layout(spec, program);
   // model.init_from: every tensor's presence and shape from the safetensors headers, before any spawn.
   if (!spec.model.init_from.empty()) interop::check_hf_folder(spec.model.init_from, spec.model);
-  std::vector<std::pair<std::string, std::string>> env{
-      {kSpecTextVariable, text.value_or("")},
-      {kProgramHashVariable, fmt::format("{:016x}", schedule::program_hash(program))}};
-  if (schedule_text) env.emplace_back(kScheduleTextVariable, *schedule_text);
-  return {std::move(spec), std::move(program), std::move(layout), std::move(env)};
+  return {std::move(spec), std::move(program), std::move(layout), std::move(text), std::move(schedule_text)};
 }
 
 std::string spec_field_location(const PreparedJob& job, const std::string& field) {
-  for (const auto& [name, value] : job.worker_env) {
-    if (name == kSpecTextVariable) return config::field_location(value, job.spec.source, field);
-  }
-  return job.spec.source;
+  return config::field_location(job.spec_text, job.spec.source, field);
 }
 
 void use_balance_auto(PreparedJob& job) {
@@ -79,8 +70,8 @@ schedule::GivenLayerCosts use_layer_costs(PreparedJob& job, const std::string& s
 }
 
 std::string job_fingerprint(const PreparedJob& job) {
-  std::string all;
-  for (const auto& [name, value] : job.worker_env) all += name + "=" + value + '\n';
+  const std::string all = fmt::format("{}\nprogram {:016x}\n{}", job.spec_text, schedule::program_hash(job.program),
+                                      job.schedule_text.value_or(""));
   return fmt::format("spec {:016x}", core::fnv1a64(all));
 }
 

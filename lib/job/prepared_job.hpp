@@ -1,6 +1,7 @@
 // A job checked and planned before anything starts: spec, program, layout, and what workers receive.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,9 +19,11 @@ struct PreparedJob {
   config::JobSpec spec;
   schedule::Program program;
   plan::Layout layout;
-  /// Workers get the exact spec text (and custom CSV text) read here and the program's hash, so
-  /// editing files after launch cannot change what runs (see worker.hpp's variables).
-  std::vector<std::pair<std::string, std::string>> worker_env;
+  /// The exact spec text read and validated here (at most config::kMaxSpecBytes), and a custom schedule's
+  /// CSV text: workers run these texts (job/worker_handover.hpp), so editing files after launch cannot
+  /// change what runs.
+  std::string spec_text;
+  std::optional<std::string> schedule_text;
 };
 
 /// Reads the spec file once (and a custom schedule's CSV), validates the spec, builds and validates the
@@ -43,8 +46,8 @@ void use_balance_auto(PreparedJob& job);
 /// written. Throws ppctl::PlanError as given_layer_costs.
 schedule::GivenLayerCosts use_layer_costs(PreparedJob& job, const std::string& source, bool balance);
 
-/// "spec H": H is the FNV-1a 64 hash (core::fnv1a64) of what the workers get (worker_env: spec text,
-/// program hash, custom schedule text), in hex. Ranks that read the same spec compute the same
+/// "spec H": H is the FNV-1a 64 hash (core::fnv1a64) of what the workers run (spec text, program hash,
+/// custom schedule text), in hex. Ranks that read the same spec compute the same
 /// value; external launches append it to the job identity (comm::RendezvousInfo::job_id).
 std::string job_fingerprint(const PreparedJob& job);
 

@@ -12,7 +12,6 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "job/worker.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
@@ -50,7 +49,7 @@ std::string read_key(int rank) { return fmt::format("{}/read/{}", kRunDirKey, ra
 /// could not, it waits (within `timeout`) until every other rank has read why before it ends the store.
 SharedRunDirectory make_and_publish(comm::JobStore* store, const PreparedJob& job, const std::string& spec_path,
                                     const std::string& explicit_dir, std::chrono::milliseconds timeout) {
-  const std::string spec_text = validated_spec_text(job);
+  const std::string& spec_text = job.spec_text;
   const std::string plan_text = run_plan_text(job);
   SharedRunDirectory shared;
   try {
@@ -115,12 +114,6 @@ SharedRunDirectory find_published(comm::JobStore& store, int rank, std::chrono::
 
 }  // namespace
 
-std::string validated_spec_text(const PreparedJob& job) {
-  for (const auto& [name, value] : job.worker_env)
-    if (name == kSpecTextVariable) return value;
-  return {};
-}
-
 std::string run_plan_text(const PreparedJob& job) {
   const schedule::CostModel costs;
   return schedule::format_plan(job.spec, job.layout, job.program, schedule::simulate(job.program, costs), costs,
@@ -129,8 +122,15 @@ std::string run_plan_text(const PreparedJob& job) {
 
 std::string run_start_text(const std::string& spec_path, const std::string& spec_text,
                            const std::string& plan_text) {
-  return fmt::format("config ({}, as validated):\n{}{}\n{}\n", spec_path, spec_text,
-                     spec_text.empty() || spec_text.back() == '\n' ? "" : "\n", plan_text);
+  std::string shown = spec_text;
+  if (spec_text.size() > kEchoedSpecBytes) {
+    const auto end = spec_text.rfind('\n', kEchoedSpecBytes - 1);
+    const std::size_t kept = end == std::string::npos ? kEchoedSpecBytes : end + 1;
+    shown = fmt::format("{}{}[... {} more bytes of the spec: config.yaml in the run directory holds all of it]\n",
+                        spec_text.substr(0, kept), spec_text[kept - 1] == '\n' ? "" : "\n", spec_text.size() - kept);
+  }
+  return fmt::format("config ({}, as validated):\n{}{}\n{}\n", spec_path, shown,
+                     shown.empty() || shown.back() == '\n' ? "" : "\n", plan_text);
 }
 
 SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const PreparedJob& job,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -25,15 +26,16 @@ class RunDirectoryError : public Error {
   using Error::Error;
 };
 
-/// The exact spec text the job validated (what the workers get as kSpecTextVariable).
-std::string validated_spec_text(const PreparedJob& job);
-
 /// plan.txt of a run: the plan `ppctl plan` prints (layout, simulated step with the default costs,
 /// actions per rank).
 std::string run_plan_text(const PreparedJob& job);
 
-/// What `ppctl train` prints before its run directory's path: the spec text as validated, then the
-/// plan.
+/// The most of the spec's text run_start_text prints (32 KiB); a longer spec is cut at a line end there.
+inline constexpr std::size_t kEchoedSpecBytes = 32 * 1024;
+
+/// What `ppctl train` prints before its run directory's path: the spec text as validated (up to
+/// kEchoedSpecBytes, then a line saying how much more there is and that config.yaml in the run directory
+/// holds it all), then the plan.
 std::string run_start_text(const std::string& spec_path, const std::string& spec_text,
                            const std::string& plan_text);
 

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "job/local_job.hpp"
+#include "job/worker_handover.hpp"
 #include "train/oracle.hpp"
 
 namespace ppctl::job {
@@ -31,12 +32,15 @@ struct TempDir {
 
 }  // namespace
 
-VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::string& executable,
-                        const std::string& spec_path, double tolerance,
-                        const std::vector<std::pair<std::string, std::string>>& worker_env) {
+VerifyReport verify_job(const PreparedJob& job, const std::string& executable, const std::string& spec_path,
+                        double tolerance) {
+  const config::JobSpec& spec = job.spec;
+  const int world_size = static_cast<int>(job.layout.world_size);
+  TempDir handover;
   TempDir dumps;
   const auto result = run_local_job(spec, world_size, executable, spec_path,
-                                    {"--steps", "1", "--dump-gradients", dumps.path}, worker_env);
+                                    {"--steps", "1", "--dump-gradients", dumps.path},
+                                    hand_over_to_workers(job, handover.path));
   if (result.exit_code != 0) {
     return {fmt::format("the pipelined step failed: {}\n", result.message), result.exit_code};
   }

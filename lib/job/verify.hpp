@@ -2,10 +2,8 @@
 #pragma once
 
 #include <string>
-#include <utility>
-#include <vector>
 
-#include "config/job_spec.hpp"
+#include "job/prepared_job.hpp"
 
 namespace ppctl::job {
 
@@ -21,10 +19,9 @@ struct VerifyReport {
 /// Runs one step of the job pipelined (its schedule and layout, `world_size` real worker processes
 /// started from `executable`) and one unpipelined in this process over the same global batch, and
 /// compares every parameter's gradient and the loss (relative to the reference's largest magnitude).
-/// Gradient dumps go to a temporary folder, removed afterwards.
-/// `worker_env` is passed to the workers (see run_local_job).
-VerifyReport verify_job(const config::JobSpec& spec, int world_size, const std::string& executable,
-                        const std::string& spec_path, double tolerance,
-                        const std::vector<std::pair<std::string, std::string>>& worker_env = {});
+/// The workers run the spec and schedule texts `job` validated (handed over through a temporary folder:
+/// job/worker_handover.hpp); gradient dumps go to another. Both are removed afterwards.
+VerifyReport verify_job(const PreparedJob& job, const std::string& executable, const std::string& spec_path,
+                        double tolerance);
 
 }  // namespace ppctl::job

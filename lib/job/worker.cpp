@@ -57,13 +57,14 @@ comm::BackendKind backend_kind(const config::RuntimeSpec& runtime) {
   return runtime.device == config::Device::Cuda ? comm::BackendKind::Nccl : comm::BackendKind::Gloo;
 }
 
-/// The spec as the launcher validated it, with the same command-line overrides (so train.steps is the
-/// effective step count).
-config::JobSpec load_spec(const std::string& path, const config::SpecOverrides& overrides) {
-  const char* text = std::getenv(kSpecTextVariable);
-  if (text == nullptr) return config::load_job_spec(path, overrides);
-  return config::parse_job_spec(text, path,
-                                std::filesystem::absolute(path).parent_path().string(), overrides);
+/// The spec as the launcher validated it (`texts`), else as the file at `path` holds it, with the same
+/// command-line overrides (so train.steps is the effective step count). Relative data paths are resolved
+/// against the folder of `path` either way.
+config::JobSpec load_spec(const std::string& path, const std::optional<JobTexts>& texts,
+                          const config::SpecOverrides& overrides) {
+  if (!texts) return config::load_job_spec(path, overrides);
+  return config::parse_job_spec(texts->spec, path, std::filesystem::absolute(path).parent_path().string(),
+                                overrides);
 }
 
 /// The launcher's plan and this worker's program must agree (a schedule file edited after launch).
@@ -109,7 +110,8 @@ int run_worker(const WorkerOptions& options) {
   if (const char* rank = std::getenv("RANK"); run_dir && rank != nullptr && !options.identity) {
     core::add_log_file(fmt::format("{}/rank{}.log", *run_dir, rank));
   }
-  auto spec = load_spec(options.spec_path, {options.steps});
+  const auto texts = options.texts ? options.texts : handed_over_texts();
+  auto spec = load_spec(options.spec_path, texts, {options.steps});
   // Thread counts first, before anything starts a parallel region (DESIGN.md).
   at::set_num_threads(static_cast<int>(spec.runtime.threads_per_worker));
   at::set_num_interop_threads(1);
@@ -123,9 +125,8 @@ int run_worker(const WorkerOptions& options) {
 
   const auto info = options.identity ? *options.identity : comm::rendezvous_from_env();
   spec.pipeline.data_parallel = plan::resolve_data_parallel(spec, info.world_size);
-  const char* schedule_text = std::getenv(kScheduleTextVariable);
-  const std::string schedule_copy = schedule_text ? schedule_text : "";
-  const auto program = schedule::job_program(spec, schedule_text ? &schedule_copy : nullptr);
+  const std::string* schedule_text = texts && texts->schedule ? &*texts->schedule : nullptr;
+  const auto program = schedule::job_program(spec, schedule_text);
   check_planned_program(program);
   const auto layout = schedule::job_layout(spec, program);
   PPCTL_ASSERT(info.world_size == layout.world_size, "world size differs from dp x pp");

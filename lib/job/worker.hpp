@@ -10,6 +10,7 @@
 #include "comm/job_store.hpp"
 #include "comm/launch_env.hpp"
 #include "config/job_spec.hpp"
+#include "job/worker_handover.hpp"
 #include "train/fault_injection.hpp"
 
 namespace ppctl::job {
@@ -35,14 +36,11 @@ struct WorkerOptions {
   /// With `identity`: the run directory this rank writes into (none when it cannot see it); its
   /// rank log is added already. Local workers read kRunDirVariable instead.
   std::optional<std::string> run_dir;
+  /// The spec and custom schedule texts to run, as validated: set by `ppctl train` under torchrun or Slurm
+  /// (what this rank read and checked itself, not read again). Unset: the texts the local launcher handed
+  /// over (handed_over_texts), else the spec file itself (a worker started by hand).
+  std::optional<JobTexts> texts;
 };
-
-/// Environment variable through which the launcher hands workers the exact spec text it validated
-/// (so editing the file after launch cannot change what runs), and the hash of the program it planned.
-inline constexpr const char* kSpecTextVariable = "PPCTL_SPEC_TEXT";
-inline constexpr const char* kProgramHashVariable = "PPCTL_PROGRAM_HASH";
-/// ... and, for custom schedules, the CSV text it validated.
-inline constexpr const char* kScheduleTextVariable = "PPCTL_SCHEDULE_TEXT";
 
 /// Throws ppctl::PlanError when runtime.device is cuda and this machine shows no CUDA device (the
 /// launcher calls it before spawning local workers).
@@ -51,8 +49,8 @@ void check_device_available(const config::JobSpec& spec);
 /// Runs one worker: sets the thread counts first, takes options.identity or reads RANK/WORLD_SIZE/...
 /// (comm::rendezvous_from_env), resolves the data-parallel size from the world size
 /// (plan::resolve_data_parallel),
-/// loads the spec (from PPCTL_SPEC_TEXT when set, else from the file), builds and validates the schedule
-/// (and checks it against PPCTL_PROGRAM_HASH when set), connects the process group, builds only this
+/// loads the spec (options.texts, else the texts handed over, else the file: see WorkerOptions::texts), builds
+/// and validates the schedule (and checks it against kProgramHashVariable when set), connects the process group, builds only this
 /// rank's stage and trains. Returns 0 on success; after a stop signal (launch::WorkerSignalScope, which the
 /// caller creates; train.on_signal) launch::kExitStoppedResumable when a checkpoint was written at the stop,
 /// else 128 + the signal. Throws ppctl errors (the caller logs them and exits non-zero, which makes the

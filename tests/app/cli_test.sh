@@ -1389,6 +1389,140 @@ SH
     fi
     no_leftovers
     ;;
+  spec_size)
+    # Issue 26 item 4: a spec over 1 MiB is refused before parsing by plan (ppctl and ppctl-torch), train (local
+    # and torchrun-style) and verify alike, naming the file, its size, the limit and a fix; one of several
+    # hundred KiB (over the 128 KiB one environment string may hold, which the spec text once went in) plans
+    # and trains: the workers read the validated text from the run directory.
+    tiny_job 2 2 ""
+    python3 - "$WORK/job.yaml" "$WORK/big.yaml" <<'PY'
+import sys
+spec = [line for line in open(sys.argv[1]) if not line.startswith("data:")]
+spec += ["data:\n", "  path:\n"] + [f"    - corpus.txt  # entry {i}\n" for i in range(2000)]  # under the 10,000 limit
+spec += [f"# {i:5d} " + "x" * 90 + "\n" for i in range(3500)]
+open(sys.argv[2], "w").write("".join(spec))
+PY
+    size=$(stat -c %s "$WORK/big.yaml")
+    [ "$size" -gt $((128 * 1024)) ] && [ "$size" -lt $((1024 * 1024)) ] || fail "big.yaml is $size bytes, not between 128 KiB and 1 MiB"
+    "$PPCTL" plan "$WORK/big.yaml" > "$WORK/out" 2>&1 || fail "plan of a $size-byte spec exited $?"
+    timeout 300 "$PPCTL" train "$WORK/big.yaml" > "$WORK/out" 2>&1 || fail "train of a $size-byte spec exited $?"
+    grep -q "training finished" "$WORK/out" || fail "no 'training finished'"
+    run=$(sed -n 's/.*run directory: //p' "$WORK/out" | tail -1)
+    cmp -s "$WORK/big.yaml" "$run/config.yaml" || fail "the run directory's config.yaml is not the spec as written"
+    grep -q "^\[\.\.\. [0-9]* more bytes of the spec: config.yaml in the run directory holds all of it\]$" "$WORK/out" \
+      || fail "the spec echoed at start is not cut"
+    [ "$(wc -c < "$WORK/out")" -lt $((size / 2)) ] || fail "the start echoes the whole spec ($(wc -c < "$WORK/out") bytes of output)"
+    no_leftovers
+    # Torchrun-style: every rank reads and validates the spec itself, then runs that text.
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$PPCTL" train "$WORK/big.yaml" --steps 1 \
+        > "$WORK/rank$r.out" 2>&1 &
+      pids[r]=$!
+    done
+    for r in 0 1; do wait "${pids[$r]}" || { cp "$WORK/rank$r.out" "$WORK/out"; fail "torchrun-style rank $r exited $?"; }; done
+    # Over 1 MiB: the same refusal from every command that reads a spec.
+    { cat "$WORK/big.yaml"; python3 -c 'print(("# " + "y" * 98 + "\n") * 17000, end="")'; } > "$WORK/huge.yaml"
+    size=$(stat -c %s "$WORK/huge.yaml")
+    [ "$size" -gt $((2 * 1024 * 1024)) ] || fail "huge.yaml is only $size bytes"
+    want="error: $WORK/huge.yaml: the spec is $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.1f", s / 1048576 }') MiB), over the limit of 1048576 bytes (1 MiB) that ppctl reads (fix: keep long lists out of the spec"
+    runs_before=$(ls "$WORK/runs" | wc -l)
+    for command in "$PPCTL plan" "$PPCTL_TORCH plan" "$PPCTL train" "$PPCTL verify" "env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port $PPCTL train"; do
+      # shellcheck disable=SC2086  # $command: several words
+      timeout 60 $command "$WORK/huge.yaml" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "$command of a $size-byte spec: exit code $rc, expected 2"
+      grep -qF "$want" "$WORK/out" || fail "$command does not name the file, its size, the limit and a fix"
+    done
+    [ "$(ls "$WORK/runs" | wc -l)" -eq "$runs_before" ] || fail "a refused spec made a run directory"
+    # A list over its limit: refused by plan and train alike, naming the field, the count and the limit.
+    python3 - "$WORK/job.yaml" "$WORK/list.yaml" 10001 <<'PY'
+import sys
+spec = [line for line in open(sys.argv[1]) if not line.startswith("data:")]
+open(sys.argv[2], "w").write("".join(spec) + "data: {path: [" + ", ".join(["corpus.txt"] * int(sys.argv[3])) + "]}\n")
+PY
+    for command in "$PPCTL plan" "$PPCTL train"; do
+      # shellcheck disable=SC2086
+      $command "$WORK/list.yaml" > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] || fail "$command of a 10,001-entry data.path: exit code $rc, expected 2"
+      grep -q "list.yaml:[0-9]*: data.path: a list of 10001 entries, more than the 10000 that ppctl reads (fix: " "$WORK/out" \
+        || fail "$command does not name data.path, its length and the limit"
+    done
+    no_leftovers
+    ;;
+  shared_install)
+    # Issue 26 item 5: a build run by a user other than the one who built it. As root, a non-root user
+    # (ppctl-nonroot, added with useradd when missing) runs `ppctl --version` and a short job from a folder it
+    # owns: (a) with the build's venv readable by every user, the job trains; (b) with the venv behind a folder
+    # that user cannot open (as the default venv in root's 0700 home is), the light ppctl names that folder and
+    # the fix instead of the loader's bare exit 127, and `ppctl plan` (no LibTorch) still works. The venv is
+    # neither copied (GBs) nor chmod'ed: in a private mount namespace a fresh folder of mode 0755 (a) or 0700
+    # (b) is put over the first folder on its path the user cannot open (else over the venv's parent), with
+    # the venv's side of it bound back in, so the path the build recorded (RUNPATH) stays.
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP [$CASE]: needs root (useradd, a mount namespace); run the test as root" >&2; exit 77; }
+    library="${PPCTL_TEST_TORCH_LIBRARY:-}"
+    [ -f "$library" ] || fail "PPCTL_TEST_TORCH_LIBRARY ('$library') names no file (CTest sets it to the build's libtorch)"
+    user=ppctl-nonroot
+    id -u "$user" > /dev/null 2>&1 || useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$user" \
+      || fail "useradd $user failed"
+    uid=$(id -u "$user"); gid=$(id -g "$user")
+    as_user() { setpriv --reuid="$uid" --regid="$gid" --clear-groups env -i PATH=/usr/bin:/bin HOME="$WORK/home" "$@"; }
+    chmod 0711 "$WORK"
+    mkdir "$WORK/home" "$WORK/stage"
+    tiny_job 2 2 ""
+    cp "$WORK/job.yaml" "$WORK/corpus.txt" "$WORK/home/"
+    chown -R "$uid:$gid" "$WORK/home"
+    cd "$WORK/home" || fail "cd $WORK/home"
+    as_user test -x "$PPCTL" || fail "$user cannot run $PPCTL: a folder on its path is closed to other users"
+    # The first folder on the library's path the user cannot open; the venv (the folder with pyvenv.cfg).
+    blocked="" path=""
+    IFS=/ read -ra parts <<< "${library%/*}"
+    for part in "${parts[@]}"; do
+      [ -n "$part" ] || continue
+      path="$path/$part"
+      as_user test -x "$path" || { blocked="$path"; break; }
+    done
+    venv="${library%/*}"
+    while [ "$venv" != "/" ] && [ ! -f "$venv/pyvenv.cfg" ]; do venv=$(dirname "$venv"); done
+    [ "$venv" != "/" ] || venv=$(dirname "${library%/*}")
+    cover="${blocked:-$(dirname "$venv")}"
+    keep="${library#"$cover"/}"; keep="${keep%%/*}"  # the entry of $cover on the way to the library
+    with_cover() {  # $1 = mode of the folder over $cover; the rest: a command run as $user in the namespace
+      local mode=$1; shift
+      unshare --mount --propagation private bash -c '
+        cover=$1 keep=$2 stage=$3 mode=$4; shift 4
+        mount --bind "$cover/$keep" "$stage" && mount -t tmpfs -o "mode=$mode,size=1m" ppctl-test "$cover" \
+          && mkdir "$cover/$keep" && mount --bind "$stage" "$cover/$keep" || exit 99
+        exec "$@"' _ "$cover" "$keep" "$WORK/stage" "$mode" \
+        setpriv --reuid="$uid" --regid="$gid" --clear-groups env -i PATH=/usr/bin:/bin HOME="$WORK/home" "$@"
+    }
+    # (a) A venv every user can read.
+    with_cover 0755 "$PPCTL" --version > "$WORK/out" 2>&1 || fail "ppctl --version as $user, venv readable: exit $?"
+    grep -q "^ppctl [0-9]" "$WORK/out" || fail "no version line"
+    with_cover 0755 timeout 120 "$PPCTL" train job.yaml > "$WORK/out" 2>&1 || fail "train as $user, venv readable: exit $?"
+    grep -q "training finished" "$WORK/out" || fail "no 'training finished'"
+    [ "$(stat -c %U "$(sed -n 's/.*run directory: //p' "$WORK/out" | tail -1)")" = "$user" ] || fail "the run directory is not $user's"
+    # (b) The venv behind a folder of mode 0700 that the user cannot open: named, with the fix.
+    libdir="${library%/*}"
+    want="ppctl-torch loads LibTorch from $libdir (the virtual env this ppctl was built with), and user $user (uid $uid) cannot read it: $cover is not open (searchable) by it (mode 0700, owner root) (fix: install the virtual env where every user can read it"
+    for command in "--version" "train job.yaml"; do
+      # shellcheck disable=SC2086  # $command: several words
+      with_cover 0700 "$PPCTL" $command > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 1 ] || fail "ppctl $command with the venv closed to $user: exit $rc, expected 1 (127 is the loader's)"
+      grep -qF "error: cannot run \`ppctl ${command%% *}\`: $want" "$WORK/out" || fail "ppctl $command does not name $cover and the fix"
+    done
+    with_cover 0700 "$PPCTL" plan job.yaml > "$WORK/out" 2>&1 || fail "ppctl plan needs no LibTorch, yet exited $?"
+    # The real layout, when a folder on the way is closed to the user (root's home for the default venv).
+    if [ -n "$blocked" ]; then
+      as_user "$PPCTL" --version > "$WORK/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 1 ] && grep -qF "error: cannot run \`ppctl --version\`: ppctl-torch loads LibTorch from $libdir" "$WORK/out" \
+        || fail "the build's own venv, closed to $user at $blocked: exit $rc without the message"
+    fi
+    cd "$ROOT" || true
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -1224,7 +1225,7 @@ TEST_CASE("hints suggest only values inside the field's range", "[config]") {
 }
 
 TEST_CASE("a long value is cut where a message echoes it", "[config]") {
-  const std::string huge(100'000, 'x');  // under the spec's 120 KiB limit (kMaxSpecBytes)
+  const std::string huge(100'000, 'x');  // well under the spec's size limit (kMaxSpecBytes)
   const std::vector<std::string> specs = {
       with_data("model: {hidden: " + huge + "}\n"),             // a plain scalar of the wrong type
       with_data("model: {activation: \"" + huge + "\"}\n"),   // an unknown enum value
@@ -1564,25 +1565,79 @@ TEST_CASE("a line indented with a tab is named as such, not as yaml-cpp's illega
   CHECK(other[0].find("invalid YAML") != std::string::npos);
 }
 
-TEST_CASE("a spec over 120 KiB is refused before parsing, naming its size and the limit", "[config]") {
-  // Issue 26: a spec of 128 KiB or more passed `plan` and failed `train` with "Argument list too long" (the
-  // spec reaches the workers in an environment variable); a 50 MB YAML list took 5.8 GB to parse.
+TEST_CASE("a spec over 1 MiB is refused before parsing, naming its size and the limit", "[config]") {
+  // Issue 26: nothing bounded a spec's size (a 50 MB YAML list took 5.8 GB to parse), and one of 128 KiB or
+  // more passed `plan` and failed `train` (the text reached the workers in an environment variable).
   const std::string base = with_data("model: {layers: 2}\n");
   const auto padded = [&](std::size_t size) { return base + "#" + std::string(size - base.size() - 2, 'x') + "\n"; };
+  REQUIRE(ppctl::config::kMaxSpecBytes == 1024 * 1024);
   CHECK_NOTHROW(parse_job_spec(padded(ppctl::config::kMaxSpecBytes), "job.yaml", corpus_dir().str()));
   const auto over = problems_of(padded(ppctl::config::kMaxSpecBytes + 1));
   REQUIRE(over.size() == 1);
-  CHECK(over[0] == fmt::format("job.yaml: the spec is {} bytes, more than ppctl reads ({} bytes, 120 KiB: the spec "
-                               "reaches every worker in one environment variable) (fix: keep long lists out of the "
-                               "spec, e.g. data.path globs instead of one entry per file)",
-                               ppctl::config::kMaxSpecBytes + 1, ppctl::config::kMaxSpecBytes));
-  // From a file: refused by its size, before reading it.
-  corpus_dir().write("big.yaml", padded(5'000'000));
+  CHECK(over[0] == "job.yaml: the spec is 1048577 bytes (1.0 MiB), over the limit of 1048576 bytes (1 MiB) that "
+                   "ppctl reads (fix: keep long lists out of the spec: data.path takes globs such as corpus/*.txt "
+                   "instead of one entry per file, and many small datasets can be made one with `ppctl data "
+                   "prepare`; comments count too)");
+  // From a file: refused by its size, before reading it; the same limit as for the text.
+  corpus_dir().write("big.yaml", padded(2 * ppctl::config::kMaxSpecBytes));
   const auto big = corpus_dir().path() / "big.yaml";
+  for (const auto& read : {std::function<void()>([&] { load_job_spec(big.string()); }),
+                           std::function<void()>([&] { ppctl::config::read_spec_file(big.string()); })}) {
+    try {
+      read();
+      FAIL("accepted");
+    } catch (const ppctl::ConfigError& e) {
+      CHECK_THAT(e.what(), StartsWith(big.string() + ": the spec is 2097152 bytes (2.0 MiB), over the limit of "
+                                                     "1048576 bytes (1 MiB)"));
+    }
+  }
+  corpus_dir().write("at_limit.yaml", padded(ppctl::config::kMaxSpecBytes));
+  CHECK(ppctl::config::read_spec_file((corpus_dir().path() / "at_limit.yaml").string()).size() ==
+        ppctl::config::kMaxSpecBytes);
+  // A file without a size (a character device) is read no further than the limit: /dev/zero ends.
   try {
-    load_job_spec(big.string());
+    ppctl::config::read_spec_file("/dev/zero");
     FAIL("accepted");
   } catch (const ppctl::ConfigError& e) {
-    CHECK(std::string(e.what()).find("the spec is 5000000 bytes") != std::string::npos);
+    CHECK_THAT(e.what(), StartsWith("/dev/zero: the spec is more than that, over the limit of 1048576 bytes"));
   }
+}
+
+TEST_CASE("absurd list lengths are refused before their entries are read, naming the field and the count",
+          "[config][data]") {
+  // Issue 26: 1.6 million data.path globs took 125 s. Every entry below names a file that exists, so only
+  // the length can be what is refused.
+  const auto list_of = [](std::size_t n, const std::string& item) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < n; ++i) text += (i ? ", " : "") + item;
+    return text + "]";
+  };
+  const std::size_t limit = ppctl::config::kMaxDataPaths;
+  REQUIRE(limit == 10'000);
+  CHECK_NOTHROW(parse_job_spec("data: {path: " + list_of(limit, "corpus.txt") + "}\n", "job.yaml", corpus_dir().str()));
+  auto problems = problems_of("model: {layers: 2}\ndata: {path: " + list_of(limit + 1, "corpus.txt") + "}\n");
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "job.yaml:2: data.path: a list of 10001 entries, more than the 10000 that ppctl reads (fix: "
+                       "match the files with globs (corpus/*.txt, shards/part-*.txt) instead of one entry per file)");
+  // data.blend: its entries, and all its paths together.
+  REQUIRE(ppctl::config::kMaxBlendEntries == 10'000);
+  problems = problems_of("data: {blend: " + list_of(10'001, "{weight: 1, path: corpus.txt, format: text}") + "}\n");
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], StartsWith("job.yaml:1: data.blend: a list of 10001 entries, more than the 10000 that "
+                                     "ppctl reads (fix: merge the datasets"));
+  problems = problems_of("data: {blend: " +
+                         list_of(2, "{weight: 1, format: text, path: " + list_of(5'001, "corpus.txt") + "}") + "}\n");
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "job.yaml:1: data.blend: its entries' paths hold 10002 entries, more than the 10000 that ppctl "
+                       "reads (fix: match the files with globs (corpus/*.txt, shards/part-*.txt) instead of one entry "
+                       "per file)");
+  // One blend entry's path list alone.
+  problems = problems_of("data: {blend: [{weight: 1, format: text, path: " + list_of(10'001, "corpus.txt") + "}]}\n");
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], StartsWith("job.yaml:1: data.blend: its entries' paths hold 10001 entries"));
+  // pipeline.layers_per_stage: one entry per stage, each at least one of model.layers' (at most 10,000) blocks.
+  const Message layers = only_problem(with_data("pipeline: {layers_per_stage: " + list_of(10'001, "1") + "}\n"));
+  CHECK(layers.path == "pipeline.layers_per_stage");
+  CHECK(!layers.value);
+  CHECK(layers.rule == "a list of 10001 entries, more than the 10000 that ppctl reads (model.layers is at most 10000)");
 }
