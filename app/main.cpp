@@ -21,6 +21,7 @@
 #include "comm/launch_env.hpp"
 #include "config/load.hpp"
 #include "command_line.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "interop/hf_export.hpp"
@@ -348,7 +349,8 @@ int main(int argc, char** argv) {
   std::string export_checkpoint, export_hf_dir;
   uint64_t max_shard_bytes = ppctl::interop::kDefaultMaxShardBytes;
   auto* export_cmd = app.add_subcommand(
-      "export", "Write a checkpoint as a Hugging Face model folder (config.json + model.safetensors)");
+      "export", "Write a checkpoint as a Hugging Face model folder (config.json, model.safetensors, and the "
+                "tokenizer files of model.init_from)");
   export_cmd->add_option("checkpoint", export_checkpoint, "Checkpoint folder, or a checkpoint.dir (its latest)")
       ->required();
   export_cmd->add_option("--hf", export_hf_dir, "Output folder (new or empty); appears complete or not at all")
@@ -436,6 +438,10 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("exported step {} to {}: {} tensors, {:.1f} MB in {} file(s)\n", result.step,
                                result.folder.string(), result.tensors, static_cast<double>(result.bytes) / 1e6,
                                result.shards);
+      if (!result.copied.empty()) {
+        std::cout << fmt::format("copied from {}: {}\n", ppctl::core::echo_label(result.source.string()),
+                                 fmt::join(result.copied, ", "));
+      }
       return 0;
     }
     return kExitFailure;

@@ -125,6 +125,8 @@ CheckpointMeta read_fields(const json& j, const fs::path& file) {
   meta.tie_embeddings = m.at("tie_embeddings").get<bool>();
   meta.model.tie_embeddings = meta.tie_embeddings;
   read_arch_fields(m, file, meta.model);
+  // model.init_from: absent when empty, and in checkpoints from before exports copied its tokenizer files
+  if (m.contains("init_from")) meta.model.init_from = m.at("init_from").get<std::string>();
   meta.sequences_per_step = integer<int64_t>(j.at("sequences_per_step"), file);
   meta.next_sample = integer<int64_t>(j.at("next_sample"), file);
   if (j.contains("data")) {  // absent before blends: one text source, counts = {next_sample}
@@ -299,6 +301,7 @@ std::string checkpoint_meta_text(const CheckpointMeta& meta) {
             {"stages", meta.stages},
             {"lr", meta.lr},
             {"files", files}};
+  if (!meta.model.init_from.empty()) j["model"]["init_from"] = meta.model.init_from;
   if (meta.schedule) {
     const auto& s = *meta.schedule;
     j["schedule"] = {{"lr_schedule", config::to_string(s.lr_schedule)},

@@ -39,7 +39,10 @@ struct CheckpointSchedule {
 /// (seed, step, microbatch, layer); the data position is step x sequences_per_step.
 struct CheckpointMeta {
   int64_t step = 0;                ///< optimizer steps completed; training resumes at step + 1
-  config::ModelSpec model;         ///< the model's shape (must match the resuming spec)
+  config::ModelSpec model;         ///< the model's shape (must match the resuming spec), and model.init_from
+                                   ///< (meta.json's model.init_from; absent when empty and in checkpoints
+                                   ///< saved before it was recorded): the folder `ppctl export` takes the
+                                   ///< tokenizer files from
   bool tie_embeddings = true;      ///< model.tie_embeddings when saved (must match)
   int64_t sequences_per_step = 0;  ///< global batch in sequences (microbatches x micro_batch_size x dp)
   int64_t next_sample = 0;         ///< data position: the stream index of the next training sequence

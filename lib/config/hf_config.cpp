@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -242,24 +243,52 @@ json rope_parameters_json(const ModelSpec& m) {
   return out;
 }
 
+/// A token-id key read leniently (HfTokenId): an integer, or a list of integers; anything else is none.
+HfTokenId token_id(const json* value) {
+  HfTokenId out;
+  if (value == nullptr) return out;
+  if (value->is_number_integer()) {
+    out.ids.push_back(value->get<int64_t>());
+  } else if (value->is_array()) {
+    for (const auto& id : *value) {
+      if (!id.is_number_integer()) return {};
+      out.ids.push_back(id.get<int64_t>());
+    }
+    out.list = true;
+  }
+  return out;
+}
+
+/// A token-id key as config.json spells it: null, an integer or a list.
+json token_id_json(const HfTokenId& id) {
+  if (id.list) return json(id.ids);
+  return id.ids.empty() ? json() : json(id.ids.front());
+}
+
 }  // namespace
 
 HfModelConfig read_hf_model_config(const std::filesystem::path& dir) {
   const auto file = dir / "config.json";
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
   if (!in) {
     throw CheckpointError(fmt::format("{}: cannot read it (fix: model.init_from must name a Hugging Face model "
                                       "folder holding config.json and model.safetensors)",
-                                      file.string()));
+                                      core::echo_label(file.string())));
   }
+  return parse_hf_model_config(text.str(), file);
+}
+
+HfModelConfig parse_hf_model_config(std::string_view text, const std::filesystem::path& file) {
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(text);
   } catch (const json::exception& e) {
     throw CheckpointError(fmt::format("{}: not valid JSON: {} (fix: re-save it with save_pretrained)",
-                                      file.string(), e.what()));
+                                      core::echo_label(file.string()), core::escape_control(e.what())));
   }
-  if (!root.is_object()) throw CheckpointError(file.string() + ": not a JSON object (fix: re-save it)");
+  if (!root.is_object()) throw CheckpointError(core::echo_label(file.string()) + ": not a JSON object (fix: re-save it)");
   Reader r(file, root);
   std::string architecture;
   if (const json* list = r.find("architectures"); list != nullptr && list->is_array() && !list->empty() &&
@@ -289,10 +318,12 @@ HfModelConfig read_hf_model_config(const std::filesystem::path& dir) {
            "MistralForCausalLM");
   }
   r.out.architecture = architecture;
+  r.out.token_ids = {token_id(r.find("bos_token_id")), token_id(r.find("eos_token_id")),
+                     token_id(r.find("pad_token_id"))};
   return r.out;
 }
 
-std::string hf_config_json(const ModelSpec& m) {
+std::string hf_config_json(const ModelSpec& m, const HfSourceKeys& source) {
   json out;
   if (m.arch == Arch::Gpt2) {
     out = {{"architectures", {"GPT2LMHeadModel"}},
@@ -324,7 +355,7 @@ std::string hf_config_json(const ModelSpec& m) {
            {"rms_norm_eps", m.norm_eps},
            {"rope_theta", m.rope_theta},
            {"rope_parameters", rope_parameters_json(m)},
-           {"max_position_embeddings", m.seq_len},
+           {"max_position_embeddings", std::max(m.seq_len, source.max_position_embeddings)},
            {"hidden_act", "silu"},
            {"tie_word_embeddings", m.tie_embeddings},
            {"dtype", "float32"}};
@@ -340,6 +371,9 @@ std::string hf_config_json(const ModelSpec& m) {
       out["max_window_layers"] = m.sliding_window > 0 ? 0 : m.layers;
     }
   }
+  out["bos_token_id"] = token_id_json(source.token_ids.bos);
+  out["eos_token_id"] = token_id_json(source.token_ids.eos);
+  out["pad_token_id"] = token_id_json(source.token_ids.pad);
   return out.dump(2) + "\n";
 }
 

@@ -1,7 +1,9 @@
-// ppctl checkpoint -> Hugging Face folder: config.json and (sharded) model.safetensors, atomically.
+// ppctl checkpoint -> Hugging Face folder: config.json, (sharded) model.safetensors and the tokenizer files
+// of model.init_from, atomically.
 #include "interop/hf_export.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "interop/hf_names.hpp"
+#include "interop/hf_source_files.hpp"
 #include "interop/safetensors.hpp"
 
 namespace ppctl::interop {
@@ -128,12 +131,16 @@ ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out_give
     total += bytes;
   }
 
+  const auto source = interop::source_files(meta.model);
+  for (const auto& note : source.notes) spdlog::warn("export: {}", note);
+
   const auto tmp = fs::path(out.string() + fmt::format(".tmp.{}", ::getpid()));
   std::error_code ec;
   fs::remove_all(tmp, ec);
   try {
     fs::create_directory(tmp);
-    core::write_file_atomically(tmp / "config.json", config::hf_config_json(meta.model));
+    core::write_file_atomically(tmp / "config.json", config::hf_config_json(meta.model, source.keys));
+    interop::copy_source_files(source, tmp);
     const std::map<std::string, std::string> format{{"format", "pt"}};
     if (shards.size() == 1) {
       interop::write_safetensors(tmp / "model.safetensors", shards[0], format);
@@ -159,7 +166,8 @@ ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out_give
     fs::remove_all(tmp, ec);
     throw;
   }
-  return {out, meta.step, static_cast<int64_t>(tensors.size()), total, static_cast<int64_t>(shards.size())};
+  return {out, meta.step, static_cast<int64_t>(tensors.size()), total, static_cast<int64_t>(shards.size()),
+          source.folder, source.files};
 }
 
 }  // namespace ppctl::interop

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace ppctl::interop {
 
@@ -22,9 +23,14 @@ struct ExportResult {
   int64_t tensors = 0;
   uint64_t bytes = 0;     ///< tensor data, fp32
   int64_t shards = 0;     ///< 1: model.safetensors; more: model-0000i-of-0000n.safetensors + index
+  std::filesystem::path source;      ///< model.init_from, where `copied` came from; empty when none
+  std::vector<std::string> copied;   ///< the files copied from `source` (tokenizer files, generation_config.json)
 };
 
-/// Writes `out` = config.json (config::hf_config_json of the checkpoint's model) and the weights
+/// Writes `out` = config.json (config::hf_config_json of the checkpoint's model, with the token ids and the
+/// llama family's longest context of its model.init_from: interop::source_files), the tokenizer files and
+/// generation_config.json of model.init_from when the vocabulary is unchanged (interop::source_files; what
+/// is not copied, and why, is logged as a warning), and the weights
 /// in Hugging Face names and layouts (interop::hf_tensors; Conv1D weights transposed back; tied models
 /// without lm_head.weight, as save_pretrained writes them), fp32, as model.safetensors, or as shards of
 /// at most `max_shard_bytes` of tensor data each (a tensor larger than the limit gets a shard of its

@@ -244,7 +244,8 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
   std::vector<float> out(n);
   const unsigned char* src = data(*info);
   if (info->dtype == "F32") {
-    std::memcpy(out.data(), src, n * 4);  // little-endian host (x86-64, aarch64)
+    if (n > 0) std::memcpy(out.data(), src, n * 4);  // little-endian host (x86-64, aarch64); an empty
+                                                     // vector's data() may be null, which memcpy must not get
   } else if (info->dtype == "F16" || info->dtype == "BF16") {
     const bool bf16 = info->dtype == "BF16";
     for (size_t i = 0; i < n; ++i) {

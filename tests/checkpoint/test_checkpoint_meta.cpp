@@ -37,6 +37,20 @@ TEST_CASE("meta.json round trip keeps every field, the schedule included") {
   CHECK(back.schedule->steps == 10);
 }
 
+TEST_CASE("meta.json records model.init_from (the folder an export copies the tokenizer from), absent when empty") {
+  const test::TempDir dir;
+  auto meta = meta_of(spec_of(dir, 10, "lr: 0.001"), 4, 10);
+  CHECK(nlohmann::json::parse(checkpoint::checkpoint_meta_text(meta))["model"].count("init_from") == 0);
+  CHECK(checkpoint::parse_checkpoint_meta(checkpoint::checkpoint_meta_text(meta), "meta.json").model.init_from.empty());
+  meta.model.init_from = "/models/qwen2.5-0.5b";
+  const auto text = checkpoint::checkpoint_meta_text(meta);
+  CHECK(nlohmann::json::parse(text)["model"]["init_from"] == "/models/qwen2.5-0.5b");
+  CHECK(checkpoint::parse_checkpoint_meta(text, "meta.json").model.init_from == "/models/qwen2.5-0.5b");
+  auto j = nlohmann::json::parse(text);
+  j["model"]["init_from"] = 7;  // a damaged file: refused as corrupt, not an nlohmann exception
+  CHECK(has(refusal([&] { checkpoint::parse_checkpoint_meta(j.dump(), "ckpt/meta.json"); }), "ckpt/meta.json"));
+}
+
 TEST_CASE("malformed meta.json values are refused with a CheckpointError naming the file") {
   const test::TempDir dir;
   const auto spec = spec_of(dir, 10, "lr: 0.001");

@@ -1,12 +1,13 @@
 // model.init_from: a Hugging Face config.json merged into the model section (fields taken, agreement
 // of written ones, seq_len as an upper bound, unsupported architectures and variants), and the
-// config.json ppctl export writes read back into the same model.
+// config.json ppctl export writes read back into the same model, with the token ids and context it takes.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "config/hf_config.hpp"
 #include "config/load.hpp"
@@ -263,4 +264,49 @@ TEST_CASE("init_from: RoPE scaling in both spellings, the Llama variants, and th
       CHECK_THAT(e.what(), ContainsSubstring("rope_type llama3 needs low_freq_factor"));
     }
   }
+}
+
+TEST_CASE("token ids: read leniently from config.json, written null unless given, never a class default",
+          "[config][hf]") {
+  const auto ids = [](const std::string& keys) {
+    return parse_hf_model_config(std::string(kLlama).replace(1, 0, keys + ", "), "x/config.json").token_ids;
+  };
+  const auto a = ids(R"("bos_token_id": 7, "eos_token_id": [8, 9], "pad_token_id": null)");
+  CHECK(a.bos.ids == std::vector<int64_t>{7});
+  CHECK_FALSE(a.bos.list);
+  CHECK(a.eos.ids == std::vector<int64_t>{8, 9});
+  CHECK(a.eos.list);
+  CHECK(a.pad.ids.empty());
+  const auto b = ids(R"("bos_token_id": "7", "eos_token_id": [8, "x"], "pad_token_id": 1.5)");  // none of them
+  CHECK(b.bos.ids.empty());
+  CHECK(b.eos.ids.empty());
+  CHECK(b.pad.ids.empty());
+
+  ModelSpec m;  // GPT-2 from scratch: transformers' GPT2Config would default to 50256, outside vocab 256
+  auto json = nlohmann::json::parse(hf_config_json(m));
+  CHECK(json.at("bos_token_id").is_null());
+  CHECK(json.at("eos_token_id").is_null());
+  CHECK(json.at("pad_token_id").is_null());
+  HfSourceKeys source;
+  source.token_ids.bos = {{7}, false};
+  source.token_ids.eos = {{8, 9}, true};
+  source.max_position_embeddings = 4096;  // unused for GPT-2: n_positions is wpe's rows
+  json = nlohmann::json::parse(hf_config_json(m, source));
+  CHECK(json.at("bos_token_id") == 7);
+  CHECK(json.at("eos_token_id") == nlohmann::json::array({8, 9}));
+  CHECK(json.at("n_positions") == m.seq_len);
+}
+
+TEST_CASE("the llama family's context: the source folder's when longer than seq_len", "[config][hf]") {
+  ModelSpec m;
+  m.arch = Arch::Qwen2;
+  m.seq_len = 64;
+  CHECK(nlohmann::json::parse(hf_config_json(m)).at("max_position_embeddings") == 64);
+  HfSourceKeys source;
+  source.max_position_embeddings = 32768;
+  const auto json = nlohmann::json::parse(hf_config_json(m, source));
+  CHECK(json.at("max_position_embeddings") == 32768);
+  CHECK(json.at("architectures") == nlohmann::json::array({"Qwen2ForCausalLM"}));  // a Qwen2 goes out a Qwen2
+  source.max_position_embeddings = 16;  // never shorter than what was trained
+  CHECK(nlohmann::json::parse(hf_config_json(m, source)).at("max_position_embeddings") == 64);
 }

@@ -31,8 +31,9 @@ LLAMA_FAMILY = {
 }
 
 
-def make(kind, seed=0):
-    """A fp32 model: 'gpt2-tied', 'gpt2-untied' or one of LLAMA_FAMILY (kv_heads 2 < heads 4)."""
+def make(kind, seed=0, **config_args):
+    """A fp32 model: 'gpt2-tied', 'gpt2-untied' or one of LLAMA_FAMILY (kv_heads 2 < heads 4); a llama-family
+    config takes `config_args` over these (vocab_size, bos_token_id, ...)."""
     torch.manual_seed(seed)
     if kind.startswith("gpt2"):
         config = transformers.GPT2Config(
@@ -42,10 +43,10 @@ def make(kind, seed=0):
         model = transformers.GPT2LMHeadModel(config)
     elif kind in LLAMA_FAMILY:
         cls_config, cls_model, extra = LLAMA_FAMILY[kind]
-        config = cls_config(
-            vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=POSITIONS,
-            rms_norm_eps=1e-5, **extra)
+        args = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=POSITIONS,
+                    rms_norm_eps=1e-5, **extra)
+        config = cls_config(**{**args, **config_args})
         model = cls_model(config)
     else:
         raise ValueError(kind)
@@ -55,9 +56,9 @@ def make(kind, seed=0):
     return model.float()
 
 
-def save(kind, folder, seed=0, **kwargs):
-    """make(kind) saved to `folder` as safetensors; returns the model."""
-    model = make(kind, seed)
+def save(kind, folder, seed=0, config_args=None, **kwargs):
+    """make(kind, seed, **config_args) saved to `folder` as safetensors; returns the model."""
+    model = make(kind, seed, **(config_args or {}))
     model.save_pretrained(folder, safe_serialization=True, **kwargs)
     return model
 

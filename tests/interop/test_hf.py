@@ -6,7 +6,12 @@ bad inputs of both. Usage: test_hf.py CASE PPCTL PPCTL_LOGITS, CASE one of
   export-gpt2, export-llama: a few training steps from the HF folder, `ppctl export` (one file and
       sharded), transformers loads the result and its logits equal ppctl's (relative 1e-5);
   bad-inputs: missing tensor, wrong shape, unsupported architecture, truncated file, index naming a
-      missing shard, a written field disagreeing with config.json: each exits 2 naming tensor and file.
+      missing shard, a written field disagreeing with config.json: each exits 2 naming tensor and file;
+  model-folder: issue 25's "done when": a tiny Qwen2.5-style folder with a byte-level BPE tokenizer trained
+      here by `tokenizers` and saved by transformers; `data prepare --tokenizer` on text; 2 stages from it;
+      `ppctl export`; AutoTokenizer and AutoModelForCausalLM load the export, their ids equal ppctl's
+      prepared ones, logits equal ppctl's (relative 1e-5), generate runs. Then the source's vocabulary
+      changed: the export copies no tokenizer file and says so.
 """
 import json
 import os
@@ -25,6 +30,10 @@ import hf_models  # noqa: E402
 SEQ_LEN = 16
 SEQUENCES = 4  # the global batch: every sequence of the data file, so its order does not matter
 TOLERANCE = 1e-5
+# What transformers' tokenizers and generation read from a model folder, which an export copies from the
+# folder it started from (written here apart from lib/interop/hf_source_files.cpp).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "generation_config.json")
 
 
 def write_data(folder):
@@ -151,7 +160,17 @@ def case_export(kind, ppctl, tool, tmp):
             index = json.loads((out / "model.safetensors.index.json").read_text())
             assert set(index["weight_map"].values()) == {f for f in files if f.startswith("model-")}
         else:
-            assert files == ["config.json", "model.safetensors"], files
+            copied = [f for f in TOKENIZER_FILES if (hf_dir / f).exists()]
+            assert "generation_config.json" in copied, copied  # save_pretrained writes it
+            assert files == sorted(["config.json", "model.safetensors"] + copied), files
+            for name in copied:
+                assert (out / name).read_bytes() == (hf_dir / name).read_bytes(), name
+        config = json.loads((out / "config.json").read_text())
+        source = json.loads((hf_dir / "config.json").read_text())
+        for key in ("bos_token_id", "eos_token_id"):
+            assert config[key] == source.get(key), (key, config[key], source.get(key))
+        if "max_position_embeddings" in source:  # the llama family keeps its context; GPT-2 cuts wpe
+            assert config["max_position_embeddings"] == source["max_position_embeddings"], config
         model = hf_models.load(out)
         model.eval()
         with torch.no_grad():
@@ -178,6 +197,89 @@ def case_export(kind, ppctl, tool, tmp):
     # An export is itself a valid model.init_from.
     spec2 = write_spec(tmp, "again", tmp / "export-sharded", data, 2)
     run([ppctl, "plan", spec2])
+
+
+def case_model_folder(ppctl, tool, tmp):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "prepare"))
+    import test_hf_bpe  # noqa: E402  (the Qwen2-style tokenizer.json trained by tokenizers' BpeTrainer)
+    import test_prepare  # noqa: E402  (megatron-core's reading of the prepared dataset)
+    import transformers
+    # The folder: a Qwen2-style tokenizer (NFC, Qwen2's split regex, byte-level BPE, 700 tokens) saved as
+    # transformers saves one, and a tied Qwen2 whose vocabulary is padded past it, as Qwen2.5's is.
+    source = tmp / "qwen2"
+    _, tok = test_hf_bpe.train("qwen2", tmp)
+    bos, eos = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|im_end|>")
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
+                                         eos_token="<|im_end|>").save_pretrained(source)
+    vocab = 768
+    assert tok.get_vocab_size() <= vocab
+    original = hf_models.save("qwen2-tied", source, config_args=dict(vocab_size=vocab, bos_token_id=bos, eos_token_id=eos,
+                                                          max_position_embeddings=64))
+    # Its text prepared by ppctl with that tokenizer (the end-of-document id from tokenizer_config.json).
+    docs = test_hf_bpe.TRAIN[:9] * 3
+    jsonl = tmp / "docs.jsonl"
+    test_prepare.write_jsonl(str(jsonl), docs)
+    run([ppctl, "data", "prepare", "--tokenizer", source / "tokenizer.json", "--input", jsonl, "--output",
+         tmp / "corpus", "--append-eod"])
+    prepared, _ = test_prepare.read_megatron(str(tmp / "corpus"))
+    # Two stages, a few steps from the folder.
+    spec = tmp / "train.yaml"
+    spec.write_text(f"""model:
+  init_from: {source}
+  seq_len: {SEQ_LEN}
+pipeline: {{stages: 2, microbatches: 4, micro_batch_size: 1}}
+data: {{format: megatron, path: {tmp / 'corpus'}}}
+train: {{steps: 3}}
+checkpoint: {{dir: {tmp / 'ckpt'}, interval: 3}}
+observe: {{runs_dir: {tmp / 'runs'}}}
+""")
+    run([ppctl, "train", spec, "--run-dir", tmp / "run"])
+    out = tmp / "export"
+    result = run([ppctl, "export", tmp / "ckpt", "--hf", out])
+    print(result.stdout.strip())
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                     "tokenizer_config.json"], files
+    assert "tokenizer.json" in result.stdout and "export:" not in result.stderr, (result.stdout, result.stderr)
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["Qwen2ForCausalLM"] and config["vocab_size"] == vocab, config
+    assert (config["bos_token_id"], config["eos_token_id"]) == (bos, eos), config
+    assert config["max_position_embeddings"] == 64, config
+    # transformers loads the folder with its tokenizer: the same ids as ppctl's prepared data.
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id) == (bos, eos)
+    for doc, ids in zip(docs, prepared):
+        assert tokenizer(doc).input_ids + [eos] == ids, doc[:40]
+    model = hf_models.load(out)
+    model.eval()
+    tokens = torch.tensor([ids[:SEQ_LEN] for ids in prepared[:2]])
+    ours = ppctl_logits(tool, tmp / "ckpt", tokens, tmp)
+    with torch.no_grad():
+        theirs = model(input_ids=tokens).logits
+    r = relative(theirs, ours)
+    assert r <= TOLERANCE, f"transformers' logits of the export differ from ppctl's: relative {r:.2e}"
+    with torch.no_grad():
+        assert relative(ours, original(input_ids=tokens).logits) > 1e-4, "training did not change the model"
+    prompt = tokenizer(docs[0][:30], return_tensors="pt")
+    generated = model.generate(**prompt, max_new_tokens=4, do_sample=False)
+    assert generated.shape[1] == prompt.input_ids.shape[1] + 4 or generated[0, -1].item() == eos, generated
+    print(f"qwen2 folder: {len(prepared)} documents' ids equal AutoTokenizer's, logits relative {r:.2e}, "
+          f"generate: {tokenizer.decode(generated[0])!r}")
+    # The folder now holds a model with another vocabulary: its tokenizer files no longer fit the checkpoint.
+    changed = json.loads((source / "config.json").read_text())
+    changed["vocab_size"] = 1024
+    (source / "config.json").write_text(json.dumps(changed))
+    out = tmp / "export-changed"
+    result = run([ppctl, "export", tmp / "ckpt", "--hf", out])
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    for needle in ("vocab_size 1024 but the model has vocab_size 768", "the vocabulary changed",
+                   "generation_config.json", "tokenizer.json", str(source / "config.json")):
+        assert needle in result.stderr, f"'{needle}' not in:\n{result.stderr}"
+    print(result.stderr.strip())
+    config = json.loads((out / "config.json").read_text())
+    assert config["bos_token_id"] is None and config["eos_token_id"] is None, config
+    assert relative(hf_models.load(out)(input_ids=tokens).logits.detach(), ours) <= TOLERANCE
+    print("vocabulary changed: no tokenizer files copied, the log says why, bos/eos null")
 
 
 def expect_refused(ppctl, spec, *needles, command="plan"):
@@ -262,6 +364,8 @@ def main():
                 case_export({"gpt2": "gpt2-untied"}.get(kind, kind), ppctl, tool, sub)
         elif case == "bad-inputs":
             case_bad_inputs(ppctl, tmp)
+        elif case == "model-folder":
+            case_model_folder(ppctl, tool, tmp)
         else:
             sys.exit(f"unknown case {case}")
     print("PASS")

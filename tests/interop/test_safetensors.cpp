@@ -74,6 +74,20 @@ TEST_CASE("safetensors: written tensors read back, header 8-byte aligned", "[int
   CHECK_THROWS_AS(file.read_f32("missing"), ppctl::CheckpointError);
 }
 
+TEST_CASE("safetensors: empty tensors and scalars read as 0 and 1 values", "[interop]") {
+  // fuzz_safetensors's first finding (its seed scalars.safetensors): memcpy into an empty vector's null
+  // data(), undefined behaviour that UBSan reports (scripts/sanitize.sh, scripts/fuzz.sh)
+  const std::string header = R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                             R"("h":{"dtype":"F16","shape":[2,0],"data_offsets":[0,0]},)"
+                             R"("s":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
+  const float value = 1.5f;
+  const SafetensorsFile file(
+      raw_file("empty.safetensors", header, std::string(reinterpret_cast<const char*>(&value), sizeof value)));
+  CHECK(file.read_f32("a").empty());
+  CHECK(file.read_f32("h").empty());
+  CHECK(file.read_f32("s") == std::vector<float>{1.5f});
+}
+
 TEST_CASE("safetensors: F16 and BF16 widen exactly to fp32", "[interop]") {
   // 1.0, -2.0, 65504 (largest half), 2^-24 (smallest subnormal half), +inf
   const uint16_t half[] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00};
