@@ -133,7 +133,7 @@ void check_params(const ScheduleParams& params) {
 /// 1F1B as in Megatron-LM's forward_backward_pipelining_without_interleaving (Narayanan et al.,
 /// arXiv 2104.04473 §2.2): rank r runs min(p - r - 1, m) forwards before its steady phase, so the
 /// last rank starts its first backward right after its first forward; ZB-H1 keeps that order. The
-/// interleaved and ZBV counts are those of the loops in gen_interleaved.cpp and gen_zbv.cpp.
+/// interleaved and ZBV counts are those of the loops in gen_1f1b.cpp and gen_zbv.cpp.
 int64_t warmup_microbatches(const ScheduleParams& params, int64_t rank) {
   check_params(params);
   PPCTL_CHECK(rank >= 0 && rank < params.ranks, ScheduleError,
