@@ -418,9 +418,9 @@ std::string format_zb_auto(const ZbAutoPlan& plan) {
     for (size_t s = 0; s < stages.size(); ++s)
       parts.push_back(fmt::format("{}: F {:g} I {:g} W {:g} +{:g}", s, stages[s].forward, stages[s].input_grad,
                                   stages[s].weight_grad, stages[s].defer_penalty));
-    costs = fmt::format("per stage (F, I, W, W deferred +) ms: {}", fmt::join(parts, "; "));
+    costs = fmt::format("costs per stage in ms (F, I, W, + when a W is deferred) {}", fmt::join(parts, "; "));
   }
-  std::string out = fmt::format("zb-auto: W placed for {}, p2p {:g} ms (pipeline.zb_auto; not given: F = I = W = 1, "
+  std::string out = fmt::format("zb-auto: W placed for {}; p2p {:g} ms (pipeline.zb_auto; not given: F = I = W = 1, "
                                 "nothing for deferring or sending)\n",
                                 costs, plan.costs.p2p_latency);
   out += fmt::format("  in flight (microbatches from F to W) at most {} per rank (pipeline.zb_auto.max_in_flight; "

@@ -167,7 +167,7 @@ TEST_CASE("zb-auto golden: p=2, m=4, F=I=W=1 ms, a deferred W 0.25 ms more") {
   CHECK(plan.deferred_w == std::vector<int64_t>{0, 2});
   CHECK(plan.peak_in_flight == std::vector<int64_t>{2, 2});
   const std::string text = format_zb_auto(plan);
-  CHECK_THAT(text, ContainsSubstring("W placed for F 1, I 1, W 1 ms per stage, W deferred +0.25 ms, p2p 0 ms"));
+  CHECK_THAT(text, ContainsSubstring("W placed for F 1, I 1, W 1 ms per stage, W deferred +0.25 ms; p2p 0 ms"));
   CHECK_THAT(text, ContainsSubstring("at most 2, 2 per rank"));
   CHECK_THAT(text, ContainsSubstring("W deferred (not right after its I) per rank: 0, 2 of 4; peak in flight 2, 2"));
   CHECK_THAT(text, ContainsSubstring("simulated step 13.5 ms; 1f1b 15 ms (-10.0% against it); zb-h1 14 ms "
