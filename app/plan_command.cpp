@@ -16,6 +16,7 @@
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "schedule/split_time.hpp"
+#include "schedule/zb_auto.hpp"
 
 namespace ppctl::app {
 namespace {
@@ -32,6 +33,17 @@ ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
     costs.stages.push_back({options.costs[i], options.costs[i + 1], options.costs[i + 2], options.costs[i + 3]});
   }
   costs.p2p_latency = options.p2p_latency;
+  costs.grad_reduce = options.grad_reduce_ms;
+  for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
+  return costs;
+}
+
+/// zb-auto's own costs (pipeline.zb_auto), with --p2p-latency, --defer-penalty and --grad-reduce-ms applied.
+ppctl::schedule::CostModel zb_auto_costs(const ppctl::schedule::ZbAutoPlan& zb, const PlanOptions& options) {
+  auto costs = zb.costs;
+  if (options.p2p_latency_given) costs.p2p_latency = options.p2p_latency;
+  if (options.defer_penalty_given)
+    for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
   costs.grad_reduce = options.grad_reduce_ms;
   return costs;
 }
@@ -59,7 +71,13 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
                    "to its trace); the split section compares the splits under them, --balance lays out with them")
       ->excludes("--costs")->type_name("FILE|RUN_DIR");
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
-      ->check(number_check(0.0, false));
+      ->check(number_check(0.0, false))
+      ->each([&plan_options](const std::string&) { plan_options.p2p_latency_given = true; });
+  plan->add_option("--defer-penalty", plan_options.defer_penalty,
+                   "What a W costs more when it does not run right after its I, ms (default 0; with schedule "
+                   "zb-auto and no --costs, pipeline.zb_auto's)")
+      ->check(number_check(0.0, false))
+      ->each([&plan_options](const std::string&) { plan_options.defer_penalty_given = true; });
   plan->add_option("--grad-reduce-ms", plan_options.grad_reduce_ms,
                    "Time of one stage's data-parallel gradient reduction, ms (runs beside compute: from the "
                    "stage's REDUCE_GRAD, or after the schedule with runtime.overlap_grad_reduce false)")
@@ -79,12 +97,24 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
   }
   std::optional<ppctl::schedule::GivenLayerCosts> layer_costs;
   if (!options.layer_costs.empty()) layer_costs = ppctl::job::use_layer_costs(planned, options.layer_costs, options.balance);
-  const auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times,
-                                                                     options.p2p_latency, options.grad_reduce_ms)
-                                 : cost_model(options);
+  std::optional<ppctl::schedule::ZbAutoPlan> zb_auto;
+  if (planned.spec.pipeline.schedule == ppctl::config::ScheduleKind::ZBAuto)
+    zb_auto = ppctl::schedule::plan_zb_auto(ppctl::schedule::schedule_params(planned.spec));
+  auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times,
+                                                               options.p2p_latency, options.grad_reduce_ms)
+               : zb_auto && options.costs.empty() ? zb_auto_costs(*zb_auto, options)
+                                                  : cost_model(options);
+  if (layer_costs)
+    for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation,
                                             costs, options.with_communication, layer_costs ? &*layer_costs : nullptr);
+  if (zb_auto) {
+    std::cout << '\n' << ppctl::schedule::format_zb_auto(*zb_auto);
+    if (layer_costs || !options.costs.empty())
+      std::cout << "  (the simulated step above is under " << (layer_costs ? "--layer-costs" : "--costs")
+                << "; W was placed for pipeline.zb_auto's costs, which the job runs with)\n";
+  }
   if (options.timeline) std::cout << '\n' << ppctl::schedule::format_timeline(simulation);
   if (!options.trace_path.empty()) {
     ppctl::core::write_file_atomically(options.trace_path,

@@ -18,6 +18,9 @@ struct PlanOptions {
   std::string trace_path;
   std::vector<double> costs;  // F, B, I, W in ms; once, or once per stage
   double p2p_latency = 0.0;
+  bool p2p_latency_given = false;  // --p2p-latency was written (zb-auto: it replaces pipeline.zb_auto's)
+  double defer_penalty = 0.0;  // --defer-penalty: ms more for a W not right after its I
+  bool defer_penalty_given = false;
   double grad_reduce_ms = 0.0;  // --grad-reduce-ms: one stage's data-parallel gradient reduction
   bool balance = false;  // show the layout of pipeline.balance auto
   std::string layer_costs;  // --layer-costs: a per-layer costs file or a previous run's run directory
@@ -29,6 +32,8 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& o
 
 /// Runs `ppctl plan`: prepares the job (job::prepare_job: the whole spec validated, the program built and
 /// checked), simulates one step and prints the plan to stdout (plus the timeline, the trace file, as asked).
+/// With schedule zb-auto it also prints how W was placed (schedule::format_zb_auto), and without --costs or
+/// --layer-costs simulates with pipeline.zb_auto's costs (--p2p-latency and --defer-penalty replace theirs).
 /// Returns 0; throws ppctl::ConfigError, ppctl::PlanError or ppctl::ScheduleError for bad input (the caller
 /// maps them to exit code 2).
 int run_plan(const std::string& spec_path, const PlanOptions& options);

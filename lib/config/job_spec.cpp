@@ -13,6 +13,7 @@ std::string to_string(ScheduleKind kind) {
     case ScheduleKind::Interleaved1F1B: return "interleaved-1f1b";
     case ScheduleKind::ZBH1: return "zb-h1";
     case ScheduleKind::ZBV: return "zbv";
+    case ScheduleKind::ZBAuto: return "zb-auto";
     case ScheduleKind::Custom: return "custom";
   }
   throw InternalError("to_string: unknown ScheduleKind");

@@ -15,6 +15,8 @@ enum class ScheduleKind {
   Interleaved1F1B,  ///< `interleaved-1f1b`: v virtual stages per rank, stage k on rank k mod p (arXiv 2104.04473 §2.2)
   ZBH1,             ///< `zb-h1`: 1F1B with backward split into I and W, W filling bubbles (Zero Bubble, arXiv 2401.10241 §3)
   ZBV,              ///< `zbv`: two stages per rank in a V placement, split backward (arXiv 2401.10241 §6)
+  ZBAuto,           ///< `zb-auto`: 1F1B's order of F and I, each W placed from costs (pipeline.zb_auto), after
+                    ///< Zero Bubble's automatic scheduler (arXiv 2401.10241 §3); schedule/zb_auto.hpp
   Custom,           ///< `custom`: per-rank action lists read from pipeline.schedule_file (CSV)
 };
 
@@ -196,15 +198,31 @@ int64_t head_dim_of(const ModelSpec& model);
 /// attention): llama, qwen2, qwen3, mistral.
 bool llama_family(Arch arch);
 
+/// pipeline.zb_auto: the costs the zb-auto schedule places each W with (schedule/zb_auto.hpp). A cost list
+/// holds one entry (every stage) or one per stage (pipeline.stages entries, stage order). The defaults are
+/// `ppctl plan`'s (F 1, I 1, W 1 ms; nothing for deferring or sending).
+struct ZbAutoSpec {
+  std::vector<double> forward{1.0};        ///< `f`: ms of one F per stage. Each in [0, 1e9].
+  std::vector<double> input_grad{1.0};     ///< `i`: ms of one I (input-gradient backward). Each in [0, 1e9].
+  std::vector<double> weight_grad{1.0};    ///< `w`: ms of one W (weight-gradient backward) run right after its I.
+                                           ///< Each in [0, 1e9].
+  std::vector<double> defer_penalty{0.0};  ///< `defer_penalty`: ms a W costs more when it does not run right after
+                                           ///< its I (docs/benchmarks.md: about 0.2 x W on CPUs). Each in [0, 1e9].
+  double p2p_latency = 0.0;                ///< `p2p_latency`: ms added to every transfer between ranks. [0, 1e9].
+  int64_t max_in_flight = 0;               ///< `max_in_flight`: most microbatches a rank holds activations for
+                                           ///< (from its F to its W); never below 1F1B's p - rank. 0 (default) =
+                                           ///< pipeline.stages (1F1B's rank 0; ZB-H1's every rank). Range [0, 1e6].
+};
+
 /// How the model is cut and scheduled.
 struct PipelineSpec {
   int64_t stages = 1;                              ///< pipeline-parallel size p (one rank per stage). Range [1, 1024].
   ScheduleKind schedule = ScheduleKind::OneFOneB;  ///< `1f1b` (default), `gpipe`, `interleaved-1f1b`, `zb-h1`,
-                                                   ///< `zbv` or `custom`.
+                                                   ///< `zbv`, `zb-auto` or `custom`.
   int64_t microbatches = 1;                        ///< microbatches m per step. Range [1, 1e6].
   int64_t micro_batch_size = 1;                    ///< sequences per microbatch. Range [1, 1e6].
   int64_t virtual_stages = 1;   ///< stages per rank v (model chunks). interleaved-1f1b: >= 2; zbv: 2 (the default
-                                ///< there); gpipe, 1f1b, zb-h1: 1. Range [1, 64]. Total stages = stages x v.
+                                ///< there); gpipe, 1f1b, zb-h1, zb-auto: 1. Range [1, 64]. Total stages = stages x v.
   int64_t microbatch_group_size = 0;  ///< interleaved-1f1b: microbatches per group g (Megatron's
                                       ///< microbatch_group_size_per_vp_stage); 0 = stages. Range [0, 1e6],
                                       ///< non-zero only for interleaved-1f1b. schedule::check_params asks
@@ -221,6 +239,7 @@ struct PipelineSpec {
                                     ///< or `auto` (the split with the least simulated step time from per-layer
                                     ///< FLOP costs, embedding on the first and LM head + loss on the last stage;
                                     ///< plan/balance.hpp).
+  ZbAutoSpec zb_auto;  ///< zb-auto only: the costs it places W with (written only with schedule zb-auto).
 };
 
 /// One corpus of the training data: data.path itself, or one entry of data.blend.

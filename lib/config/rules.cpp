@@ -53,7 +53,7 @@ int64_t text_sequences(const JobSpec& spec) {
   return bytes < seq + 1 ? -1 : static_cast<int64_t>((bytes - 1) / seq);
 }
 
-/// The rule and hint pipeline.virtual_stages breaks for its schedule, if any: gpipe, 1f1b and zb-h1 run one
+/// The rule and hint pipeline.virtual_stages breaks for its schedule, if any: gpipe, 1f1b, zb-h1 and zb-auto run one
 /// stage per rank, zbv two, interleaved-1f1b two or more; custom schedules any number.
 std::optional<std::pair<std::string, std::string>> virtual_stages_problem(const SpecState& s) {
   const PipelineSpec& p = s.spec.pipeline;
@@ -408,7 +408,44 @@ void check_schedule_file(SpecState& s) {
   }
 }
 
-/// The schedule's own keys: stages per rank, the group size, and the file of a custom schedule.
+/// A cost list as YAML writes it: `1.5` for one entry, `[1, 2]` for several.
+std::string costs_text(const std::vector<double>& values) {
+  return values.size() == 1 ? fmt::format("{:g}", values.front()) : fmt::format("[{:g}]", fmt::join(values, ", "));
+}
+
+/// pipeline.zb_auto: only with schedule zb-auto, and each cost list one entry (every stage) or one per stage.
+void check_zb_auto(SpecState& s) {
+  const PipelineSpec& p = s.spec.pipeline;
+  const std::string path = "pipeline.zb_auto";
+  const auto written = s.seen.find(path);
+  if (written == s.seen.end() || !s.usable(path) || !s.usable("pipeline.schedule")) return;
+  if (p.schedule != ScheduleKind::ZBAuto) {
+    const ZbAutoSpec& z = p.zb_auto;
+    const std::string value = fmt::format("{{f: {}, i: {}, w: {}, defer_penalty: {}, p2p_latency: {:g}, max_in_flight: {}}}",
+                                          costs_text(z.forward), costs_text(z.input_grad), costs_text(z.weight_grad),
+                                          costs_text(z.defer_penalty), z.p2p_latency, z.max_in_flight);
+    s.combination_problem(path, "pipeline.schedule", value,
+                          fmt::format("only applies to schedule zb-auto (pipeline.schedule is {})",
+                                      to_string(p.schedule)),
+                          "leave pipeline.zb_auto out, or set pipeline.schedule: zb-auto");
+    return;
+  }
+  if (!s.usable("pipeline.stages")) return;
+  const std::pair<const char*, const std::vector<double>*> lists[] = {
+      {"f", &p.zb_auto.forward},
+      {"i", &p.zb_auto.input_grad},
+      {"w", &p.zb_auto.weight_grad},
+      {"defer_penalty", &p.zb_auto.defer_penalty}};
+  for (const auto& [key, values] : lists) {
+    const auto n = static_cast<int64_t>(values->size());
+    if (n == 1 || n == p.stages) continue;
+    s.c.problems.add(written->second.line, fmt::format("{}.{}", path, key), costs_text(*values),
+                     fmt::format("has {} entries but pipeline.stages is {}", n, p.stages),
+                     fmt::format("give one number for every stage, or {} (one per stage, in stage order)", p.stages));
+  }
+}
+
+/// The schedule's own keys: stages per rank, the group size, the file of a custom schedule and zb-auto's costs.
 void check_schedule(SpecState& s) {
   const PipelineSpec& p = s.spec.pipeline;
   if (!s.usable("pipeline.schedule")) return;
@@ -425,6 +462,7 @@ void check_schedule(SpecState& s) {
                           "leave pipeline.microbatch_group_size out, or set pipeline.schedule: interleaved-1f1b");
   }
   check_schedule_file(s);
+  check_zb_auto(s);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "config/foreign_keys.hpp"
 #include "config/rope_scaling.hpp"
 #include "config/suggest.hpp"
+#include "config/zb_auto_costs.hpp"
 
 namespace ppctl::config::detail {
 namespace {
@@ -225,10 +226,10 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
        {int_field("stages", p.stages, {1, 1024}, "pipeline-parallel size: ranks, one worker each"),
         enum_field("schedule", p.schedule,
                    std::vector{ScheduleKind::OneFOneB, ScheduleKind::GPipe, ScheduleKind::Interleaved1F1B,
-                               ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::Custom},
+                               ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::ZBAuto, ScheduleKind::Custom},
                    "the order of forwards and backwards on each rank",
                    {{"interleaved", "interleaved-1f1b"}, {"zbh1", "zb-h1"}, {"zb1p", "zb-h1"}, {"zb-v", "zbv"},
-                    {"csv", "custom"}}),
+                    {"zbauto", "zb-auto"}, {"zb_auto", "zb-auto"}, {"csv", "custom"}}),
         int_field("microbatches", p.microbatches, {1, kMillion}, "microbatches per optimizer step"),
         int_field("micro_batch_size", p.micro_batch_size, {1, kMillion}, "sequences per microbatch"),
         int_field("virtual_stages", p.virtual_stages, {1, 64},
@@ -245,7 +246,10 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
                            {1, kMaxLayers, "every stage holds at least one block"},
                            "an explicit split: the blocks of each stage, in stage order"),
         word_field("balance", p.balance, {"uniform", "auto"}, "write balance: auto or balance: uniform",
-                   "how the blocks are split when layers_per_stage is not given")}},
+                   "how the blocks are split when layers_per_stage is not given"),
+        // Checked against the schedule and pipeline.stages once every key is read (rules.cpp, check_zb_auto).
+        row("zb_auto", FieldType::Mapping, "zb-auto only: {f, i, w, defer_penalty, p2p_latency, max_in_flight}, ms",
+            "", [&p](Context& c, const Entry& e) { return read_zb_auto(c, e, p.zb_auto); })}},
       {"data",
        {data_field("path", data_entries.path, "text: paths or globs; tokens: the file; megatron: the PREFIX"),
         real_field("eval_fraction", d.eval_fraction, {0, false, 0.5, false},

@@ -1,4 +1,4 @@
-// Schedule parameters and their rules, the dispatch to the per-kind generators (gen_*.cpp), the
+// Schedule parameters and their rules, the dispatch to the per-kind generators (gen_*.cpp, zb_auto.cpp), the
 // pass that inserts SEND/RECV actions and the one that inserts REDUCE_GRAD actions.
 #include "schedule/generate.hpp"
 
@@ -10,6 +10,7 @@
 
 #include "core/check.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/zb_auto.hpp"
 
 namespace ppctl::schedule {
 namespace {
@@ -113,7 +114,7 @@ void check_groups(const ScheduleParams& params) {
 
 ScheduleParams schedule_params(const config::JobSpec& spec) {
   return {spec.pipeline.schedule, spec.pipeline.stages, spec.pipeline.virtual_stages,
-          spec.pipeline.microbatches, spec.pipeline.microbatch_group_size};
+          spec.pipeline.microbatches, spec.pipeline.microbatch_group_size, spec.pipeline.zb_auto};
 }
 
 int64_t group_size(const ScheduleParams& params) {
@@ -127,13 +128,14 @@ void check_params(const ScheduleParams& params) {
   check_geometry(params.ranks, params.microbatches);
   check_virtual_stages(params);
   if (params.kind == ScheduleKind::Interleaved1F1B) check_groups(params);
+  if (params.kind == ScheduleKind::ZBAuto) zb_auto_cost_model(params);  // throws for bad costs
 }
 
 /// GPipe (Huang et al., arXiv 1811.06965 §2.3) runs every forward before any backward: warmup = m.
 /// 1F1B as in Megatron-LM's forward_backward_pipelining_without_interleaving (Narayanan et al.,
 /// arXiv 2104.04473 §2.2): rank r runs min(p - r - 1, m) forwards before its steady phase, so the
 /// last rank starts its first backward right after its first forward; ZB-H1 keeps that order. The
-/// interleaved and ZBV counts are those of the loops in gen_interleaved.cpp and gen_zbv.cpp.
+/// interleaved and ZBV counts are those of the loops in gen_1f1b.cpp and gen_zbv.cpp.
 int64_t warmup_microbatches(const ScheduleParams& params, int64_t rank) {
   check_params(params);
   PPCTL_CHECK(rank >= 0 && rank < params.ranks, ScheduleError,
@@ -154,7 +156,7 @@ int64_t detail::warmup(const ScheduleParams& params, int64_t rank) {
                       m * params.virtual_stages);
     case ScheduleKind::ZBV:
       return std::min(2 * p - rank - 1, m) + std::min(rank, m);
-    default:  // 1F1B, ZB-H1
+    default:  // 1F1B, ZB-H1, zb-auto
       return std::min(p - rank - 1, m);
   }
 }
@@ -162,7 +164,8 @@ int64_t detail::warmup(const ScheduleParams& params, int64_t rank) {
 int64_t warmup_microbatches(config::ScheduleKind kind, int64_t stages, int64_t microbatches,
                             int64_t rank) {
   PPCTL_CHECK(
-      kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZBH1,
+      kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZBH1 ||
+          kind == ScheduleKind::ZBAuto,
       ScheduleError,
       fmt::format("warmup_microbatches(kind, stages, ...) covers schedules with one stage "
                   "per rank, not {}",
@@ -178,6 +181,8 @@ Program generate_compute(const ScheduleParams& params) {
       return detail::interleaved_1f1b(params);
     case ScheduleKind::ZBV:
       return detail::zbv(params);
+    case ScheduleKind::ZBAuto:
+      return plan_zb_auto(params).program;
     default:  // GPipe, 1F1B, ZB-H1 (custom is rejected by check_params)
       return detail::flush_schedule(params);
   }

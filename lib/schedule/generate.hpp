@@ -16,6 +16,7 @@ struct ScheduleParams {
   int64_t virtual_stages = 1;  ///< stages per rank v (2 for zbv; >= 2 for interleaved-1f1b)
   int64_t microbatches = 1;    ///< m
   int64_t group_size = 0;      ///< interleaved-1f1b microbatch group size g; 0 means p
+  config::ZbAutoSpec zb_auto{};  ///< zb-auto: the costs it places W with (schedule/zb_auto.hpp)
 };
 
 /// The generator parameters of a validated job spec (not for custom schedules' contents).
@@ -25,7 +26,8 @@ ScheduleParams schedule_params(const config::JobSpec& spec);
 /// ppctl::ScheduleError stating the rule, naming the job-spec fields and giving the nearest valid
 /// values. The rules (each checked over a grid with validate() in tests/schedule/test_generate.cpp):
 /// - every kind: p >= 1, m >= 1; custom is never generated (read it with read_csv);
-/// - gpipe, 1f1b, zb-h1: v = 1; zbv: v = 2; interleaved-1f1b: v >= 2, g >= 0;
+/// - gpipe, 1f1b, zb-h1, zb-auto: v = 1; zbv: v = 2; interleaved-1f1b: v >= 2, g >= 0;
+/// - zb-auto: each cost list of params.zb_auto holds 1 or p entries (zb_auto_cost_model);
 /// - interleaved-1f1b with g = group_size(params): g >= p, and the last group of microbatches is full
 ///   or holds at least p of them (m <= g, or m % g == 0, or m % g >= p). Smaller groups make a rank
 ///   start a chunk before the microbatch it needs has come round the pipeline: for p <= 8,
@@ -42,7 +44,8 @@ int64_t group_size(const ScheduleParams& params);
 /// (Megatron-LM's schedule: rank r does 2(p-r-1) + (v-1)g warmup forwards, chunks visited in groups
 /// of g microbatches; arXiv 2104.04473 §2.2), ZB-H1 (arXiv 2401.10241 §3: 1F1B order with B split
 /// into I and W, W deferred into the cooldown bubbles) and ZBV (arXiv 2401.10241 §6: V placement,
-/// split backward). Throws ppctl::ScheduleError via check_params.
+/// split backward), zb-auto (1F1B's order of F and I, each W placed from params.zb_auto's costs: plan_zb_auto
+/// in schedule/zb_auto.hpp). Throws ppctl::ScheduleError via check_params.
 Program generate_compute(const ScheduleParams& params);
 
 /// generate_compute(params) followed by add_communication.
@@ -52,7 +55,7 @@ Program generate(const ScheduleParams& params);
 /// more forward (when any is left) and then the rank's first backward (B or I). So the rank runs
 /// min(w + 1, its forwards) forwards before its first backward. Throws like check_params.
 /// - GPipe: m (all forwards first).
-/// - 1F1B and ZB-H1: min(p - rank - 1, m) (arXiv 2104.04473 §2.2; Megatron-LM schedules.py).
+/// - 1F1B, ZB-H1 and zb-auto: min(p - rank - 1, m) (arXiv 2104.04473 §2.2; Megatron-LM schedules.py).
 /// - interleaved-1f1b: min(2(p - rank - 1) + (v - 1) g, m v) (Megatron-core
 ///   forward_backward_pipelining_with_interleaving, g = group_size(params)).
 /// - ZBV: min(2p - rank - 1, m) + min(rank, m): 2(p - rank) - 1 forwards of the rank's first stage,
@@ -60,12 +63,13 @@ Program generate(const ScheduleParams& params);
 ///   ScheduleZBVZeroBubble), counting only microbatches below m.
 int64_t warmup_microbatches(const ScheduleParams& params, int64_t rank);
 
-/// warmup_microbatches for a kind with one stage per rank (gpipe, 1f1b, zb-h1): `stages` ranks.
+/// warmup_microbatches for a kind with one stage per rank (gpipe, 1f1b, zb-h1, zb-auto): `stages` ranks.
 /// Throws ppctl::ScheduleError for interleaved-1f1b, zbv and custom (use the overload above).
 int64_t warmup_microbatches(config::ScheduleKind kind, int64_t stages, int64_t microbatches,
                             int64_t rank);
 
-/// Compute-only program for a kind with one stage per rank (gpipe, 1f1b, zb-h1): `stages` ranks,
+/// Compute-only program for a kind with one stage per rank (gpipe, 1f1b, zb-h1; zb-auto with its default
+/// costs): `stages` ranks,
 /// stage s on rank s, `microbatches` m. GPipe: F0..F(m-1) then B0..B(m-1) on each rank. 1F1B:
 /// warmup forwards (warmup_microbatches), then steady pairs F(k) B(j), then cooldown backwards.
 /// Same as generate_compute({kind, stages, 1, microbatches, 0}). Throws ppctl::ScheduleError if

@@ -50,8 +50,10 @@ std::string costs_text(const CostModel& costs, const Program& program) {
   if (costs.stages.size() != 1)
     return fmt::format("{} per-stage costs{}", costs.stages.size(), grad_reduce_text(costs, program));
   const auto& c = costs.stages.front();
-  return fmt::format("F={:g} B={:g} I={:g} W={:g} ms per stage, p2p {:g} ms{}", c.forward, c.backward,
-                     c.input_grad, c.weight_grad, costs.p2p_latency, grad_reduce_text(costs, program));
+  const std::string deferred =
+      c.defer_penalty > 0.0 ? fmt::format(" (+{:g} when deferred)", c.defer_penalty) : std::string();
+  return fmt::format("F={:g} B={:g} I={:g} W={:g}{} ms per stage, p2p {:g} ms{}", c.forward, c.backward,
+                     c.input_grad, c.weight_grad, deferred, costs.p2p_latency, grad_reduce_text(costs, program));
 }
 
 /// "memory per rank 4.0, 1.5, 5.0 MiB" (one unit for all, GiB from 1 GiB), or the largest beyond 8 ranks.

@@ -40,6 +40,7 @@ void check_costs(const CostModel& costs, int64_t num_stages) {
     check(c.backward, fmt::format("stages[{}].backward", s));
     check(c.input_grad, fmt::format("stages[{}].input_grad", s));
     check(c.weight_grad, fmt::format("stages[{}].weight_grad", s));
+    check(c.defer_penalty, fmt::format("stages[{}].defer_penalty", s));
   }
 }
 
@@ -103,8 +104,9 @@ Dependency dependency_of(const Action& compute, int64_t num_stages) {
   }
 }
 
-/// Duration of `compute` under `costs` (already checked).
-double cost_of(const Action& compute, const CostModel& costs) {
+/// Duration of `compute` under `costs` (already checked); `previous` is the rank's compute action
+/// before it (a W right after its own I pays no defer_penalty), null when it is the rank's first.
+double cost_of(const Action& compute, const TimedAction* previous, const CostModel& costs) {
   const StageCosts& c =
       costs.stages[costs.stages.size() == 1 ? 0 : static_cast<size_t>(compute.stage)];
   switch (compute.kind) {
@@ -114,8 +116,11 @@ double cost_of(const Action& compute, const CostModel& costs) {
       return c.backward;
     case ActionKind::I:
       return c.input_grad;
-    default:
-      return c.weight_grad;
+    default: {
+      const bool right_after_i =
+          previous != nullptr && previous->action == Action{ActionKind::I, compute.stage, compute.microbatch};
+      return c.weight_grad + (right_after_i ? 0.0 : c.defer_penalty);
+    }
   }
 }
 
@@ -188,7 +193,8 @@ class Simulator {
         const bool remote = program_.stage_to_rank[static_cast<size_t>(dep.stage)] != rank;
         start = std::max(start, event_time_[e] + (remote ? costs_.p2p_latency : 0.0));
       }
-      const double end = start + cost_of(a, costs_);
+      const auto& done = result_.timeline[r];
+      const double end = start + cost_of(a, done.empty() ? nullptr : &done.back(), costs_);
       free_at_[r] = end;
       result_.timeline[r].push_back({a, start, end});
       result_.busy_time[r] += end - start;

@@ -15,6 +15,9 @@ struct StageCosts {
   double backward = 2.0;     ///< B (full backward)
   double input_grad = 1.0;   ///< I
   double weight_grad = 1.0;  ///< W
+  double defer_penalty = 0.0;  ///< added to a W that does not run right after its I on the rank (another
+                               ///< compute action between them): on CPUs its inputs have left the cache
+                               ///< by then (docs/benchmarks.md measured about 20% of W); 0 = not modelled
 };
 
 /// Costs for a whole program: per stage (size num_stages), or one entry used for every stage.
@@ -55,7 +58,8 @@ struct Simulation {
 /// Simulates `program` (with or without communication actions): each rank runs its compute actions
 /// in order, one at a time; an action starts when its rank is free and its inputs are ready
 /// (F(s,j) after F(s-1,j); B or I of (s,j) after B or I of (s+1,j), or after F(s,j) on the last stage;
-/// W(s,j) after I(s,j)), plus p2p_latency when the producer is on another rank. Communication never
+/// W(s,j) after I(s,j)), plus p2p_latency when the producer is on another rank. A W costs weight_grad, plus
+/// defer_penalty unless the rank's previous compute action is its I (a deferred W). Communication never
 /// blocks a sender. Gradient reductions take costs.grad_reduce each, one at a time per rank, without
 /// occupying its compute: REDUCE_GRAD(s) starts when the rank reaches it (the end of its previous
 /// compute action) or when the rank's previous reduction ends, whichever is later; a stage with no

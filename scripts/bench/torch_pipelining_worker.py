@@ -48,8 +48,9 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleG
 # deferred into the bubbles) has no class of its own in torch: ScheduleInterleavedZeroBubble (the ZB1P
 # schedule of arXiv 2401.10241) given one stage per rank is its closest equivalent.
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B,
-             "zbv": ScheduleZBVZeroBubble, "zb-h1": ScheduleInterleavedZeroBubble}
-MULTI_STAGE = ("interleaved-1f1b", "zbv", "zb-h1")  # the classes that take a list of stages
+             "zbv": ScheduleZBVZeroBubble, "zb-h1": ScheduleInterleavedZeroBubble,
+             "zb-auto": ScheduleInterleavedZeroBubble}  # zb-auto: W placed from costs; torch has no such class
+MULTI_STAGE = ("interleaved-1f1b", "zbv", "zb-h1", "zb-auto")  # the classes that take a list of stages
 INIT_STD = 0.02
 
 

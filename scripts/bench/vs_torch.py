@@ -6,8 +6,10 @@ SwiGLU, grouped-query attention, untied head; the peer builds it from transforme
 
 Schedules: every family both engines have (SCHEDULES; torch's classes in torch_pipelining_worker.py):
 gpipe, 1f1b, interleaved-1f1b and zbv with 2 stages per rank, zb-h1 (torch: ScheduleInterleavedZeroBubble
-with one stage per rank, its closest equivalent). A configuration whose model has fewer blocks than
-stages (p x v) is skipped with a note.
+with one stage per rank, its closest equivalent), and zb-auto (ppctl's W placed from costs; the peer runs
+the same class as for zb-h1). zb-auto's costs (pipeline.zb_auto) come from two short probe runs of ppctl
+before its rows (zb_auto_costs). A configuration whose model has fewer blocks than stages (p x v) is
+skipped with a note.
 
 For every configuration (model x stages x schedule) it alternates runs of the two engines (ppctl,
 torch, ppctl, torch, ... `--repeats` times each) and prints medians over the repeats:
@@ -61,7 +63,7 @@ MODELS = {
                     "seq_len": 128, "micro_batch_size": 4, "microbatches": 8},
 }
 LLAMA_KEYS = ("arch", "kv_heads", "ffn_hidden")  # the extra model keys of the llama models
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1")
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1", "zb-auto")
 VIRTUAL_STAGES = {"interleaved-1f1b": 2, "zbv": 2}  # stages per rank; 1 for the others
 OPTIMIZER = {"lr": 0.002, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 SEED = 1234
@@ -88,6 +90,7 @@ class Config:
         self.fits = self.shape["layers"] >= stages * self.virtual_stages  # one block per stage at least
         self.label = f"{model} p{stages} {schedule}"
         self.tokens_per_step = self.shape["microbatches"] * self.shape["micro_batch_size"] * self.shape["seq_len"]
+        self.zb_auto = ""  # zb-auto: the pipeline.zb_auto mapping's text (zb_auto_costs), written into the spec
 
     def spec_text(self, steps):
         s = self.shape
@@ -97,7 +100,8 @@ class Config:
                 f"seq_len: {s['seq_len']}, dropout: 0.0{extra}}}\n"
                 f"pipeline: {{stages: {self.stages}, schedule: {self.schedule}, "
                 f"virtual_stages: {self.virtual_stages}, "
-                f"microbatches: {s['microbatches']}, micro_batch_size: {s['micro_batch_size']}}}\n"
+                f"microbatches: {s['microbatches']}, micro_batch_size: {s['micro_batch_size']}"
+                f"{', zb_auto: ' + self.zb_auto if self.zb_auto else ''}}}\n"
                 f"data: {{path: [{json.dumps(self.args.data)}]}}\n"
                 f"optimizer: {{lr: {OPTIMIZER['lr']}, betas: {OPTIMIZER['betas']}, eps: {OPTIMIZER['eps']}, "
                 f"weight_decay: {OPTIMIZER['weight_decay']}}}\n"
@@ -200,6 +204,34 @@ def simulated_step(spec, cfg, rank_costs):
     if plan.returncode != 0 or not sim:
         raise SystemExit(f"ppctl plan --costs failed:\n{plan.stderr}{plan.stdout[-1000:]}")
     return float(sim.group(1))
+
+
+def zb_auto_costs(cfg, workdir):
+    """pipeline.zb_auto for a zb-auto configuration, as YAML text, from two probe runs of ppctl on its model
+    and stages (`--warmup` + 2 steps each): zb-auto with a defer penalty above any step runs every W right
+    after its I, which gives each rank's F, I and W; zb-h1 defers the W of ranks 1..p-1, and the difference
+    of their W (at least 0) is each of those ranks' defer penalty. Rank 0 never defers under zb-h1: it takes
+    the mean penalty of the others as a share of W. With one stage there is nothing to defer (penalty 0)."""
+    means = {}
+    for schedule, extra in (("zb-auto", "{defer_penalty: 1000000}"), ("zb-h1", "")):
+        probe = Config(cfg.model, cfg.stages, schedule, cfg.args)
+        probe.label = f"{cfg.label} probe {schedule}"
+        probe.zb_auto = extra
+        steps = cfg.args.warmup + 2
+        code, out, _, _ = run_streaming([PPCTL, "train", probe.write_spec(workdir, steps)], ppctl_step,
+                                        cfg.args.warmup, steps)
+        timing = {int(m.group(1)): {k: float(ms) for k, ms, _ in COST.findall(m.group(4))} for m in TIMING.finditer(out)}
+        if code != 0 or len(timing) != cfg.stages:
+            raise RunFailed(f"zb-auto's probe run ({schedule}) failed ({code}):\n{out[-3000:]}")
+        means[schedule] = [timing[r] for r in range(cfg.stages)]
+    kept, deferred = means["zb-auto"], means["zb-h1"]
+    penalty = [max(0.0, deferred[r].get("W", 0.0) - kept[r].get("W", 0.0)) for r in range(cfg.stages)]
+    shares = [penalty[r] / kept[r]["W"] for r in range(1, cfg.stages) if kept[r].get("W")]
+    if shares:
+        penalty[0] = statistics.mean(shares) * kept[0].get("W", 0.0)
+    text = lambda values: "[" + ", ".join(f"{v:.3f}" for v in values) + "]"  # noqa: E731
+    return (f"{{f: {text([k['F'] for k in kept])}, i: {text([k.get('I', 0.0) for k in kept])}, "
+            f"w: {text([k.get('W', 0.0) for k in kept])}, defer_penalty: {text(penalty)}}}")
 
 
 def run_ppctl(cfg, workdir):
@@ -430,9 +462,12 @@ def main():
                 print(f"  {cfg.label}: skipped, {cfg.shape['layers']} blocks for {cfg.stages} x "
                       f"{cfg.virtual_stages} stages", flush=True)
                 continue
-            spec = cfg.write_spec(workdir, 1)
             runs = ([], [])
             try:
+                if cfg.schedule == "zb-auto":
+                    cfg.zb_auto = zb_auto_costs(cfg, workdir)
+                    print(f"  {cfg.label}: pipeline.zb_auto {cfg.zb_auto} (from the probe runs)", flush=True)
+                spec = cfg.write_spec(workdir, 1)
                 blocks = plan_layout(spec)
                 for _ in range(args.repeats):
                     runs[0].append(run_ppctl(cfg, workdir))

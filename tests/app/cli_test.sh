@@ -620,6 +620,29 @@ PY
     code=0; "$PPCTL" plan "$ROOT/configs/example.yaml" --costs 1,2,1,1,1 > "$WORK/out" 2>&1 || code=$?
     [ "$code" -eq 2 ] || fail "5 cost values: exit $code, expected 2"
     ;;
+  zb_auto)
+    # zb-auto: plan says which costs it placed W with and how each rank placed them; a penalty above any
+    # step keeps every W right after its I; verify passes (the job's workers build the same program).
+    tiny_job 4 1 ""
+    sed -i 's/schedule: 1f1b, microbatches: 4/schedule: zb-auto, microbatches: 6, zb_auto: {f: 1, i: 1, w: 3}/' \
+      "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
+    grep -q "^zb-auto: W placed for F 1, I 1, W 3 ms per stage, W deferred +0 ms; p2p 0 ms" "$WORK/out" \
+      || fail "plan does not say which costs zb-auto used"
+    grep -Eq "^  simulated step [0-9.]+ ms; 1f1b [0-9.]+ ms \(-[0-9.]+% against it\); zb-h1" "$WORK/out" \
+      || fail "plan does not compare zb-auto with 1f1b and zb-h1"
+    grep -Eq "^  W deferred \(not right after its I\) per rank: 0, [1-9]" "$WORK/out" || fail "no W deferred"
+    verify_passes "$WORK/job.yaml" "(loss)"
+    sed -i 's/w: 3}/w: 3, defer_penalty: 1000}/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan with a large penalty exited $?"
+    grep -q "^  W deferred (not right after its I) per rank: 0, 0, 0, 0 of 6" "$WORK/out" \
+      || fail "a penalty above any step still deferred W: $(grep 'W deferred' "$WORK/out")"
+    sed -i 's/zb_auto: {f: 1, i: 1, w: 3, defer_penalty: 1000}/zb_auto: {i: [1, 2]}/' "$WORK/job.yaml"
+    code=0; "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || code=$?
+    [ "$code" -eq 2 ] || fail "2 I costs for 4 stages: exit $code, expected 2"
+    grep -q "pipeline.zb_auto.i: value \[1, 2\]: has 2 entries but pipeline.stages is 4" "$WORK/out" \
+      || fail "the wrong list length is not named: $(cat "$WORK/out")"
+    ;;
   custom_schedule)
     # A hand-written CSV (saved with a UTF-8 byte order mark, as some editors do) runs and meets the
     # oracle; the workers get the CSV text the launcher validated.

@@ -308,12 +308,13 @@ runtime: {master_port: 0, comm_timeout_s: 0.001, threads_per_worker: 1}
 
 TEST_CASE("enum values parse and print with the same spelling", "[config][enum]") {
   for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe, ScheduleKind::Interleaved1F1B,
-                            ScheduleKind::ZBH1, ScheduleKind::ZBV}) {
+                            ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::ZBAuto}) {
     CHECK(parse_ok(with_data("pipeline: {schedule: " + to_string(kind) + "}\n")).pipeline.schedule == kind);
   }
   CHECK(to_string(ScheduleKind::Interleaved1F1B) == "interleaved-1f1b");
   CHECK(to_string(ScheduleKind::ZBH1) == "zb-h1");
   CHECK(to_string(ScheduleKind::ZBV) == "zbv");
+  CHECK(to_string(ScheduleKind::ZBAuto) == "zb-auto");
   CHECK(to_string(ScheduleKind::Custom) == "custom");
   for (Device device : {Device::Cpu, Device::Cuda}) {
     CHECK(parse_ok(with_data("runtime: {device: " + to_string(device) + "}\n")).runtime.device == device);
@@ -586,7 +587,7 @@ TEST_CASE("data.blend and data.format mistakes are reported with the entry", "[c
 // Enums.
 
 /// The rule for a schedule outside the allowed set.
-const std::string kSchedules = "must be one of 1f1b, gpipe, interleaved-1f1b, zb-h1, zbv, custom";
+const std::string kSchedules = "must be one of 1f1b, gpipe, interleaved-1f1b, zb-h1, zbv, zb-auto, custom";
 
 TEST_CASE("enum values outside the allowed set list the allowed values", "[config][enum]") {
   struct Case {
@@ -603,6 +604,7 @@ TEST_CASE("enum values outside the allowed set list the allowed values", "[confi
       Case{"pipeline.schedule", "interleaved", "\"interleaved\"", kSchedules, "did you mean 'interleaved-1f1b'?"},
       Case{"pipeline.schedule", "ZB1P", "\"ZB1P\"", kSchedules, "did you mean 'zb-h1'?"},
       Case{"pipeline.schedule", "zb-v", "\"zb-v\"", kSchedules, "did you mean 'zbv'?"},
+      Case{"pipeline.schedule", "zb_auto", "\"zb_auto\"", kSchedules, "did you mean 'zb-auto'?"},
       Case{"runtime.device", "tpu", "\"tpu\"", "must be one of cpu, cuda", "did you mean 'cpu'?"},
       Case{"runtime.device", "gpu", "\"gpu\"", "must be one of cpu, cuda", "did you mean 'cuda'?"},
       Case{"runtime.backend", "mpi", "\"mpi\"", "must be one of auto, gloo, nccl", "write one of the listed values"},
@@ -724,6 +726,7 @@ TEST_CASE("virtual_stages must suit the schedule", "[config][schedule]") {
            "leave pipeline.virtual_stages out, or use schedule interleaved-1f1b or zbv for several stages per rank"},
       Case{"gpipe", "3", "must be 1 with schedule gpipe (one stage per rank)", ""},
       Case{"zb-h1", "2", "must be 1 with schedule zb-h1 (one stage per rank)", ""},
+      Case{"zb-auto", "2", "must be 1 with schedule zb-auto (one stage per rank)", ""},
       Case{"zbv", "1", "must be 2 with schedule zbv (two stages per rank, in a V)",
            "set pipeline.virtual_stages: 2, or leave it out (2 is zbv's default)"},
       Case{"zbv", "4", "must be 2 with schedule zbv (two stages per rank, in a V)", ""},
@@ -816,6 +819,57 @@ TEST_CASE("a custom schedule needs schedule_file, resolved to an absolute readab
   check(other, 3, "pipeline.schedule_file", "\"schedules/mine.csv\"",
         "is only read with schedule custom (pipeline.schedule is zb-h1)");
   CHECK(other.hint == "leave pipeline.schedule_file out, or set pipeline.schedule: custom");
+}
+
+TEST_CASE("pipeline.zb_auto: zb-auto's costs, one number for every stage or one per stage", "[config][schedule]") {
+  const JobSpec given = parse_ok(with_data(
+      "model: {layers: 4}\npipeline:\n  stages: 4\n  schedule: zb-auto\n  zb_auto: {f: 1.5, i: [0.1, 1, 1, 1], w: 2, "
+      "defer_penalty: 0.4, p2p_latency: 0.05, max_in_flight: 6}\n"));
+  const ZbAutoSpec& z = given.pipeline.zb_auto;
+  CHECK(z.forward == std::vector<double>{1.5});
+  CHECK(z.input_grad == std::vector<double>{0.1, 1, 1, 1});
+  CHECK(z.weight_grad == std::vector<double>{2});
+  CHECK(z.defer_penalty == std::vector<double>{0.4});
+  CHECK(z.p2p_latency == 0.05);
+  CHECK(z.max_in_flight == 6);
+  // Not written: plan's defaults (F = I = W = 1 ms, nothing for deferring or sending), limit 0 = stages.
+  const ZbAutoSpec defaults = parse_ok(with_data("pipeline: {schedule: zb-auto}\n")).pipeline.zb_auto;
+  CHECK(defaults.forward == std::vector<double>{1.0});
+  CHECK(defaults.input_grad == std::vector<double>{1.0});
+  CHECK(defaults.weight_grad == std::vector<double>{1.0});
+  CHECK(defaults.defer_penalty == std::vector<double>{0.0});
+  CHECK(defaults.p2p_latency == 0.0);
+  CHECK(defaults.max_in_flight == 0);
+}
+
+TEST_CASE("pipeline.zb_auto: each problem names the key, the value, the rule and the fix", "[config][schedule]") {
+  const std::string zb = "model: {layers: 4}\npipeline:\n  stages: 2\n  schedule: zb-auto\n  zb_auto: ";
+  const Message length = only_problem(with_data(zb + "{i: [1, 2, 3]}\n"));
+  check(length, 5, "pipeline.zb_auto.i", "[1, 2, 3]", "has 3 entries but pipeline.stages is 2");
+  CHECK(length.hint == "give one number for every stage, or 2 (one per stage, in stage order)");
+
+  const Message unknown = only_problem(with_data(zb + "{f: 1, wg: 2}\n"));
+  check(unknown, 5, "pipeline.zb_auto.wg", std::nullopt,
+        "unknown key: zb-auto takes f, i, w, defer_penalty, p2p_latency, max_in_flight");
+  CHECK(unknown.hint == "did you mean 'w'?");
+
+  check(only_problem(with_data(zb + "{w: -1}\n")), 5, "pipeline.zb_auto.w", "-1", "must be in [0, 1000000000]");
+  check(only_problem(with_data(zb + "{defer_penalty: [0.1, x]}\n")), 5, "pipeline.zb_auto.defer_penalty[1]",
+        "\"x\"", "must be a number");
+  check(only_problem(with_data(zb + "{max_in_flight: 1.5}\n")), 5, "pipeline.zb_auto.max_in_flight", "1.5",
+        "must be an integer");
+  check(only_problem(with_data(zb + "{f: []}\n")), 5, "pipeline.zb_auto.f", "[]",
+        "must be a number (every stage) or a non-empty list of numbers (one per stage), in ms");
+  const Message scalar = only_problem(with_data(zb + "3\n"));
+  check(scalar, 5, "pipeline.zb_auto", "3", "must be a mapping of zb-auto's costs in ms");
+
+  // The value is a mapping (its ": " would confuse split()): the whole line.
+  const auto other = problems_of(with_data("pipeline:\n  schedule: zb-h1\n  zb_auto: {w: 2}\n"));
+  REQUIRE(other.size() == 1);
+  CHECK(other[0] ==
+        "job.yaml:3: pipeline.zb_auto: value {f: 1, i: 1, w: 2, defer_penalty: 0, p2p_latency: 0, max_in_flight: 0}: "
+        "only applies to schedule zb-auto (pipeline.schedule is zb-h1) (fix: leave pipeline.zb_auto out, or set "
+        "pipeline.schedule: zb-auto)");
 }
 
 TEST_CASE("an unreadable schedule_file is named", "[config][schedule]") {
@@ -1023,7 +1077,7 @@ extra: 1
       "job.yaml:6: pipeline.stages: value 4: must not exceed model.layers (2) "
       "(fix: use at most 2 stages, or raise model.layers to 4 or more)",
       "job.yaml:7: pipeline.schedule: value \"zigzag\": must be one of 1f1b, gpipe, interleaved-1f1b, zb-h1, zbv, "
-      "custom (fix: write one of the listed values)",
+      "zb-auto, custom (fix: write one of the listed values)",
       "job.yaml:9: optimizer.lr: value -1: must be in (0, 10] (fix: use a value in (0, 10] such as 0.001)",
       "job.yaml:11: train.steps: value 2.5: must be an integer (fix: use a whole number such as 2 or 3)",
       "job.yaml:13: runtime.backend: value \"nccl\": needs runtime.device cuda (runtime.device is cpu, the default) "

@@ -484,6 +484,12 @@ TEST_CASE("schedule_params reads the spec") {
   CHECK(params.group_size == 6);
   CHECK(group_size(params) == 6);
   CHECK(group_size({ScheduleKind::Interleaved1F1B, 4, 3, 12, 0}) == 4);
+  spec.pipeline.schedule = ScheduleKind::ZBAuto;
+  spec.pipeline.zb_auto.weight_grad = {3, 2, 2, 1};
+  spec.pipeline.zb_auto.max_in_flight = 5;
+  const ScheduleParams zb = schedule_params(spec);
+  CHECK(zb.zb_auto.weight_grad == std::vector<double>{3, 2, 2, 1});
+  CHECK(zb.zb_auto.max_in_flight == 5);
 }
 
 TEST_CASE("interleaved warmup: min(2(p - r - 1) + (v - 1) g, m v) forwards per rank") {

@@ -214,6 +214,29 @@ TEST_CASE("split backward (I/W): the hand-computed timeline and activations held
   CHECK(sim.peak_activations == std::vector<int64_t>{2, 2});
 }
 
+TEST_CASE("defer_penalty: a W not right after its own I costs that much more") {
+  // The same program as above, W deferred by 0.5 ms. Rank 0's 0W0 follows 0I0: no penalty. Rank 1's 1W0
+  // follows 1I1 (not its I) and 1W1 follows 1W0: both pay.
+  CostModel costs = uniform(1, 2);
+  costs.stages[0].defer_penalty = 0.5;
+  const Program program = hand_made(2, {0, 1}, {"0F0 0F1 0I0 0W0 0B1", "1F0 1I0 1F1 1I1 1W0 1W1"});
+  const Simulation sim = simulate(program, costs);
+  check_timeline(sim.timeline[0],
+                 {{"0F0", 0, 1}, {"0F1", 1, 2}, {"0I0", 3, 4}, {"0W0", 4, 5}, {"0B1", 5, 7}});
+  check_timeline(sim.timeline[1], {{"1F0", 1, 2}, {"1I0", 2, 3}, {"1F1", 3, 4}, {"1I1", 4, 5}, {"1W0", 5, 6.5},
+                                   {"1W1", 6.5, 8}});
+  CHECK(sim.step_time == 8);
+  // Transfers between I and W do not make a W deferred: only compute actions count.
+  const Simulation with_comm = simulate(hand_made(1, {0, 1}, {"0F0 0SEND_F0 0RECV_B0 0I0 0W0", "1RECV_F0 1F0 1I0 "
+                                                                                              "1SEND_B0 1W0"}),
+                                        costs);
+  CHECK(with_comm.step_time == 5);
+  // A W of another microbatch in between does.
+  CHECK(simulate(hand_made(2, {0}, {"0F0 0F1 0I0 0I1 0W1 0W0"}), costs).step_time == 6.5);
+  costs.stages[0].defer_penalty = -1;
+  CHECK_THROWS_WITH(simulate(program, costs), ContainsSubstring("stages[0].defer_penalty is -1"));
+}
+
 TEST_CASE("format_timeline: one column per ms for the p=2, m=2 1F1B step") {
   const Simulation sim =
       simulate(hand_made(2, {0, 1}, {"0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"}), uniform(1, 2));

@@ -16,6 +16,7 @@
 #include "job/local_job.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/generate.hpp"
+#include "schedule/zb_auto.hpp"
 #include "support/temp_dir.hpp"
 #include "train/oracle.hpp"
 
@@ -112,6 +113,33 @@ TEST_CASE("pipelined gradients equal unpipelined gradients for every schedule") 
                           Case{2, "zbv", 4, 4, 0.0, 2}, Case{4, "zbv", 6, 8, 0.0, 2});
   const auto dir = fresh_dir(name_of(c));
   check_parity(c, dir, make_job(c, dir));
+}
+
+TEST_CASE("zb-auto meets the oracle with W deferred from its costs, kept by its I, and under dp") {
+  // Costs that defer W (W = 3 F); per-stage costs with a defer penalty and dropout under an in-flight
+  // limit of 2 (the last rank defers, its W forced out by the limit); a penalty above any step (every W
+  // right after its I); dp 2 with REDUCE_GRAD after each stage's last W.
+  struct ZbCase {
+    Case c;
+    bool defers;  // the program defers some W (checked, so that the case tests what it says)
+  };
+  const auto z = GENERATE(
+      ZbCase{Case{2, "zb-auto", 4, 4, 0.0, 1, ", zb_auto: {f: 1, i: 1, w: 3}"}, true},
+      ZbCase{Case{4, "zb-auto", 6, 4, 0.1, 1,
+                  ", zb_auto: {i: [1, 1, 1, 1], w: [3, 3, 3, 3], defer_penalty: 0.2, max_in_flight: 2}"},
+             true},
+      ZbCase{Case{4, "zb-auto", 8, 4, 0.0, 1, ", zb_auto: {defer_penalty: 1000}"}, false},
+      ZbCase{Case{2, "zb-auto", 3, 4, 0.0, 1, ", zb_auto: {w: 3}, data_parallel: 2", true, "",
+                  ", grad_bucket_size: 2000"},
+             true});
+  const auto dir = fresh_dir(name_of(z.c) + (z.defers ? "_defers" : "_keeps"));
+  const auto spec_path = make_job(z.c, dir);
+  const auto plan = schedule::plan_zb_auto(schedule::schedule_params(config::load_job_spec(spec_path.string())));
+  int64_t deferred = 0;
+  for (const int64_t n : plan.deferred_w) deferred += n;
+  INFO(plan.placement);
+  CHECK((deferred > 0) == z.defers);
+  check_parity(z.c, dir, spec_path);
 }
 
 TEST_CASE("data parallel x pipeline parallel meets the oracle over the whole global batch") {
