@@ -26,6 +26,10 @@ double thread_cpu_ms() {
   return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
 }
 
+/// A ParameterGather::ready call shorter than this found nothing in flight: it is not counted as a wait
+/// (StepResult::gather_wait_ms) nor traced, so a trace shows only the waits that held a forward back.
+constexpr double kTracedGatherWaitMs = 0.01;
+
 }  // namespace
 
 Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program,
@@ -77,11 +81,13 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       const bool compute = schedule::is_compute(action.kind);
       const double cpu_start = compute ? thread_cpu_ms() : 0.0;
       const double waited_before = receive_wait_ms_;
+      const double gathered_before = gather_wait_ms_;
       position_ = position;
       execute(action, data, dropout, loss_scale, result);
       release_completed_sends(position);
       if (reduction_ != nullptr && !forward_only_) reduction_->poll();
       result.live_sends = std::max(result.live_sends, static_cast<int64_t>(sends_.size()));
+      result.in_flight = std::max(result.in_flight, static_cast<int64_t>(slots_.size()));
       const int64_t held = memory_.read().live - start_bytes;
       result.held_bytes = std::max(result.held_bytes, held);
       result.kept_bytes =
@@ -95,14 +101,16 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
       }
       const auto end = std::chrono::steady_clock::now();
       const double waited = receive_wait_ms_ - waited_before;
+      const double gathered = gather_wait_ms_ - gathered_before;
       const auto kind = static_cast<size_t>(action.kind);
       result.compute_ms[kind] +=
-          std::chrono::duration<double, std::milli>(end - start).count() - waited;
+          std::chrono::duration<double, std::milli>(end - start).count() - waited - gathered;
       result.compute_cpu_ms[kind] += thread_cpu_ms() - cpu_start;
       result.compute_count[kind] += 1;
       result.receive_wait_ms += waited;
+      result.gather_wait_ms += gathered;
       if (tracing_) {
-        trace_->add(TraceRecorder::Kind::Compute, step_, action, waited > 0 ? last_wait_end_ : start,
+        trace_->add(TraceRecorder::Kind::Compute, step_, action, waited > 0 || gathered > 0 ? last_wait_end_ : start,
                     end);
       }
     }
@@ -151,6 +159,7 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   max_memory_.held_bytes = std::max(max_memory_.held_bytes, result.held_bytes);
   max_memory_.peak_bytes = std::max(max_memory_.peak_bytes, result.peak_bytes);
   max_memory_.live_sends = std::max(max_memory_.live_sends, result.live_sends);
+  max_memory_.in_flight = std::max(max_memory_.in_flight, result.in_flight);
   return result;
 }
 
@@ -180,9 +189,10 @@ std::string Executor::memory_report() const {
   }
   return fmt::format(
       "recompute {}: kept for backward up to {:.1f} MiB; tensors held between actions up to {:.1f} "
-      "MiB, peak {:.1f} MiB above the step's start; at most {} send(s) in flight",
+      "MiB, peak {:.1f} MiB above the step's start; at most {} send(s) in flight; at most {} microbatch(es) in "
+      "flight (forward run, backward not finished)",
       mode, mib(max_memory_.kept_bytes), mib(max_memory_.held_bytes), mib(max_memory_.peak_bytes),
-      max_memory_.live_sends);
+      max_memory_.live_sends, max_memory_.in_flight);
 }
 
 int64_t Executor::communication_bytes() const {
@@ -332,7 +342,17 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   slot.loss_scale = loss_scale;
   if (last) slot.targets = batch.targets.to(device_);
 
-  if (gather_ != nullptr) gather_->ready(action.stage);  // this step's weights, after the input's wait
+  if (gather_ != nullptr) {  // this step's weights, after the input's wait
+    const auto start = std::chrono::steady_clock::now();
+    gather_->ready(action.stage);
+    const auto end = std::chrono::steady_clock::now();
+    const double waited = std::chrono::duration<double, std::milli>(end - start).count();
+    if (waited > kTracedGatherWaitMs) {  // shorter: nothing was in flight, the call only looked
+      last_wait_end_ = end;
+      gather_wait_ms_ += waited;
+      if (tracing_) trace_->add(TraceRecorder::Kind::Wait, step_, action, start, end, "wait parameter all-gather");
+    }
+  }
 
   std::optional<torch::NoGradGuard> no_grad;
   if (!keep_graph) no_grad.emplace();

@@ -49,6 +49,9 @@ struct StepResult {
   /// intra-op threads' share is not in it. On CUDA it is only the host's time to launch the kernels.
   std::array<double, 4> compute_cpu_ms{};
   double receive_wait_ms = 0.0;  ///< time blocked waiting for receives (not counted as compute)
+  /// Time forwards waited for the distributed optimizer's parameter all-gather (ParameterGather::ready),
+  /// ms, not counted as compute: about 0 when the all-gather finished under earlier work (overlapped).
+  double gather_wait_ms = 0.0;
   /// The most tensor bytes alive between two actions of the step, above those alive when it began:
   /// what forwards keep for their backwards (activations, or only checkpoints with recomputation),
   /// received tensors not yet used, gradients not yet sent, sends in flight and the .grad buffers.
@@ -63,6 +66,10 @@ struct StepResult {
   /// is released at the first action boundary after it completes, so this is bounded by the
   /// transfers the peers have not yet taken, not by the number of microbatches.
   int64_t live_sends = 0;
+  /// The most (stage, microbatch) pairs held between two actions whose forward ran and whose backward
+  /// has not finished with them (B; with split backward, W): what schedule::Simulation::peak_activations
+  /// predicts for this rank, and what zb-auto's pipeline.zb_auto.max_in_flight bounds.
+  int64_t in_flight = 0;
   /// Time spent after the last action waiting for the gradient reduction (GradientReduction::finish), ms.
   double reduce_wait_ms = 0.0;
   /// Bytes this rank posted for sending to other ranks (SEND_F and SEND_B, in the p2p dtype), as on
@@ -128,9 +135,10 @@ class Executor {
   /// .grad are untouched. Throws like run_step.
   StepResult run_forward_only(const schedule::RankProgram& actions, const MicrobatchSource& data);
 
-  /// The largest StepResult::kept_bytes, held_bytes and peak_bytes of the steps run so far, and the
-  /// policy: e.g. "recompute full: kept for backward up to 1.5 MiB; tensors held between actions up
-  /// to 9.8 MiB, peak 20.0 MiB above the step's start".
+  /// The largest StepResult::kept_bytes, held_bytes, peak_bytes, live_sends and in_flight of the steps
+  /// run so far, and the policy: e.g. "recompute full: kept for backward up to 1.5 MiB; tensors held
+  /// between actions up to 9.8 MiB, peak 20.0 MiB above the step's start; at most 2 send(s) in flight;
+  /// at most 4 microbatch(es) in flight (forward run, backward not finished)".
   std::string memory_report() const;
 
   /// Records every action of the steps `trace` is active for (compute slices start when their
@@ -231,6 +239,7 @@ class Executor {
   std::pair<const schedule::Action*, size_t> release_points_of_{nullptr, 0};
   size_t position_ = 0;  // of the action being run
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
+  double gather_wait_ms_ = 0.0;   // running total of time forwards waited for the parameter all-gather
   bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
   TraceRecorder* trace_ = nullptr;
   GradientReduction* reduction_ = nullptr;
@@ -238,9 +247,9 @@ class Executor {
   std::atomic<int64_t>* progress_ = nullptr;
   bool tracing_ = false;  // trace_ records the step being run
   int64_t step_ = 0;      // the step being run (from 0)
-  TraceRecorder::Clock::time_point last_wait_end_;  // when the latest receive wait ended
+  TraceRecorder::Clock::time_point last_wait_end_;  // when the latest receive or all-gather wait ended
   MemoryMeter memory_;
-  StepResult max_memory_;  // the largest *_bytes over the steps run so far
+  StepResult max_memory_;  // the largest *_bytes, live_sends and in_flight over the steps run so far
 };
 
 }  // namespace ppctl::runtime

@@ -32,7 +32,8 @@ class TraceRecorder {
   enum class Kind {
     Compute,  ///< F, B, I or W: named like `1F3`, from the end of its receive wait to its end
     Post,     ///< posting a SEND_* or RECV_* (non-blocking): `1SEND_F3`
-    Wait,     ///< blocked on a receive: `wait 1RECV_F3`; or on the step's sends: `wait sends`
+    Wait,     ///< blocked on a receive: `wait 1RECV_F3`; on the step's sends: `wait sends`; a forward
+              ///< on the distributed optimizer's updated weights: `wait parameter all-gather`
     Step,     ///< a whole step's schedule (encloses the slices above): `step 3`
     Phase,    ///< anything else the loop times (e.g. `optimizer`): named by `label`
     /// A stage's data-parallel gradient reduction running beside the schedule, from its REDUCE_GRAD

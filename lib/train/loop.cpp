@@ -33,10 +33,13 @@ namespace {
 /// Two lines per rank. The first: mean time of the schedule (run_step, without the optimizer), mean cost of each
 /// compute kind, and the measured bubble = 1 - compute / schedule time (idle and waiting), next to
 /// the planned one: this rank's bubble in the simulation of the same program with ppctl plan's
-/// default costs (F 1, B 2, I and W 1 ms per stage); and the bytes it sent to other ranks per step.
+/// default costs (F 1, B 2, I and W 1 ms per stage); the bytes it sent to other ranks per step; the
+/// optimizer step's mean time (`optimizer_ms`, a total over the steps: AdamW, and with the distributed
+/// optimizer posting its parameter all-gather, or waiting for it under runtime.overlap_param_gather
+/// false) and the forwards' mean wait for that all-gather (StepResult::gather_wait_ms).
 /// The second (`on_cpu` only): each kind's mean CPU time (StepResult::compute_cpu_ms), its cost
 /// without core sharing.
-void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps,
+void log_timing(const runtime::StepResult& totals, double step_ms, double optimizer_ms, int64_t steps,
                 double planned_bubble, bool on_cpu) {
   static constexpr const char* kNames[] = {"F", "B", "I", "W"};
   std::string costs;
@@ -52,10 +55,11 @@ void log_timing(const runtime::StepResult& totals, double step_ms, int64_t steps
   }
   const double n = static_cast<double>(steps);
   spdlog::info("timing over {} steps: schedule {:.2f} ms per step, compute {:.2f} ms ({}), receive waits {:.2f} ms, "
-               "measured bubble {:.3f} (planned {:.3f}), p2p sent {:.1f} KiB per step",
+               "measured bubble {:.3f} (planned {:.3f}), p2p sent {:.1f} KiB per step; optimizer step {:.2f} ms, "
+               "forwards waited {:.2f} ms for the parameter all-gather",
                steps, step_ms / n, compute / n, costs.empty() ? "none" : costs.substr(1),
                totals.receive_wait_ms / n, 1.0 - compute / step_ms, planned_bubble,
-               static_cast<double>(totals.sent_bytes) / n / 1024.0);
+               static_cast<double>(totals.sent_bytes) / n / 1024.0, optimizer_ms / n, totals.gather_wait_ms / n);
   if (on_cpu && !cpu_costs.empty()) {  // on CUDA it would be only the host's time to launch the kernels
     spdlog::info("CPU time per action of the schedule's thread:{} (the means above are wall time, longer "
                  "when it waited for a core; intra-op threads beyond the first are not counted)", cpu_costs);
@@ -218,6 +222,7 @@ TrainingEnd run_training(LoopContext& ctx) {
   // Timing summary over the steps after the first (which includes one-off start-up costs).
   runtime::StepResult timing;
   double timed_step_ms = 0.0;
+  double timed_optimizer_ms = 0.0;
   int64_t timed_steps = 0;
   int64_t skipped_steps = 0;
   auto interval_start = Clock::now();
@@ -284,7 +289,9 @@ TrainingEnd run_training(LoopContext& ctx) {
     // Once per optimizer step, whatever the number of microbatches.
     const double lr = learning_rate(spec.optimizer, step, ctx.steps);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+    const auto optimizer_start = Clock::now();
     if (finite) step_optimizer->step();  // sharded: AdamW on the shard, then the parameters all-gathered
+    const double optimizer_ms = std::chrono::duration<double, std::milli>(Clock::now() - optimizer_start).count();
     if (ctx.observer) ctx.observer->on_step(step, result, lr, grad_norm, !finite, step_start, schedule_end);
     ++interval_steps;
     const auto now = Clock::now();
@@ -297,6 +304,8 @@ TrainingEnd run_training(LoopContext& ctx) {
         timing.compute_count[k] += result.compute_count[k];
       }
       timing.receive_wait_ms += result.receive_wait_ms;
+      timing.gather_wait_ms += result.gather_wait_ms;
+      timed_optimizer_ms += optimizer_ms;
       timing.sent_bytes += result.sent_bytes;
     }
     const bool log_now = step == first_step || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
@@ -348,7 +357,7 @@ TrainingEnd run_training(LoopContext& ctx) {
   mark(comm::Phase::Finishing);
   step_optimizer->wait_all();  // every weight current before anything reads them (hashes, export)
   if (timed_steps > 0) {
-    log_timing(timing, timed_step_ms, timed_steps,
+    log_timing(timing, timed_step_ms, timed_optimizer_ms, timed_steps,
                schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),
                spec.runtime.device == config::Device::Cpu);
   }

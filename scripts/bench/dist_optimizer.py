@@ -8,7 +8,10 @@ the parameter all-gather waited for right after AdamW (runtime.overlap_param_gat
 prints per mode, for the largest rank: AdamW's state per parameter and the whole training state per parameter
 (weights + gradient buffers + AdamW + fp32 main parameters: the workers' `AdamW state on this rank` lines), the
 same static bytes from `ppctl plan`'s memory table, the largest max resident set over the ranks (`memory: max
-resident set`), the median step time (metrics.jsonl, steps after --warmup) and the first and last logged loss.
+resident set`), the median step time (metrics.jsonl, steps after --warmup), the optimizer step and the forwards'
+wait for the parameter all-gather (the workers' timing lines, mean over the ranks: with the all-gather overlapped
+the optimizer step only posts it and the wait shows what the schedule did not hide; waited for at once it is all
+in the optimizer step), and the first and last logged loss.
 Usage:
 
     scripts/bench/dist_optimizer.py [--dp 1,2,4] [--stages 2] [--precision fp32,bf16-params] [--arch llama]
@@ -75,9 +78,12 @@ def run(args, dp, mode, precision):
             r"AdamW state on this rank: (\d+) bytes for (\d+) parameters[^;\n]*; weights (\d+) bytes, "
             r"gradient buffers (\d+) bytes, fp32 main parameters (\d+) bytes", text)]
         rss = [float(x) for x in re.findall(r"memory: max resident set ([\d.]+) MiB", text)]
+        gather = [(float(a), float(b)) for a, b in re.findall(
+            r"optimizer step ([\d.]+) ms, forwards waited ([\d.]+) ms for the parameter all-gather", text)]
         losses = [float(x) for x in re.findall(r"step \d+/\d+ \| loss (\S+)", text)]
-        if len(state) != dp * args.stages[0] or len(rss) != dp * args.stages[0] or not losses:
-            sys.exit(f"dp {dp} {mode}: expected a state and a memory line per rank and logged losses")
+        ranks = dp * args.stages[0]
+        if len(state) != ranks or len(rss) != ranks or len(gather) != ranks or not losses:
+            sys.exit(f"dp {dp} {mode}: expected a state, a memory and a timing line per rank and logged losses")
         run_dir = glob.glob(os.path.join(folder, "runs", "*"))[0]
         steps = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
         times = [s["step_time_s"] for s in steps if s.get("event") == "step" and s["step"] > args.warmup]
@@ -88,7 +94,9 @@ def run(args, dp, mode, precision):
                 "static": weights + gradients + adamw + mains,
                 "static_per_parameter": (weights + gradients + adamw + mains) / parameters,
                 "planned": planned_adamw, "planned_static": planned_static,
-                "rss": max(rss), "step_ms": statistics.median(times) * 1e3, "first": losses[0], "last": losses[-1]}
+                "rss": max(rss), "step_ms": statistics.median(times) * 1e3, "first": losses[0], "last": losses[-1],
+                "optimizer_ms": statistics.mean(g[0] for g in gather),
+                "gather_wait_ms": statistics.mean(g[1] for g in gather)}
 
 
 def main():
@@ -117,8 +125,8 @@ def main():
           f"of each run. AdamW (+ fp32 mains): the optimizer's state; static: weights + gradient buffers + AdamW + "
           f"fp32 main parameters")
     print("| precision | dp | optimizer | AdamW (+ mains) MiB (B/param) | plan's AdamW MiB | static MiB (B/param) "
-          "| plan's static MiB | max RSS MiB | step ms | loss first / last |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| plan's static MiB | max RSS MiB | step ms | optimizer ms | all-gather wait ms | loss first / last |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for precision in args.precision:
         for dp in args.dp:
             for mode in MODES:
@@ -127,7 +135,8 @@ def main():
                 r = run(args, dp, mode, precision)
                 print(f"| {precision} | {dp} | {mode} | {r['bytes'] / 2**20:.2f} ({r['per_parameter']:.2f}) "
                       f"| {r['planned']:.2f} | {r['static'] / 2**20:.2f} ({r['static_per_parameter']:.2f}) "
-                      f"| {r['planned_static']:.2f} | {r['rss']:.1f} | {r['step_ms']:.1f} "
+                      f"| {r['planned_static']:.2f} | {r['rss']:.1f} | {r['step_ms']:.1f} | {r['optimizer_ms']:.1f} "
+                      f"| {r['gather_wait_ms']:.2f} "
                       f"| {r['first']:.6f} / {r['last']:.6f} |", flush=True)
 
 

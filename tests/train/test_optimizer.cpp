@@ -70,6 +70,16 @@ std::map<int, std::string> step_memory(const std::string& output) {
   return memory;
 }
 
+/// Each rank's `forwards waited W ms for the parameter all-gather` (its timing line), by global rank.
+std::map<int, double> gather_waits(const std::string& output) {
+  static const std::regex line(R"(\[rank (\d+)\][^\n]*forwards waited ([\d.]+) ms for the parameter all-gather)");
+  std::map<int, double> waits;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    waits[std::stoi((*it)[1])] = std::stod((*it)[2]);
+  }
+  return waits;
+}
+
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
 /// Checks the logged steps `from`..`to` of `run` against `reference`'s within `tolerance` relative.
@@ -141,11 +151,16 @@ TEST_CASE("the distributed optimizer trains as the plain one: every family at dp
     if (mode == 2) {
       gathered_at_once = metrics_steps(dir / "run");
       hashes_at_once = tied_hashes(run.output);
+      // Waited for in the optimizer step, the all-gather is never in flight when a forward starts.
+      const auto waits = gather_waits(run.output);
+      REQUIRE(waits.size() == 4);
+      for (const auto& [rank, ms] : waits) CHECK(ms == 0.0);
       continue;
     }
     logged[distributed] = metrics_steps(dir / "run");  // full precision
     REQUIRE(logged[distributed].size() == 10);
     bytes[distributed] = state_bytes(run.output);
+    REQUIRE(gather_waits(run.output).size() == 4);  // every rank times its forwards' wait for the all-gather
 
     REQUIRE(bytes[distributed].size() == 4);
     hashes[distributed] = tied_hashes(run.output);

@@ -10,14 +10,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 
 #include "config/load.hpp"
 #include "core/error.hpp"
-#include "job/local_job.hpp"
 #include "schedule/csv.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/zb_auto.hpp"
 #include "support/temp_dir.hpp"
+#include "support/tiny_job.hpp"
 #include "train/oracle.hpp"
 
 namespace fs = std::filesystem;
@@ -65,35 +67,41 @@ optimizer: {{{}}}
   return spec;
 }
 
-/// Runs one pipelined step in real worker processes and returns every gradient (and the loss).
-train::GradientMap pipelined_gradients(const config::JobSpec& spec, const fs::path& spec_path,
-                                       int64_t ranks, const fs::path& dump_dir) {
+/// Runs one pipelined step in real worker processes: every gradient (and the loss), and what the workers printed.
+struct Pipelined {
+  train::GradientMap gradients;
+  std::string output;
+};
+Pipelined pipelined_gradients(const fs::path& spec_path, int64_t ranks, const fs::path& dump_dir) {
   fs::create_directories(dump_dir);
-  const auto result = job::run_local_job(spec, static_cast<int>(ranks), PPCTL_BINARY,
-                                         spec_path.string(), {"--dump-gradients", dump_dir.string()});
-  REQUIRE(result.exit_code == 0);
-  return train::load_gradient_dumps(dump_dir.string(), ranks);
+  const auto run = test::run_job(spec_path, {"--dump-gradients", dump_dir.string()});
+  INFO(run.output);
+  REQUIRE(run.result.exit_code == 0);
+  return {train::load_gradient_dumps(dump_dir.string(), ranks), run.output};
 }
 
-void check_parity(const Case& c, const fs::path& dir, const fs::path& spec_path) {
+/// Checks the pipelined gradients of `spec_path` against the unpipelined reference (1e-5 relative);
+/// returns what the workers printed.
+std::string check_parity(const Case& c, const fs::path& dir, const fs::path& spec_path) {
   at::set_num_threads(1);
   const auto spec = config::load_job_spec(spec_path.string());
   INFO(name_of(c));
   // Every rank of every replica writes a dump; copies (a stage on each replica, the global norm on
   // every rank) must be bitwise equal (load_gradient_dumps checks).
   const int64_t world = c.ranks * std::max<int64_t>(spec.pipeline.data_parallel, 1);
-  const auto pipelined = pipelined_gradients(spec, spec_path, world, dir / "dump");
+  const auto pipelined = pipelined_gradients(spec_path, world, dir / "dump");
   const auto reference = train::reference_gradients(spec);
   // Tied embeddings over several stages: the last stage's copy is one more entry and one more row.
   const size_t copies = c.tied && c.ranks * c.virtual_stages > 1 ? 1 : 0;
-  REQUIRE(pipelined.size() == reference.size() + copies);
-  const auto rows = train::compare_gradients(pipelined, reference);
+  REQUIRE(pipelined.gradients.size() == reference.size() + copies);
+  const auto rows = train::compare_gradients(pipelined.gradients, reference);
   REQUIRE(rows.size() == reference.size() + copies);  // every parameter and the loss are compared
   for (const auto& row : rows) {
     INFO(row.name);
     CHECK(row.reference_max_abs > 0.0);  // the comparison is not vacuous
     CHECK(row.max_relative_difference <= 1e-5);
   }
+  return pipelined.output;
 }
 
 /// A fresh folder for one case (mkdtemp), removed when the test process exits.
@@ -139,7 +147,22 @@ TEST_CASE("zb-auto meets the oracle with W deferred from its costs, kept by its 
   for (const int64_t n : plan.deferred_w) deferred += n;
   INFO(plan.placement);
   CHECK((deferred > 0) == z.defers);
-  check_parity(z.c, dir, spec_path);
+  const auto output = check_parity(z.c, dir, spec_path);
+  // The executor's counter of microbatches in flight equals the simulated peak on every rank (so the limit,
+  // which the simulation respects, holds where it matters), on every replica.
+  static const std::regex line(R"(\[rank (\d+)\][^\n]*at most (\d+) microbatch\(es\) in flight)");
+  std::map<int64_t, int64_t> measured;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it)
+    measured[std::stoll((*it)[1])] = std::stoll((*it)[2]);
+  INFO(output);
+  const int64_t dp = z.c.extra.find("data_parallel: 2") != std::string::npos ? 2 : 1;
+  REQUIRE(measured.size() == static_cast<size_t>(z.c.ranks * dp));
+  for (const auto& [rank, in_flight] : measured) {
+    const auto pp_rank = static_cast<size_t>(rank / dp);  // rank = pp_rank x dp + dp_rank (plan::rank_coords)
+    INFO("rank " << rank);
+    CHECK(in_flight == plan.peak_in_flight.at(pp_rank));
+    CHECK(in_flight <= plan.in_flight_limit.at(pp_rank));
+  }
 }
 
 TEST_CASE("data parallel x pipeline parallel meets the oracle over the whole global batch") {
