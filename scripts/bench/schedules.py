@@ -13,6 +13,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import zb_auto_mapping  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
@@ -22,9 +25,11 @@ CONFIGS = [
     ("gpipe p4", 4, "gpipe", 1),
     ("1f1b p4", 4, "1f1b", 1),
     ("zb-h1 p4", 4, "zb-h1", 1),
+    ("zb-auto p4", 4, "zb-auto", 1),  # after zb-h1 p4: its costs come from that row and a probe
     ("gpipe p2", 2, "gpipe", 1),
     ("1f1b p2", 2, "1f1b", 1),
     ("zb-h1 p2", 2, "zb-h1", 1),
+    ("zb-auto p2", 2, "zb-auto", 1),
     ("interleaved-1f1b p2 v2", 2, "interleaved-1f1b", 2),
     ("zbv p2 v2", 2, "zbv", 2),
 ]
@@ -38,17 +43,20 @@ CPU_COST = re.compile(r"([FBIW]) ([\d.]+) ms")
 SIMULATED = re.compile(r"simulated\s+step ([\d.]+) ms, bubble ([\d.]+)")
 
 
-def spec_for(base, ranks, schedule, v):
+def spec_for(base, ranks, schedule, v, zb_auto=""):
     text = open(base).read()
     text = re.sub(r"(?m)^  stages: \d+", f"  stages: {ranks}", text)
-    text = re.sub(r"(?m)^  schedule: \S+", f"  schedule: {schedule}\n  virtual_stages: {v}", text)
+    extra = f"\n  zb_auto: {zb_auto}" if zb_auto else ""
+    text = re.sub(r"(?m)^  schedule: \S+", f"  schedule: {schedule}\n  virtual_stages: {v}{extra}", text)
     return text
 
 
-def run(label, ranks, schedule, v, steps, workdir):
+def run(label, ranks, schedule, v, steps, workdir, zb_auto=""):
+    """Trains `steps` steps; returns simulated step and bubble, measured step and mean bubble, the mean costs
+    (text for --costs) and each rank's mean cost per kind (a dict per rank)."""
     spec = os.path.join(workdir, label.replace(" ", "_") + ".yaml")
     with open(spec, "w") as f:
-        f.write(spec_for(os.path.join(ROOT, "configs", "example.yaml"), ranks, schedule, v))
+        f.write(spec_for(os.path.join(ROOT, "configs", "example.yaml"), ranks, schedule, v, zb_auto))
     out = subprocess.run([PPCTL, "train", spec, "--steps", str(steps)], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{label}: ppctl train failed ({out.returncode}):\n{out.stderr[-2000:]}")
@@ -71,7 +79,8 @@ def run(label, ranks, schedule, v, steps, workdir):
     sim = SIMULATED.search(plan.stdout)
     if plan.returncode != 0 or not sim:
         sys.exit(f"{label}: ppctl plan failed:\n{plan.stderr}{plan.stdout[-1000:]}")
-    return float(sim.group(1)), float(sim.group(2)), step, bubble, costs
+    per_rank = [ranks_seen[r][2] for r in range(ranks)]
+    return float(sim.group(1)), float(sim.group(2)), step, bubble, costs, per_rank
 
 
 def main():
@@ -82,9 +91,18 @@ def main():
                    stdout=subprocess.DEVNULL)
     print(f"{'configuration':<24} {'sim step ms':>11} {'meas step ms':>12} {'ratio':>6} "
           f"{'sim bubble':>10} {'meas bubble':>11}   costs F,B,I,W ms (measured means)")
+    zb_h1_costs = {}  # p -> the zb-h1 row's per-rank costs (its W deferred)
     with tempfile.TemporaryDirectory() as workdir:
         for label, ranks, schedule, v in CONFIGS:
-            sim_step, sim_bubble, step, bubble, costs = run(label, ranks, schedule, v, args.steps, workdir)
+            zb_auto = ""
+            if schedule == "zb-auto":
+                kept = run(f"{label} probe", ranks, schedule, v, args.steps, workdir, "{defer_penalty: 1000000}")[5]
+                zb_auto = zb_auto_mapping(kept, zb_h1_costs[ranks])
+                print(f"  {label}: pipeline.zb_auto {zb_auto}", flush=True)
+            sim_step, sim_bubble, step, bubble, costs, per_rank = run(label, ranks, schedule, v, args.steps, workdir,
+                                                                      zb_auto)
+            if schedule == "zb-h1":
+                zb_h1_costs[ranks] = per_rank
             print(f"{label:<24} {sim_step:>11.1f} {step:>12.1f} {step / sim_step:>6.2f} "
                   f"{sim_bubble:>10.3f} {bubble:>11.3f}   {costs}", flush=True)
 

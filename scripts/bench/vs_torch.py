@@ -50,7 +50,8 @@ BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 WORKER = os.path.join(HERE, "torch_pipelining_worker.py")
 sys.path.insert(0, HERE)
-from bench_common import add_run_options, build_ppctl, check_run_options, print_machine_line, stage_costs  # noqa: E402
+from bench_common import add_run_options, build_ppctl, check_run_options, print_machine_line, stage_costs, \
+    zb_auto_mapping  # noqa: E402
 from schedules import COST, SIMULATED, TIMING  # noqa: E402  (the timing-line parsers, shared)
 
 # Models: GPT shape and the pipeline's microbatching. vocab 256 (bytes), no dropout, fp32.
@@ -224,14 +225,7 @@ def zb_auto_costs(cfg, workdir):
         if code != 0 or len(timing) != cfg.stages:
             raise RunFailed(f"zb-auto's probe run ({schedule}) failed ({code}):\n{out[-3000:]}")
         means[schedule] = [timing[r] for r in range(cfg.stages)]
-    kept, deferred = means["zb-auto"], means["zb-h1"]
-    penalty = [max(0.0, deferred[r].get("W", 0.0) - kept[r].get("W", 0.0)) for r in range(cfg.stages)]
-    shares = [penalty[r] / kept[r]["W"] for r in range(1, cfg.stages) if kept[r].get("W")]
-    if shares:
-        penalty[0] = statistics.mean(shares) * kept[0].get("W", 0.0)
-    text = lambda values: "[" + ", ".join(f"{v:.3f}" for v in values) + "]"  # noqa: E731
-    return (f"{{f: {text([k['F'] for k in kept])}, i: {text([k.get('I', 0.0) for k in kept])}, "
-            f"w: {text([k.get('W', 0.0) for k in kept])}, defer_penalty: {text(penalty)}}}")
+    return zb_auto_mapping(means["zb-auto"], means["zb-h1"])
 
 
 def run_ppctl(cfg, workdir):
