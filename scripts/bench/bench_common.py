@@ -18,14 +18,16 @@ def stage_list(text):
         raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated whole numbers, e.g. 2,4") from None
 
 
-def check_run_options(parser, args):
+def check_run_options(parser, args, min_stages=2):
     """Usage errors, before anything runs, for the options of add_run_options: each stage count at least
-    2 and given once, --steps at least 1, --warmup at least 0, and a --data glob that matches a file.
+    `min_stages` (2: a pipeline; 1 where a script also measures data parallelism alone) and given once,
+    --steps at least 1, --warmup at least 0, and a --data glob that matches a file.
     Makes --data absolute (~ expanded): the specs are written to temporary folders."""
-    bad = [s for s in args.stages if s < 2]
+    bad = [s for s in args.stages if s < min_stages]
     if bad or len(set(args.stages)) != len(args.stages):
-        parser.error(f"--stages {','.join(map(str, args.stages))}: each stage count must be at least 2 "
-                     f"(a pipeline has two stages or more) and given once")
+        what = "(a pipeline has two stages or more) " if min_stages == 2 else ""
+        parser.error(f"--stages {','.join(map(str, args.stages))}: each stage count must be at least {min_stages} "
+                     f"{what}and given once")
     if args.steps < 1:
         parser.error(f"--steps {args.steps}: must be at least 1")
     if args.warmup < 0:

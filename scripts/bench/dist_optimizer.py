@@ -113,14 +113,15 @@ def main():
                         help="runtime.precision values (default fp32,bf16-params)")
     parser.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2", help="model.arch (default gpt2)")
     args = parser.parse_args()
-    check_run_options(parser, args)
+    check_run_options(parser, args, min_stages=1)  # --stages 1: data parallelism alone
     bad = [d for d in args.dp if d < 1 or args.global_microbatches % d != 0]
     if bad or len(args.stages) != 1:
         parser.error(f"--dp {bad}: each at least 1 and dividing --global-microbatches; one --stages value")
     build_ppctl(args)
     print_machine_line()
     print(f"{args.arch}, pp {args.stages[0]}, 1f1b, {args.global_microbatches} microbatches of 2 x 64 tokens per step "
-          f"over the replicas, {args.layers} blocks of hidden {args.hidden} (tied embeddings), buckets of "
+          f"over the replicas, {args.layers} blocks of hidden {args.hidden} "
+          f"({'tied embeddings' if args.arch == 'gpt2' else 'untied head, 2 key/value heads'}), buckets of "
           f"{args.bucket_size} parameters; median step over {args.steps} steps after {args.warmup}; the largest rank "
           f"of each run. AdamW (+ fp32 mains): the optimizer's state; static: weights + gradient buffers + AdamW + "
           f"fp32 main parameters")
