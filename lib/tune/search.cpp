@@ -128,6 +128,7 @@ class Search {
   std::map<std::string, std::shared_ptr<const schedule::Program>> programs_;
   std::map<std::string, std::string> program_errors_;
   std::map<std::shared_ptr<const schedule::Program>, schedule::ReleasePoints> released_;  // per program, once
+  std::map<std::string, plan::Layout> layouts_;  // per schedule, v, m and split
   std::vector<Prepared> prepared_;
   std::vector<Evaluated> ranked_;
   std::map<std::tuple<int64_t, Split, config::Recompute>, int64_t> zb_auto_combos_;  // (m, split, recompute)
@@ -173,7 +174,13 @@ void Search::prepare(const Knobs& knobs, int64_t order) {
       set_split(candidate.changes, split);
       candidate.spec = editor_.apply(candidate.changes);
     }
-    candidate.layout = schedule::job_layout(candidate.spec, *candidate.program);
+    // The layout depends on the schedule, v, m and the split, not on recompute: laid out once for the three.
+    const std::string key = fmt::format("{}/{}/{}/{}", config::to_string(knobs.kind), knobs.virtual_stages,
+                                        knobs.microbatches, to_string(knobs.split));
+    auto layout = layouts_.find(key);
+    if (layout == layouts_.end())
+      layout = layouts_.emplace(key, schedule::job_layout(candidate.spec, *candidate.program)).first;
+    candidate.layout = layout->second;
   } catch (const Error& e) {
     tally_.add(refusal_reason(e));
     return;
@@ -386,20 +393,46 @@ double lower_bound(const schedule::Program& program, const schedule::CostModel& 
   const auto cost = [&](int64_t s) -> const schedule::StageCosts& {
     return costs.stages.size() == 1 ? costs.stages.front() : costs.stages[static_cast<size_t>(s)];
   };
+  const auto backward = [&](int64_t s) { return std::min(cost(s).backward, cost(s).input_grad); };
+  const int64_t stages = program.num_stages;
   const auto m = static_cast<double>(program.num_microbatches);
+  std::vector<double> forward_before(static_cast<size_t>(stages) + 1, 0.0);   // sum of F of stages < s
+  std::vector<double> backward_before(static_cast<size_t>(stages) + 1, 0.0);  // sum of min(B, I) of stages < s
+  for (int64_t s = 0; s < stages; ++s) {
+    forward_before[static_cast<size_t>(s) + 1] = forward_before[static_cast<size_t>(s)] + cost(s).forward;
+    backward_before[static_cast<size_t>(s) + 1] = backward_before[static_cast<size_t>(s)] + backward(s);
+  }
   std::vector<double> busy(static_cast<size_t>(program.num_ranks()), 0.0);
   std::vector<double> start(busy.size(), std::numeric_limits<double>::infinity());
-  double before = 0.0;  // sum of F of the stages before s
-  for (int64_t s = 0; s < program.num_stages; ++s) {
+  for (int64_t s = 0; s < stages; ++s) {
     const auto& c = cost(s);
     const auto r = static_cast<size_t>(program.stage_to_rank[static_cast<size_t>(s)]);
     busy[r] += m * (c.forward + std::min(c.backward, c.input_grad + c.weight_grad));
-    start[r] = std::min(start[r], before);
-    before += c.forward;
+    start[r] = std::min(start[r], forward_before[static_cast<size_t>(s)]);
   }
   double bound = 0.0;
-  for (size_t r = 0; r < busy.size(); ++r)
-    if (busy[r] > 0.0) bound = std::max(bound, start[r] + busy[r]);
+  for (size_t r = 0; r < busy.size(); ++r) {
+    if (busy[r] <= 0.0) continue;
+    // What must still run, one action after another, once the rank's last compute action has ended: the
+    // backward of its microbatch down to stage 0 (after a B or I), or the rest of its forward and the whole
+    // backward (after an F); nothing after a W.
+    double tail = 0.0;
+    const auto& actions = program.ranks[r];
+    for (auto it = actions.rbegin(); it != actions.rend(); ++it) {
+      const auto kind = it->kind;
+      if (kind == schedule::ActionKind::W) break;
+      if (kind == schedule::ActionKind::B || kind == schedule::ActionKind::I) {
+        tail = backward_before[static_cast<size_t>(it->stage)];
+        break;
+      }
+      if (kind == schedule::ActionKind::F) {
+        tail = forward_before[static_cast<size_t>(stages)] - forward_before[static_cast<size_t>(it->stage) + 1] +
+               backward_before[static_cast<size_t>(stages)];
+        break;
+      }
+    }
+    bound = std::max(bound, start[r] + busy[r] + tail);
+  }
   return bound;
 }
 

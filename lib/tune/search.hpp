@@ -66,9 +66,11 @@ struct TuneResult {
 };
 
 /// A lower bound of simulate(program, costs).step_time: max over ranks of the forwards that must run on
-/// earlier stages before the rank's first stage can start (sum of F of the stages before it) plus the
-/// rank's own compute (m x (F + min(B, I + W)) over its stages). Transfers, deferred-W penalties and
-/// idle time only add to the real step.
+/// earlier stages before the rank's first stage can start (sum of F of the stages before it), plus the
+/// rank's own compute (m x (F + min(B, I + W)) over its stages), plus the chain of actions that must follow
+/// its last compute action (after a B or I of stage s, min(B, I) of every stage below s; after an F, the
+/// later stages' F and every stage's min(B, I); after a W, nothing). For 1F1B with equal costs this is its
+/// step, (m + p - 1)(F + B). Transfers, deferred-W penalties and idle time only add to the real step.
 double lower_bound(const schedule::Program& program, const schedule::CostModel& costs);
 
 /// Every divisor of `n` (>= 1), ascending.
