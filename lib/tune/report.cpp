@@ -65,11 +65,11 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
   }
   if (result.own.ranked) {
     out += fmt::format("\nthe spec's own configuration ({}, m {} x mbs {}, recompute {}): step {:.2f}, bubble {:.3f}, "
-                       "peak {} per rank{}; rank {} of the {} ranked\n",
+                       "peak {} per rank{}; rank {} ({} of the {} ranked candidates faster)\n",
                        config::to_string(p.schedule), p.microbatches, p.micro_batch_size,
                        config::to_string(spec.train.recompute), result.own.step, result.own.bubble,
                        gib(result.own.peak_bytes), result.own.fits ? "" : " (does not fit the memory limit)",
-                       result.own.rank, result.ranked);
+                       result.own.rank, result.own.rank - 1, result.ranked);
   } else {
     out += fmt::format("\nthe spec's own configuration: not ranked ({})\n", result.own.why_not);
   }

@@ -328,7 +328,13 @@ void Search::place_zb_auto(const std::vector<Evaluated>& top) {
     const auto top_now = best();
     const double kth = static_cast<int64_t>(top_now.size()) < options_.top ? std::numeric_limits<double>::infinity()
                                                                             : top_now.back().step;
-    if (auto evaluated = evaluate(candidate, kth, own_step_)) ranked_.push_back(std::move(*evaluated));
+    auto evaluated = evaluate(candidate, kth, own_step_);
+    if (!evaluated) continue;
+    if (tied_step(evaluated->step) >= tied_step(entry.step)) {  // listing it would repeat the entry's step
+      tally_.add("zb-auto placed, no faster than the 1f1b or zb-h1 of its m, split and recompute");
+      continue;
+    }
+    ranked_.push_back(std::move(*evaluated));
   }
   const auto others = static_cast<int64_t>(zb_auto_combos_.size()) - static_cast<int64_t>(placed.size());
   candidates_ += others;

@@ -93,7 +93,7 @@ plan::LayerTimes scaled(const plan::LayerTimes& times, double factor);
 /// that fits.
 /// zb-auto is placed (its W from the candidate's own stage costs, written as pipeline.zb_auto with the
 /// split as pipeline.layers_per_stage) for the m, split and recompute of each 1f1b and zb-h1 in the top list,
-/// when p x m <= 131072. `spec_text` and `base_dir` are the spec's YAML and folder; `layout` and `program`
+/// when p x m <= 131072, and ranked when strictly faster than that entry. `spec_text` and `base_dir` are the spec's YAML and folder; `layout` and `program`
 /// the spec's own (job::prepare_job). Deterministic. Throws ppctl::ConfigError when `spec_text` is not a
 /// YAML mapping.
 TuneResult tune(const config::JobSpec& spec, const std::string& spec_text, const std::string& base_dir,
