@@ -1,4 +1,4 @@
-// Tests of tune/search and tune/report: the lower bound against the simulator, the search's determinism, its
+// Tests of tune/search: the lower bound against the simulator, the search's determinism, its
 // memory limit, and that a listed configuration's lines give the step it printed under `ppctl plan`'s own path.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
