@@ -17,6 +17,8 @@ namespace ppctl::app {
 
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
+// `ppctl plan --tune`: no configuration passes the rules and fits the memory limit.
+inline constexpr int kExitNothingFits = 4;
 // 75, a job stopped on a signal with a checkpoint (resumable): launch::kExitStoppedResumable.
 
 /// `ppctl train --resume auto`: this run's latest checkpoint, or a fresh start (a folder named auto: ./auto).

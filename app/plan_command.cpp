@@ -6,10 +6,12 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "cli_checks.hpp"
+#include "command_line.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "job/prepared_job.hpp"
@@ -17,6 +19,8 @@
 #include "schedule/simulate.hpp"
 #include "schedule/split_time.hpp"
 #include "schedule/zb_auto.hpp"
+#include "tune/report.hpp"
+#include "tune/search.hpp"
 
 namespace ppctl::app {
 namespace {
@@ -46,6 +50,35 @@ ppctl::schedule::CostModel zb_auto_costs(const ppctl::schedule::ZbAutoPlan& zb, 
     for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
   costs.grad_reduce = options.grad_reduce_ms;
   return costs;
+}
+
+/// `ppctl plan --tune`: the search on the prepared job, under its layer costs (or the FLOP model's).
+int run_tune(const std::string& spec_path, ppctl::job::PreparedJob& planned, const PlanOptions& options) {
+  ppctl::tune::TuneOptions tune;
+  if (options.memory_gib > 0) {
+    tune.memory_gib = options.memory_gib;
+    tune.memory_source = fmt::format("--memory-gib {:g}", options.memory_gib);
+  } else if (planned.spec.runtime.device_memory_gib > 0) {
+    tune.memory_gib = planned.spec.runtime.device_memory_gib;
+    tune.memory_source = "runtime.device_memory_gib, as the plan's memory warning";
+  }
+  if (!options.layer_costs.empty()) {
+    const auto given = ppctl::job::use_layer_costs(planned, options.layer_costs, false);
+    tune.times = given.times;
+    tune.times_source = given.source;
+    tune.measured = true;
+  } else {
+    tune.times = ppctl::plan::layer_times(ppctl::plan::flop_layer_costs(planned.spec.model), planned.spec.model.layers);
+    tune.times_source = "FLOP model, no --layer-costs";
+    tune.unit = "units of one block's forward";
+  }
+  tune.p2p_latency = options.p2p_latency;
+  tune.defer_penalty = options.defer_penalty;
+  tune.grad_reduce = options.grad_reduce_ms;
+  const auto base_dir = std::filesystem::absolute(spec_path).parent_path().string();
+  const auto result = ppctl::tune::tune(planned.spec, planned.spec_text, base_dir, planned.layout, planned.program, tune);
+  std::cout << ppctl::tune::format_tune(result, planned.spec, tune);
+  return result.top.empty() ? kExitNothingFits : 0;
 }
 
 }  // namespace
@@ -82,11 +115,20 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
                    "Time of one stage's data-parallel gradient reduction, ms (runs beside compute: from the "
                    "stage's REDUCE_GRAD, or after the schedule with runtime.overlap_grad_reduce false)")
       ->check(number_check(0.0, false));
+  auto* tune = plan->add_flag("--tune", plan_options.tune,
+                               "Search schedule, microbatches, split and recompute for the fastest configurations "
+                               "that fit; print the top 5 with the spec lines for each (exit 4: none fits)");
+  tune->excludes("--costs")->excludes("--balance")->excludes("--timeline")->excludes("--trace")->excludes("--comm");
+  plan->add_option("--memory-gib", plan_options.memory_gib,
+                   "With --tune: the most GiB a pipeline rank may hold (default runtime.device_memory_gib)")
+      ->check(number_check(0.0, true))
+      ->needs(tune);
   return plan;
 }
 
 int run_plan(const std::string& spec_path, const PlanOptions& options) {
   auto planned = ppctl::job::prepare_job(spec_path);
+  if (options.tune) return run_tune(spec_path, planned, options);
   if (options.balance) {
     if (!planned.spec.pipeline.layers_per_stage.empty()) {
       spdlog::warn("--balance: the spec's pipeline.layers_per_stage [{}] is set aside for this plan; the job "
@@ -100,8 +142,8 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
   std::optional<ppctl::schedule::ZbAutoPlan> zb_auto;
   if (planned.spec.pipeline.schedule == ppctl::config::ScheduleKind::ZBAuto)
     zb_auto = ppctl::schedule::plan_zb_auto(ppctl::schedule::schedule_params(planned.spec));
-  auto costs = layer_costs ? ppctl::schedule::layout_cost_model(planned.layout, layer_costs->times,
-                                                               options.p2p_latency, options.grad_reduce_ms)
+  auto costs = layer_costs ? ppctl::schedule::job_cost_model(planned.spec, planned.layout, layer_costs->times,
+                                                            options.p2p_latency, options.grad_reduce_ms)
                : zb_auto && options.costs.empty() ? zb_auto_costs(*zb_auto, options)
                                                   : cost_model(options);
   if (layer_costs)

@@ -24,6 +24,8 @@ struct PlanOptions {
   double grad_reduce_ms = 0.0;  // --grad-reduce-ms: one stage's data-parallel gradient reduction
   bool balance = false;  // show the layout of pipeline.balance auto
   std::string layer_costs;  // --layer-costs: a per-layer costs file or a previous run's run directory
+  bool tune = false;        // --tune: search for the fastest configurations that fit (tune/search.hpp)
+  double memory_gib = 0.0;  // --memory-gib: the tuner's limit per pipeline rank, GiB; 0 = runtime.device_memory_gib
 };
 
 /// Adds the `plan` subcommand to `app`; parsing writes the spec path into `spec_path` and the options into
@@ -34,6 +36,7 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& o
 /// checked), simulates one step and prints the plan to stdout (plus the timeline, the trace file, as asked).
 /// With schedule zb-auto it also prints how W was placed (schedule::format_zb_auto), and without --costs or
 /// --layer-costs simulates with pipeline.zb_auto's costs (--p2p-latency and --defer-penalty replace theirs).
+/// With --tune it prints the tuner's report instead (tune::format_tune) and returns 4 when no configuration fits.
 /// Returns 0; throws ppctl::ConfigError, ppctl::PlanError or ppctl::ScheduleError for bad input (the caller
 /// maps them to exit code 2).
 int run_plan(const std::string& spec_path, const PlanOptions& options);

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -43,17 +44,44 @@ struct Peak {
 
 }  // namespace
 
+/// Positions of the F, B and I actions of an action list by (kind, stage, microbatch): a sorted vector
+/// (send_release_points runs once per rank and program; a std::map per lookup dominated `plan --tune`).
+class ComputeIndex {
+ public:
+  /// Adds `a` at `position` (F, B and I only); of equal keys, the first added is found.
+  void add(const Action& a, size_t position) {
+    if (a.kind == ActionKind::F || a.kind == ActionKind::B || a.kind == ActionKind::I)
+      entries_.push_back({pack(a.kind, a.stage, a.microbatch), position});
+  }
+  void finish() {
+    std::stable_sort(entries_.begin(), entries_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  }
+  std::optional<size_t> find(ActionKind kind, int64_t stage, int64_t microbatch) const {
+    const uint64_t key = pack(kind, stage, microbatch);
+    const auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
+                                     [](const auto& entry, uint64_t k) { return entry.first < k; });
+    if (it == entries_.end() || it->first != key) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  static uint64_t pack(ActionKind kind, int64_t stage, int64_t microbatch) {
+    return (static_cast<uint64_t>(kind) << 56) | (static_cast<uint64_t>(stage) << 32) |
+           static_cast<uint64_t>(static_cast<uint32_t>(microbatch));
+  }
+  std::vector<std::pair<uint64_t, size_t>> entries_;
+};
+
 std::vector<std::vector<size_t>> send_release_points(const Program& program, int64_t rank, const RankProgram& actions,
                                                      bool (*keep)(const Action&)) {
-  using Key = std::tuple<int, int64_t, int64_t>;  // (kind, stage, microbatch)
-  const auto key = [](ActionKind kind, int64_t stage, int64_t mb) { return Key{static_cast<int>(kind), stage, mb}; };
   const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
-  std::map<Key, size_t> mine;  // compute action -> position in `actions`
-  for (size_t i = 0; i < actions.size(); ++i) mine[key(actions[i].kind, actions[i].stage, actions[i].microbatch)] = i;
+  ComputeIndex mine;  // compute action -> position in `actions` (the last of equal ones, as before)
+  for (size_t i = actions.size(); i-- > 0;) mine.add(actions[i], i);
+  mine.finish();
   // Per peer: its kept list, the position of each of its compute actions, and for each position the
   // next send to this rank at or after it.
   struct Peer {
-    std::map<Key, size_t> position;
+    ComputeIndex position;
     std::vector<std::optional<Action>> next_send_to_me;
   };
   std::map<int64_t, Peer> peers;
@@ -68,10 +96,11 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
     p.next_send_to_me.resize(list.size() + 1);
     for (size_t i = list.size(); i-- > 0;) {
       const auto& a = list[i];
-      p.position[key(a.kind, a.stage, a.microbatch)] = i;
       const bool to_me = is_send(a.kind) && rank_of(matching_transfer(a).stage) == rank;
       p.next_send_to_me[i] = to_me ? std::optional<Action>(a) : p.next_send_to_me[i + 1];
     }
+    for (size_t i = 0; i < list.size(); ++i) p.position.add(list[i], i);  // the first of equal ones, as before
+    p.position.finish();
     return p;
   };
   std::vector<std::vector<size_t>> release(actions.size());
@@ -80,10 +109,13 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
     if (!is_send(send.kind)) continue;
     const auto recv = matching_transfer(send);  // RECV_F(s + 1, j) or RECV_B(s - 1, j) on q
     auto& q = peer(rank_of(recv.stage));
-    // The compute action of q that consumes it.
+    // The compute action of q that consumes it (for a backward, I wins over B, as before).
     std::optional<size_t> consumer;
-    for (auto kind : send.kind == ActionKind::SEND_F ? std::vector{ActionKind::F} : std::vector{ActionKind::B, ActionKind::I}) {
-      if (auto it = q.position.find(key(kind, recv.stage, recv.microbatch)); it != q.position.end()) consumer = it->second;
+    if (send.kind == ActionKind::SEND_F) {
+      consumer = q.position.find(ActionKind::F, recv.stage, recv.microbatch);
+    } else {
+      consumer = q.position.find(ActionKind::I, recv.stage, recv.microbatch);
+      if (!consumer) consumer = q.position.find(ActionKind::B, recv.stage, recv.microbatch);
     }
     if (!consumer) continue;
     const auto& later = q.next_send_to_me[*consumer];
@@ -91,16 +123,26 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
     // Where this rank consumes that later transfer.
     const auto arrives = matching_transfer(*later);
     for (auto kind : later->kind == ActionKind::SEND_F ? std::vector{ActionKind::F} : std::vector{ActionKind::B, ActionKind::I}) {
-      if (auto it = mine.find(key(kind, arrives.stage, arrives.microbatch)); it != mine.end() && it->second > i) {
-        release[it->second].push_back(i);
-      }
+      if (auto at = mine.find(kind, arrives.stage, arrives.microbatch); at && *at > i) release[*at].push_back(i);
     }
   }
   return release;
 }
 
+ReleasePoints release_points(const Program& program) {
+  ReleasePoints out;
+  for (int64_t r = 0; r < program.num_ranks(); ++r)
+    out.push_back(send_release_points(program, r, program.ranks[static_cast<size_t>(r)]));
+  return out;
+}
+
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program) {
+  return estimate_memory(spec, layout, program, release_points(program));
+}
+
+std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
+                                        const Program& program, const ReleasePoints& release) {
   std::vector<plan::StageActivationBytes> per_stage;
   std::vector<plan::StageTransientBytes> transients;
   for (const auto& stage : layout.stages) {
@@ -133,7 +175,7 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
       }
     };
     const auto& actions = program.ranks[static_cast<size_t>(r)];
-    const auto released = send_release_points(program, r, actions);
+    const auto& released = release.at(static_cast<size_t>(r));
     for (size_t position = 0; position < actions.size(); ++position) {
       const auto& a = actions[position];
       const auto& stage = per_stage.at(static_cast<size_t>(a.stage));

@@ -68,6 +68,16 @@ std::vector<std::vector<size_t>> send_release_points(const Program& program, int
 std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
                                         const Program& program);
 
+/// send_release_points(program, r, program.ranks[r]) for every rank r, in rank order: the part of
+/// estimate_memory that depends on the program alone (most of its time at scale).
+using ReleasePoints = std::vector<std::vector<std::vector<size_t>>>;
+ReleasePoints release_points(const Program& program);
+
+/// estimate_memory with `released` = release_points(program) computed once, for a caller that estimates
+/// the same program under several specs (`ppctl plan --tune`). Same result.
+std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan::Layout& layout,
+                                        const Program& program, const ReleasePoints& released);
+
 /// Bytes each pipeline rank of `program` sends between ranks in one step: its SEND_F and SEND_B actions
 /// times plan::p2p_bytes (same-rank hand-offs send nothing). What runtime::StepResult::sent_bytes
 /// measures on that rank of each replica.

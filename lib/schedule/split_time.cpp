@@ -22,6 +22,17 @@ CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& 
   return stage_cost_model(split, times, p2p_latency, grad_reduce);
 }
 
+CostModel job_cost_model(const config::JobSpec& spec, const plan::Layout& layout, const plan::LayerTimes& times,
+                         double p2p_latency, double grad_reduce) {
+  auto model = layout_cost_model(layout, times, p2p_latency, grad_reduce);
+  if (spec.train.recompute == config::Recompute::None) return model;
+  for (auto& stage : model.stages) {
+    stage.backward += stage.forward;
+    stage.input_grad += stage.forward;
+  }
+  return model;
+}
+
 CostModel split_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerCosts& costs) {
   return stage_cost_model(split, plan::layer_times(costs, split.empty() ? 0 : split.back().end));
 }

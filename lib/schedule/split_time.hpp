@@ -24,6 +24,13 @@ CostModel stage_cost_model(const std::vector<plan::LayerRange>& split, const pla
 CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& times, double p2p_latency = 0.0,
                             double grad_reduce = 0.0);
 
+/// layout_cost_model(layout, times, ...) with train.recompute's extra work: under full or blocks the
+/// backward first runs the stage's forward again (runtime/executor.hpp), so B and I each gain the stage's
+/// F (W is unchanged). `times` are taken as measured without recomputation. What `ppctl plan
+/// --layer-costs` and `ppctl plan --tune` simulate with.
+CostModel job_cost_model(const config::JobSpec& spec, const plan::Layout& layout, const plan::LayerTimes& times,
+                         double p2p_latency = 0.0, double grad_reduce = 0.0);
+
 /// Per-stage costs of `split` in units of one block's forward (costs.block = 1 ms): F = the stage's
 /// plan::stage_costs / costs.block, B = 2F, I = W = F (the simulator's default F:B:I:W = 1:2:1:1).
 CostModel split_cost_model(const std::vector<plan::LayerRange>& split, const plan::LayerCosts& costs);

@@ -9,7 +9,9 @@
 
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "schedule/job_program.hpp"
 #include "schedule/layer_costs.hpp"
+#include "schedule/split_time.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ppctl;
@@ -128,4 +130,30 @@ data: {path: corpus.txt}
   // given_layer_costs: a folder is a run directory, anything else a costs file.
   CHECK(schedule::given_layer_costs(run.string(), spec).source.rfind("run directory", 0) == 0);
   CHECK_THROWS_WITH(schedule::given_layer_costs((dir.path / "c.json").string(), spec), ContainsSubstring("cannot be read"));
+}
+
+TEST_CASE("job_cost_model: recompute full or blocks adds the stage's forward to B and I, not to F or W") {
+  test::TempDir dir;
+  auto spec = spec_in(dir, kSpec);
+  const auto program = schedule::job_program(spec);
+  const auto layout = schedule::job_layout(spec, program);
+  plan::LayerTimes times;
+  for (int i = 0; i < 6; ++i) times.blocks.push_back({1.0 + i, 3.0 + i});
+  times.embedding = {0.5, 1.0};
+  times.head = {2.0, 4.0};
+  const auto plain = schedule::layout_cost_model(layout, times, 0.3, 2.0);
+  CHECK(schedule::job_cost_model(spec, layout, times, 0.3, 2.0).stages.size() == plain.stages.size());
+  for (const auto mode : {config::Recompute::None, config::Recompute::Full, config::Recompute::Blocks}) {
+    spec.train.recompute = mode;
+    const auto costs = schedule::job_cost_model(spec, layout, times, 0.3, 2.0);
+    CHECK(costs.p2p_latency == 0.3);
+    CHECK(costs.grad_reduce == 2.0);
+    for (size_t s = 0; s < plain.stages.size(); ++s) {
+      const double extra = mode == config::Recompute::None ? 0.0 : plain.stages[s].forward;
+      CHECK(costs.stages[s].forward == plain.stages[s].forward);
+      CHECK(costs.stages[s].backward == Approx(plain.stages[s].backward + extra));
+      CHECK(costs.stages[s].input_grad == Approx(plain.stages[s].input_grad + extra));
+      CHECK(costs.stages[s].weight_grad == plain.stages[s].weight_grad);
+    }
+  }
 }

@@ -1,0 +1,84 @@
+// The text of `ppctl plan --tune`.
+#include "tune/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace ppctl::tune {
+namespace {
+
+/// Bytes as GiB, MiB below 1 GiB, KiB below 1 MiB, 2 decimals.
+std::string gib(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024.0));
+  return fmt::format("{:.2f} KiB", b / 1024.0);
+}
+
+/// Every line of `text` indented by `indent`.
+std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const auto end = text.find('\n', start);
+    out += indent + text.substr(start, end - start) + "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_tune(const TuneResult& result, const config::JobSpec& spec, const TuneOptions& options) {
+  const auto& p = spec.pipeline;
+  const int64_t batch = p.microbatches * p.micro_batch_size;
+  std::string out = fmt::format("tune      {}: p {}, dp {}, {} sequences per replica per step (m x micro_batch_size)\n",
+                                spec.source, p.stages, std::max<int64_t>(p.data_parallel, 1), batch);
+  out += fmt::format("costs     {} ({}), per microbatch at micro_batch_size {}, taken as proportional to it; "
+                     "recompute adds the stage's forward to B and I; p2p latency {:g}, defer penalty {:g}\n",
+                     options.times_source, options.unit, p.micro_batch_size, options.p2p_latency,
+                     options.defer_penalty);
+  out += options.memory_gib > 0
+             ? fmt::format("memory    at most {:g} GiB per pipeline rank ({})\n", options.memory_gib, options.memory_source)
+             : std::string("memory    no limit (runtime.device_memory_gib is not set; --memory-gib N sets one)\n");
+  out += fmt::format("searched  gpipe, 1f1b, interleaved-1f1b v 2-4, zb-h1, zbv, zb-auto; m dividing {}; uniform, "
+                     "auto{} split; recompute none, full, blocks (every {})\n",
+                     batch, options.measured ? ", measured" : "", spec.train.recompute_every);
+  out += fmt::format("kept      runtime.precision {} and optimizer.distributed {}: the cost model does not predict "
+                     "their time, so they change only where a configuration does not fit otherwise (memory levers)\n",
+                     config::to_string(spec.runtime.precision), spec.optimizer.distributed ? "true" : "false");
+  if (result.top.empty()) {
+    out += fmt::format("\nno configuration fits: none of the {} candidates passed the rules and the memory limit "
+                       "(see below; fix: a larger --memory-gib, more pipeline stages or data-parallel replicas)\n",
+                       result.candidates);
+  } else {
+    out += fmt::format("\ntop {} by simulated step ({}):\n", result.top.size(), options.unit);
+    int rank = 1;
+    for (const auto& e : result.top) {
+      out += fmt::format("{:2}. step {:.2f}, bubble {:.3f}, peak {} per rank (pp rank {})  {}{}\n", rank++, e.step,
+                         e.bubble, gib(e.peak_bytes), e.peak_rank, describe(e.knobs),
+                         e.lever.empty() ? "" : fmt::format(", with {} (memory lever: its time not modelled)", e.lever));
+      out += indented(yaml_lines(e.changes), "      ");
+    }
+  }
+  if (result.own.ranked) {
+    out += fmt::format("\nthe spec's own configuration ({}, m {} x mbs {}, recompute {}): step {:.2f}, bubble {:.3f}, "
+                       "peak {} per rank{}; rank {} ({} of the {} ranked candidates faster)\n",
+                       config::to_string(p.schedule), p.microbatches, p.micro_batch_size,
+                       config::to_string(spec.train.recompute), result.own.step, result.own.bubble,
+                       gib(result.own.peak_bytes), result.own.fits ? "" : " (does not fit the memory limit)",
+                       result.own.rank, result.own.rank - 1, result.ranked);
+  } else {
+    out += fmt::format("\nthe spec's own configuration: not ranked ({})\n", result.own.why_not);
+  }
+  int64_t out_count = 0;
+  for (const auto& [reason, count] : result.ruled_out) out_count += count;
+  out += fmt::format("\n{} candidates: {} simulated, {} ranked (fit); ruled out or not simulated: {}\n",
+                     result.candidates, result.simulated, result.ranked, out_count);
+  for (const auto& [reason, count] : result.ruled_out) out += fmt::format("  {:6}  {}\n", count, reason);
+  return out;
+}
+
+}  // namespace ppctl::tune

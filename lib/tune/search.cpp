@@ -1,0 +1,474 @@
+// The `ppctl plan --tune` search: enumerate, check by the spec's rules, bound, simulate, estimate, rank.
+#include "tune/search.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "schedule/job_program.hpp"
+#include "schedule/memory_plan.hpp"
+#include "schedule/split_time.hpp"
+
+namespace ppctl::tune {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+/// zb-auto is placed only while p x m stays at or below this: its search simulates about 3 million
+/// actions at larger sizes (schedule/zb_auto.hpp), seconds per candidate.
+constexpr int64_t kZbAutoMaxCells = 131072;
+/// Candidates simulated only to rank the spec's own configuration, at most.
+constexpr int64_t kRankOnlyBudget = 200;
+
+/// A candidate checked and costed, waiting to be simulated.
+struct Prepared {
+  Knobs knobs;
+  std::vector<Change> changes;
+  config::JobSpec spec;
+  std::shared_ptr<const schedule::Program> program;
+  plan::Layout layout;
+  schedule::CostModel costs;
+  double bound = 0.0;
+  int64_t order = 0;
+};
+
+/// Counts of the candidates left out, by reason.
+class Tally {
+ public:
+  void add(const std::string& reason, int64_t count = 1) {
+    if (count > 0) counts_[reason] += count;
+  }
+  std::vector<std::pair<std::string, int64_t>> sorted() const {
+    std::vector<std::pair<std::string, int64_t>> out(counts_.begin(), counts_.end());
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    return out;
+  }
+
+ private:
+  std::map<std::string, int64_t> counts_;
+};
+
+std::vector<plan::LayerRange> split_of(const plan::Layout& layout) {
+  std::vector<plan::LayerRange> split;
+  for (const auto& stage : layout.stages) split.push_back(stage.layers);
+  return split;
+}
+
+std::string counts_text(const std::vector<plan::LayerRange>& split) {
+  std::vector<int64_t> counts;
+  for (const auto& range : split) counts.push_back(range.size());
+  return fmt::format("[{}]", fmt::join(counts, ", "));
+}
+
+bool same_split(const std::vector<plan::LayerRange>& a, const std::vector<plan::LayerRange>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].begin != b[i].begin || a[i].end != b[i].end) return false;
+  return true;
+}
+
+/// `changes` without any change of `path`.
+void drop(std::vector<Change>& changes, const std::string& path) {
+  changes.erase(std::remove_if(changes.begin(), changes.end(), [&](const Change& c) { return c.path == path; }),
+                changes.end());
+}
+
+/// `changes` with the split given explicitly: pipeline.balance uniform and pipeline.layers_per_stage `split`.
+void set_split(std::vector<Change>& changes, const std::vector<plan::LayerRange>& split) {
+  drop(changes, "pipeline.layers_per_stage");
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (changes[i].path != "pipeline.balance") continue;
+    changes[i].yaml = "uniform";
+    changes.insert(changes.begin() + static_cast<std::ptrdiff_t>(i) + 1, {"pipeline.layers_per_stage", counts_text(split)});
+    return;
+  }
+}
+
+/// A step as ranked: steps equal to 1e-6 tie (the simulator sums the same costs in another order for another
+/// schedule), and then go to the smaller peak memory and the earlier candidate.
+double tied_step(double step) { return std::round(step * 1e6); }
+
+/// One number for a list whose entries are all equal, else the YAML list.
+std::string cost_list(const std::vector<double>& values) {
+  if (std::all_of(values.begin(), values.end(), [&](double v) { return v == values.front(); }))
+    return fmt::format("{:.6g}", values.front());
+  std::vector<std::string> items;
+  for (double v : values) items.push_back(fmt::format("{:.6g}", v));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+/// The search's state: the spec, its editor, the caches and the tally.
+class Search {
+ public:
+  Search(const config::JobSpec& spec, const std::string& text, const std::string& base_dir, const TuneOptions& options)
+      : spec_(spec), editor_(text, base_dir), options_(options) {}
+
+  TuneResult run(const plan::Layout& own_layout, const schedule::Program& own_program);
+
+ private:
+  void enumerate();
+  void prepare(const Knobs& knobs, int64_t order);
+  std::shared_ptr<const schedule::Program> program_of(const config::JobSpec& spec, const Knobs& knobs);
+  schedule::CostModel costs_of(const config::JobSpec& spec, const plan::Layout& layout) const;
+  std::optional<Evaluated> evaluate(const Prepared& candidate, double kth, double own_step);
+  void place_zb_auto(const std::vector<Evaluated>& top);
+  std::vector<Evaluated> best() const;
+
+  const config::JobSpec& spec_;
+  SpecEditor editor_;
+  const TuneOptions& options_;
+  std::map<std::string, std::shared_ptr<const schedule::Program>> programs_;
+  std::map<std::string, std::string> program_errors_;
+  std::map<std::shared_ptr<const schedule::Program>, schedule::ReleasePoints> released_;  // per program, once
+  std::map<std::string, plan::Layout> layouts_;  // per schedule, v, m and split
+  std::vector<Prepared> prepared_;
+  std::vector<Evaluated> ranked_;
+  std::map<std::tuple<int64_t, Split, config::Recompute>, int64_t> zb_auto_combos_;  // (m, split, recompute)
+  Tally tally_;
+  int64_t candidates_ = 0;
+  int64_t simulated_ = 0;
+  double own_step_ = 0.0;  // the spec's own simulated step (-infinity when it is not ranked)
+};
+
+std::shared_ptr<const schedule::Program> Search::program_of(const config::JobSpec& spec, const Knobs& knobs) {
+  const std::string key = fmt::format("{}/{}/{}", config::to_string(knobs.kind), knobs.virtual_stages, knobs.microbatches);
+  if (const auto it = programs_.find(key); it != programs_.end()) return it->second;
+  if (const auto it = program_errors_.find(key); it != program_errors_.end()) throw ScheduleError(it->second);
+  try {
+    auto program = std::make_shared<const schedule::Program>(schedule::job_program(spec));
+    programs_[key] = program;
+    return program;
+  } catch (const ScheduleError& e) {
+    program_errors_[key] = e.what();
+    throw;
+  }
+}
+
+schedule::CostModel Search::costs_of(const config::JobSpec& spec, const plan::Layout& layout) const {
+  const double factor = static_cast<double>(spec.pipeline.micro_batch_size) /
+                        static_cast<double>(spec_.pipeline.micro_batch_size);
+  auto costs = schedule::job_cost_model(spec, layout, scaled(options_.times, factor), options_.p2p_latency,
+                                        options_.grad_reduce);
+  for (auto& stage : costs.stages) stage.defer_penalty = options_.defer_penalty;
+  return costs;
+}
+
+void Search::prepare(const Knobs& knobs, int64_t order) {
+  ++candidates_;
+  Prepared candidate{knobs, changes_of(knobs, spec_), {}, nullptr, {}, {}, 0.0, order};
+  try {
+    candidate.spec = editor_.apply(candidate.changes);
+    candidate.program = program_of(candidate.spec, knobs);
+    if (knobs.split == Split::Measured) {
+      const double factor = static_cast<double>(knobs.micro_batch_size) /
+                            static_cast<double>(spec_.pipeline.micro_batch_size);
+      const auto split = schedule::balance_by_times(candidate.spec, *candidate.program, scaled(options_.times, factor));
+      set_split(candidate.changes, split);
+      candidate.spec = editor_.apply(candidate.changes);
+    }
+    // The layout depends on the schedule, v, m and the split, not on recompute: laid out once for the three.
+    const std::string key = fmt::format("{}/{}/{}/{}", config::to_string(knobs.kind), knobs.virtual_stages,
+                                        knobs.microbatches, to_string(knobs.split));
+    auto layout = layouts_.find(key);
+    if (layout == layouts_.end())
+      layout = layouts_.emplace(key, schedule::job_layout(candidate.spec, *candidate.program)).first;
+    candidate.layout = layout->second;
+  } catch (const Error& e) {
+    tally_.add(refusal_reason(e));
+    return;
+  }
+  // The same blocks on the same stages as an earlier split of this schedule, m and recompute: one candidate.
+  for (auto it = prepared_.rbegin(); it != prepared_.rend() && it->program == candidate.program; ++it) {
+    if (it->knobs.recompute == knobs.recompute && same_split(split_of(it->layout), split_of(candidate.layout))) {
+      tally_.add(fmt::format("duplicate: the {} split equals the {} split", to_string(knobs.split),
+                             to_string(it->knobs.split)));
+      return;
+    }
+  }
+  if (knobs.kind == config::ScheduleKind::ZBH1)
+    zb_auto_combos_[{knobs.microbatches, knobs.split, knobs.recompute}] = order;
+  candidate.costs = costs_of(candidate.spec, candidate.layout);
+  candidate.bound = lower_bound(*candidate.program, candidate.costs);
+  prepared_.push_back(std::move(candidate));
+}
+
+void Search::enumerate() {
+  using config::ScheduleKind;
+  const std::pair<ScheduleKind, int64_t> kinds[] = {
+      {ScheduleKind::GPipe, 1},           {ScheduleKind::OneFOneB, 1},        {ScheduleKind::Interleaved1F1B, 2},
+      {ScheduleKind::Interleaved1F1B, 3}, {ScheduleKind::Interleaved1F1B, 4}, {ScheduleKind::ZBH1, 1},
+      {ScheduleKind::ZBV, 2}};
+  std::vector<Split> splits{Split::Uniform, Split::Auto};
+  if (options_.measured) splits.push_back(Split::Measured);
+  const config::Recompute modes[] = {config::Recompute::None, config::Recompute::Full, config::Recompute::Blocks};
+  const int64_t batch = spec_.pipeline.microbatches * spec_.pipeline.micro_batch_size;
+  int64_t order = 0;
+  for (const auto& [kind, v] : kinds)
+    for (const int64_t m : divisors(batch))
+      for (const auto recompute : modes)
+        for (const auto split : splits) prepare({kind, v, m, batch / m, split, recompute}, order++);
+}
+
+std::optional<Evaluated> Search::evaluate(const Prepared& candidate, double kth, double own_step) {
+  ++simulated_;
+  const auto simulation = schedule::simulate(*candidate.program, candidate.costs);
+  Evaluated out{candidate.knobs, candidate.changes, candidate.bound, simulation.step_time,
+                simulation.mean_bubble_fraction, 0, 0, "", candidate.order};
+  // Slower than the list's slowest and than the spec's own: it can neither be listed nor change the own
+  // configuration's rank, so its memory is not estimated (the costly part at scale).
+  if (tied_step(out.step) > tied_step(kth) && out.step >= own_step) {
+    tally_.add(fmt::format("simulated, slower than the top {} and the spec's own (memory not estimated)", options_.top));
+    return std::nullopt;
+  }
+  auto released = released_.find(candidate.program);
+  if (released == released_.end())
+    released = released_.emplace(candidate.program, schedule::release_points(*candidate.program)).first;
+  const auto peak_of = [&](const config::JobSpec& spec) {
+    const auto ranks = schedule::estimate_memory(spec, candidate.layout, *candidate.program, released->second);
+    const auto most = std::max_element(ranks.begin(), ranks.end(),
+                                       [](const auto& a, const auto& b) { return a.total() < b.total(); });
+    return std::make_pair(most->total(), most->rank);
+  };
+  std::tie(out.peak_bytes, out.peak_rank) = peak_of(candidate.spec);
+  const auto fits = [&](int64_t bytes) { return options_.memory_gib <= 0 || bytes / kGiB <= options_.memory_gib; };
+  if (fits(out.peak_bytes)) return out;
+  // Memory levers: settings whose effect on the step the cost model does not predict.
+  std::vector<std::vector<Change>> levers;
+  const bool can_distribute = !candidate.spec.optimizer.distributed && candidate.layout.data_parallel > 1;
+  const bool can_bf16_params = candidate.spec.runtime.precision != config::Precision::Bf16Params;
+  if (can_distribute) levers.push_back({{"optimizer.distributed", "true"}});
+  if (can_bf16_params) levers.push_back({{"runtime.precision", "bf16-params"}});
+  if (can_distribute && can_bf16_params)
+    levers.push_back({{"runtime.precision", "bf16-params"}, {"optimizer.distributed", "true"}});
+  if (candidate.spec.runtime.precision == config::Precision::Fp32) levers.push_back({{"runtime.precision", "bf16"}});
+  for (const auto& lever : levers) {
+    auto changes = candidate.changes;
+    changes.insert(changes.end(), lever.begin(), lever.end());
+    try {
+      const auto spec = editor_.apply(changes);
+      const auto [bytes, rank] = peak_of(spec);
+      if (!fits(bytes)) continue;
+      std::vector<std::string> named;
+      for (const auto& change : lever) named.push_back(fmt::format("{}: {}", change.path, change.yaml));
+      out.changes = std::move(changes);
+      out.lever = fmt::format("{}", fmt::join(named, ", "));
+      out.peak_bytes = bytes;
+      out.peak_rank = rank;
+      return out;
+    } catch (const ConfigError&) {
+      continue;  // the lever breaks a rule for this spec (e.g. bf16-params on this device)
+    }
+  }
+  tally_.add(fmt::format("does not fit {:g} GiB per rank ({}), nor with the memory levers the spec allows",
+                         options_.memory_gib, options_.memory_source));
+  return std::nullopt;
+}
+
+std::vector<Evaluated> Search::best() const {
+  auto all = ranked_;
+  const auto key = [](const Evaluated& e) { return std::make_tuple(tied_step(e.step), e.peak_bytes, e.order); };
+  std::sort(all.begin(), all.end(), [&](const Evaluated& a, const Evaluated& b) { return key(a) < key(b); });
+  if (static_cast<int64_t>(all.size()) > options_.top) all.resize(static_cast<size_t>(options_.top));
+  return all;
+}
+
+void Search::place_zb_auto(const std::vector<Evaluated>& top) {
+  std::set<std::tuple<int64_t, Split, config::Recompute>> placed;
+  const int64_t p = spec_.pipeline.stages;
+  int64_t order = static_cast<int64_t>(candidates_) + 1'000'000;
+  for (const auto& entry : top) {
+    const auto& k = entry.knobs;
+    if (k.kind != config::ScheduleKind::ZBH1 && k.kind != config::ScheduleKind::OneFOneB) continue;
+    const auto combo = std::make_tuple(k.microbatches, k.split, k.recompute);
+    if (!zb_auto_combos_.count(combo) || !placed.insert(combo).second) continue;
+    ++candidates_;
+    if (p * k.microbatches > kZbAutoMaxCells) {
+      tally_.add(fmt::format("zb-auto not placed: p x m above {} (its search takes seconds there; `ppctl plan` "
+                             "with schedule zb-auto shows it)", kZbAutoMaxCells));
+      continue;
+    }
+    // The split and the stage costs of this combination's zb-h1 candidate (the same stage placement).
+    const auto source = std::find_if(prepared_.begin(), prepared_.end(), [&](const Prepared& c) {
+      return c.order == zb_auto_combos_.at(combo);
+    });
+    Knobs knobs{config::ScheduleKind::ZBAuto, 1, k.microbatches, k.micro_batch_size, k.split, k.recompute};
+    auto changes = changes_of(knobs, spec_);
+    std::vector<double> f, i, w;
+    for (const auto& stage : source->costs.stages) {
+      f.push_back(stage.forward);
+      i.push_back(stage.input_grad);
+      w.push_back(stage.weight_grad);
+    }
+    set_split(changes, split_of(source->layout));
+    const int64_t limit = spec_.pipeline.schedule == config::ScheduleKind::ZBAuto ? spec_.pipeline.zb_auto.max_in_flight : 0;
+    drop(changes, "pipeline.zb_auto");
+    changes.push_back({"pipeline.zb_auto",
+                       fmt::format("{{f: {}, i: {}, w: {}, defer_penalty: {:.6g}, p2p_latency: {:.6g}, max_in_flight: {}}}",
+                                   cost_list(f), cost_list(i), cost_list(w), options_.defer_penalty,
+                                   options_.p2p_latency, limit)});
+    Prepared candidate{knobs, changes, {}, nullptr, {}, {}, 0.0, order++};
+    try {
+      candidate.spec = editor_.apply(candidate.changes);
+      candidate.program = std::make_shared<const schedule::Program>(schedule::job_program(candidate.spec));
+      candidate.layout = schedule::job_layout(candidate.spec, *candidate.program);
+    } catch (const Error& e) {
+      tally_.add(refusal_reason(e));
+      continue;
+    }
+    candidate.costs = costs_of(candidate.spec, candidate.layout);
+    candidate.bound = lower_bound(*candidate.program, candidate.costs);
+    const auto top_now = best();
+    const double kth = static_cast<int64_t>(top_now.size()) < options_.top ? std::numeric_limits<double>::infinity()
+                                                                            : top_now.back().step;
+    auto evaluated = evaluate(candidate, kth, own_step_);
+    if (!evaluated) continue;
+    if (tied_step(evaluated->step) >= tied_step(entry.step)) {  // listing it would repeat the entry's step
+      tally_.add("zb-auto placed, no faster than the 1f1b or zb-h1 of its m, split and recompute");
+      continue;
+    }
+    ranked_.push_back(std::move(*evaluated));
+  }
+  const auto others = static_cast<int64_t>(zb_auto_combos_.size()) - static_cast<int64_t>(placed.size());
+  candidates_ += others;
+  tally_.add(fmt::format("zb-auto not placed: its m, split and recompute have no 1f1b or zb-h1 in the top {} "
+                         "(zb-auto's step is at most theirs; placing W is the costly part)",
+                         options_.top),
+             others);
+}
+
+TuneResult Search::run(const plan::Layout& own_layout, const schedule::Program& own_program) {
+  TuneResult result;
+  if (spec_.pipeline.schedule == config::ScheduleKind::Custom) {
+    result.own.why_not = "a custom schedule (pipeline.schedule_file) is not among the candidates";
+  } else {
+    result.own.ranked = true;
+    const auto costs = costs_of(spec_, own_layout);
+    const auto simulation = schedule::simulate(own_program, costs);
+    result.own.step = simulation.step_time;
+    result.own.bubble = simulation.mean_bubble_fraction;
+    for (const auto& r : schedule::estimate_memory(spec_, own_layout, own_program))
+      result.own.peak_bytes = std::max(result.own.peak_bytes, r.total());
+    result.own.fits = options_.memory_gib <= 0 || result.own.peak_bytes / kGiB <= options_.memory_gib;
+  }
+  enumerate();
+  std::stable_sort(prepared_.begin(), prepared_.end(),
+                   [](const Prepared& a, const Prepared& b) { return std::tie(a.bound, a.order) < std::tie(b.bound, b.order); });
+  const double inf = std::numeric_limits<double>::infinity();
+  const double own_step = result.own.ranked ? result.own.step : -inf;
+  own_step_ = own_step;
+  int64_t pruned = 0;
+  int64_t rank_only = 0;
+  for (const auto& candidate : prepared_) {
+    const auto top = best();
+    const double kth = static_cast<int64_t>(top.size()) < options_.top ? inf : top.back().step;
+    const bool for_top = candidate.bound <= kth;
+    const bool for_rank = candidate.bound < own_step && rank_only < kRankOnlyBudget;
+    if (!for_top && !for_rank) {
+      ++pruned;
+      continue;
+    }
+    if (!for_top) ++rank_only;
+    if (auto evaluated = evaluate(candidate, kth, own_step)) ranked_.push_back(std::move(*evaluated));
+  }
+  tally_.add(fmt::format("not simulated: lower bound above the top {}'s slowest step (and the spec's own)", options_.top),
+             pruned);
+  place_zb_auto(best());
+  result.top = best();
+  result.candidates = candidates_;
+  result.simulated = simulated_;
+  result.ranked = static_cast<int64_t>(ranked_.size());
+  result.ruled_out = tally_.sorted();
+  if (result.own.ranked) {
+    result.own.rank = 1 + std::count_if(ranked_.begin(), ranked_.end(),
+                                        [&](const Evaluated& e) { return e.step < result.own.step; });
+  }
+  return result;
+}
+
+}  // namespace
+
+double lower_bound(const schedule::Program& program, const schedule::CostModel& costs) {
+  const auto cost = [&](int64_t s) -> const schedule::StageCosts& {
+    return costs.stages.size() == 1 ? costs.stages.front() : costs.stages[static_cast<size_t>(s)];
+  };
+  const auto backward = [&](int64_t s) { return std::min(cost(s).backward, cost(s).input_grad); };
+  const int64_t stages = program.num_stages;
+  const auto m = static_cast<double>(program.num_microbatches);
+  std::vector<double> forward_before(static_cast<size_t>(stages) + 1, 0.0);   // sum of F of stages < s
+  std::vector<double> backward_before(static_cast<size_t>(stages) + 1, 0.0);  // sum of min(B, I) of stages < s
+  for (int64_t s = 0; s < stages; ++s) {
+    forward_before[static_cast<size_t>(s) + 1] = forward_before[static_cast<size_t>(s)] + cost(s).forward;
+    backward_before[static_cast<size_t>(s) + 1] = backward_before[static_cast<size_t>(s)] + backward(s);
+  }
+  std::vector<double> busy(static_cast<size_t>(program.num_ranks()), 0.0);
+  std::vector<double> start(busy.size(), std::numeric_limits<double>::infinity());
+  for (int64_t s = 0; s < stages; ++s) {
+    const auto& c = cost(s);
+    const auto r = static_cast<size_t>(program.stage_to_rank[static_cast<size_t>(s)]);
+    busy[r] += m * (c.forward + std::min(c.backward, c.input_grad + c.weight_grad));
+    start[r] = std::min(start[r], forward_before[static_cast<size_t>(s)]);
+  }
+  double bound = 0.0;
+  for (size_t r = 0; r < busy.size(); ++r) {
+    if (busy[r] <= 0.0) continue;
+    // What must still run, one action after another, once the rank's last compute action has ended: the
+    // backward of its microbatch down to stage 0 (after a B or I), or the rest of its forward and the whole
+    // backward (after an F); nothing after a W.
+    double tail = 0.0;
+    const auto& actions = program.ranks[r];
+    for (auto it = actions.rbegin(); it != actions.rend(); ++it) {
+      const auto kind = it->kind;
+      if (kind == schedule::ActionKind::W) break;
+      if (kind == schedule::ActionKind::B || kind == schedule::ActionKind::I) {
+        tail = backward_before[static_cast<size_t>(it->stage)];
+        break;
+      }
+      if (kind == schedule::ActionKind::F) {
+        tail = forward_before[static_cast<size_t>(stages)] - forward_before[static_cast<size_t>(it->stage) + 1] +
+               backward_before[static_cast<size_t>(stages)];
+        break;
+      }
+    }
+    bound = std::max(bound, start[r] + busy[r] + tail);
+  }
+  return bound;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+plan::LayerTimes scaled(const plan::LayerTimes& times, double factor) {
+  auto out = times;
+  const auto scale = [factor](plan::PieceTime& t) {
+    t.forward_ms *= factor;
+    t.backward_ms *= factor;
+  };
+  for (auto& block : out.blocks) scale(block);
+  scale(out.embedding);
+  scale(out.head);
+  return out;
+}
+
+TuneResult tune(const config::JobSpec& spec, const std::string& spec_text, const std::string& base_dir,
+                const plan::Layout& layout, const schedule::Program& program, const TuneOptions& options) {
+  Search search(spec, spec_text, base_dir, options);
+  return search.run(layout, program);
+}
+
+}  // namespace ppctl::tune

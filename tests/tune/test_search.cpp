@@ -1,0 +1,178 @@
+// Tests of tune/search: the lower bound against the simulator, the search's determinism, its
+// memory limit, and that a listed configuration's lines give the step it printed under `ppctl plan`'s own path.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "config/load.hpp"
+#include "core/error.hpp"
+#include "schedule/generate.hpp"
+#include "schedule/job_program.hpp"
+#include "schedule/memory_plan.hpp"
+#include "schedule/split_time.hpp"
+#include "support/temp_dir.hpp"
+#include "tune/report.hpp"
+#include "tune/search.hpp"
+
+using namespace ppctl;
+using Catch::Approx;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+const std::string kSpec = R"(model: {vocab_size: 256, layers: 8, hidden: 64, heads: 4, seq_len: 32}
+pipeline: {stages: 4, schedule: 1f1b, microbatches: 4, micro_batch_size: 4}
+data: {path: corpus.txt}
+)";
+
+/// The job of kSpec in `dir`: spec, program and layout as job::prepare_job makes them.
+struct Job {
+  config::JobSpec spec;
+  schedule::Program program;
+  plan::Layout layout;
+};
+
+Job job_in(const test::TempDir& dir) {
+  test::write_checked(dir.path / "corpus.txt", std::string(20000, 'a'));
+  Job job;
+  job.spec = config::parse_job_spec(kSpec, (dir.path / "job.yaml").string(), dir.path.string());
+  job.program = schedule::job_program(job.spec);
+  job.layout = schedule::job_layout(job.spec, job.program);
+  return job;
+}
+
+/// Measured-looking times: blocks of unequal cost, a heavy head.
+tune::TuneOptions measured_options() {
+  tune::TuneOptions options;
+  for (int i = 0; i < 8; ++i) options.times.blocks.push_back({1.0 + 0.25 * (i % 3), 2.1 + 0.5 * (i % 3)});
+  options.times.embedding = {0.2, 0.4};
+  options.times.head = {3.0, 5.5};
+  options.times_source = "test times";
+  options.measured = true;
+  options.p2p_latency = 0.05;
+  return options;
+}
+
+tune::TuneResult run(const test::TempDir& dir, const Job& job, const tune::TuneOptions& options) {
+  return tune::tune(job.spec, kSpec, dir.path.string(), job.layout, job.program, options);
+}
+
+}  // namespace
+
+TEST_CASE("divisors lists every divisor in ascending order") {
+  CHECK(tune::divisors(1) == std::vector<int64_t>{1});
+  CHECK(tune::divisors(12) == std::vector<int64_t>{1, 2, 3, 4, 6, 12});
+  CHECK(tune::divisors(16) == std::vector<int64_t>{1, 2, 4, 8, 16});
+  CHECK(tune::divisors(13) == std::vector<int64_t>{1, 13});
+}
+
+TEST_CASE("the lower bound never exceeds the simulated step, for every generated kind") {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> cost(0.1, 3.0);
+  using config::ScheduleKind;
+  const std::pair<ScheduleKind, int64_t> kinds[] = {{ScheduleKind::GPipe, 1}, {ScheduleKind::OneFOneB, 1},
+                                                    {ScheduleKind::Interleaved1F1B, 2}, {ScheduleKind::ZBH1, 1},
+                                                    {ScheduleKind::ZBV, 2}};
+  int checked = 0;
+  for (const auto& [kind, v] : kinds) {
+    for (int64_t p = 1; p <= 5; ++p) {
+      for (int64_t m = 1; m <= 9; ++m) {
+        schedule::ScheduleParams params{kind, p, v, m, 0, {}};
+        try {
+          schedule::check_params(params);
+        } catch (const ScheduleError&) {
+          continue;
+        }
+        const auto program = schedule::generate(params);
+        schedule::CostModel costs;
+        costs.stages.clear();
+        for (int64_t s = 0; s < p * v; ++s) {
+          const double b = cost(random);
+          costs.stages.push_back({cost(random), b, b / 2, b / 2, cost(random) / 4});
+        }
+        costs.p2p_latency = cost(random) / 10;
+        const double bound = tune::lower_bound(program, costs);
+        CHECK(bound > 0.0);
+        CHECK(bound <= schedule::simulate(program, costs).step_time + 1e-9);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("the tuner is deterministic and lists at most five, fastest first") {
+  test::TempDir dir;
+  const auto job = job_in(dir);
+  const auto options = measured_options();
+  const auto first = run(dir, job, options);
+  const auto second = run(dir, job, options);
+  const auto text = tune::format_tune(first, job.spec, options);
+  CHECK(text == tune::format_tune(second, job.spec, options));
+  REQUIRE(first.top.size() == 5);
+  // Fastest first; steps equal to 1e-6 tie and go to the smaller peak memory.
+  for (size_t i = 1; i < first.top.size(); ++i) {
+    const auto& a = first.top[i - 1];
+    const auto& b = first.top[i];
+    CHECK(a.step <= b.step + 1e-6);
+    if (std::abs(a.step - b.step) < 1e-7) CHECK(a.peak_bytes <= b.peak_bytes);
+  }
+  // Every candidate is accounted for: ranked, or ruled out with a reason.
+  int64_t ruled_out = 0;
+  for (const auto& [reason, count] : first.ruled_out) ruled_out += count;
+  CHECK(first.ranked + ruled_out == first.candidates);
+  // The spec's own 1f1b at m 4 is beaten (more microbatches shrink the bubble).
+  REQUIRE(first.own.ranked);
+  CHECK(first.own.rank > 1);
+  CHECK(first.top.front().step < first.own.step);
+  CHECK_THAT(text, ContainsSubstring("the spec's own configuration (1f1b, m 4 x mbs 4"));
+}
+
+TEST_CASE("each listed configuration's lines, applied to the spec, give the step the tuner printed") {
+  test::TempDir dir;
+  const auto job = job_in(dir);
+  const auto options = measured_options();
+  const auto result = run(dir, job, options);
+  REQUIRE(!result.top.empty());
+  const tune::SpecEditor editor(kSpec, dir.path.string());
+  for (const auto& entry : result.top) {
+    // What `ppctl plan --layer-costs` does with the edited spec: its program, its layout, job_cost_model on the
+    // times (scaled to the micro batch size: the tuner's assumption, stated in its output).
+    const auto spec = editor.apply(entry.changes);
+    const auto program = schedule::job_program(spec);
+    const auto layout = schedule::job_layout(spec, program);
+    const double factor = static_cast<double>(spec.pipeline.micro_batch_size) / job.spec.pipeline.micro_batch_size;
+    auto costs = schedule::job_cost_model(spec, layout, tune::scaled(options.times, factor), options.p2p_latency);
+    CHECK(schedule::simulate(program, costs).step_time == Approx(entry.step).epsilon(1e-12));
+    int64_t peak = 0;
+    for (const auto& r : schedule::estimate_memory(spec, layout, program)) peak = std::max(peak, r.total());
+    CHECK(peak == entry.peak_bytes);
+  }
+}
+
+TEST_CASE("the memory limit: every listed configuration fits it, the others are counted, none fitting is said") {
+  test::TempDir dir;
+  const auto job = job_in(dir);
+  auto options = measured_options();
+  const auto free = run(dir, job, options);
+  REQUIRE(free.top.size() == 5);
+  int64_t least = free.top.front().peak_bytes;
+  for (const auto& e : free.top) least = std::min(least, e.peak_bytes);
+  // Just below the smallest peak of the unlimited top 5: each of those is ruled out (or needs a lever).
+  options.memory_gib = (static_cast<double>(least) - 1.0) / (1024.0 * 1024.0 * 1024.0);
+  options.memory_source = "test";
+  const auto limited = run(dir, job, options);
+  for (const auto& e : limited.top) CHECK(static_cast<double>(e.peak_bytes) <= options.memory_gib * 1024 * 1024 * 1024);
+  bool counted = false;
+  for (const auto& [reason, count] : limited.ruled_out)
+    if (reason.find("does not fit") != std::string::npos && count > 0) counted = true;
+  CHECK(counted);
+  options.memory_gib = 1e-6;  // about a kilobyte: nothing fits
+  const auto none = run(dir, job, options);
+  CHECK(none.top.empty());
+  CHECK_THAT(tune::format_tune(none, job.spec, options), ContainsSubstring("no configuration fits"));
+}
