@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests of stopping on a signal (train.on_signal) and `--resume auto`, as a user or a cluster
 # does it. Usage: signal_test.sh CASE PPCTL_BINARY. Helpers (tiny_job, wait_bounded, ...) come from
-# tests/app/cli_test.sh.
-# shellcheck source=../app/cli_test.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../app/cli_test.sh" "$@"
+# tests/app/cli_lib.sh.
+# shellcheck source=../app/cli_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../app/cli_lib.sh" "$@"
 
 # The step of the checkpoint checkpoint.dir's latest names ($1 = checkpoint.dir); fails when it is incomplete.
 latest_step() {
