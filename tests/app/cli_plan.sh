@@ -59,6 +59,7 @@ names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
 assert names == {f"rank {r}" for r in range(4)} | {f"rank {r} collectives" for r in range(4)}, names
 assert sorted(e["name"] for e in events if e.get("cat") == "REDUCE_GRAD") == [f"{s}REDUCE_GRAD" for s in range(4)]
 PY
+    python3 "$ROOT/tests/support/trace_nesting.py" "$WORK/trace.json" || fail "slices of the plan's trace do not nest"
     ;;
   plan_stage_costs)
     # --costs per stage: 4 equal groups simulate the same step as one group; a count that is not

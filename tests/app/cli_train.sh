@@ -135,6 +135,8 @@ assert any(e["name"].startswith("wait 1RECV_F") for e in slices)
 simulated = json.load(open(f"{run}/trace.simulated.json"))["traceEvents"]
 assert sorted(e["tid"] for e in simulated if e["ph"] == "X") == [0] * 8 + [1] * 8, simulated
 PY
+    python3 "$ROOT/tests/support/trace_nesting.py" "$WORK/run/trace.json" "$WORK/run/trace.simulated.json" \
+      || fail "slices do not nest in the traces as Perfetto reads them"
     # Without --run-dir: a new folder under observe.runs_dir (relative to the working directory).
     (cd "$WORK" && timeout 300 "$PPCTL" train job.yaml --steps 1 > "$WORK/out" 2>&1) || fail "second train exited $?"
     ls -d "$WORK"/runs/job-*Z >/dev/null 2>&1 || fail "no runs/job-<time>Z folder"
