@@ -82,8 +82,11 @@ pid_of_rank() {  # $1 = rank: the worker process whose environment has RANK=$1
   done
 }
 
-# Starts a long training of $WORK/job.yaml in the background ($launcher) and waits for its first step.
+# Starts a long training of $WORK/job.yaml in the background ($launcher) and waits for its first step. The
+# background job truncates out only once it runs: without the rm, a previous run's "step 1/" could be taken for
+# this one's, and a signal sent then would reach ppctl before it has started (exit 128 + N, not 75).
 start_long_training() {
+  rm -f "$WORK/out"
   "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
   launcher=$!
   wait_for_line "step 1/" 120

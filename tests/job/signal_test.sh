@@ -39,7 +39,7 @@ case "$CASE" in
     tiny_job 2 40 "checkpoint: {dir: ckpt}"
     sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
     timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/ref" > "$WORK/out" 2>&1 || fail "the uninterrupted run exited $?"
-    rm -rf "$WORK/ckpt"
+    rm -rf "$WORK/ckpt" "$WORK/out"  # out: the uninterrupted run's step lines are not this run's (start_long_training)
     "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/first/run" > "$WORK/out" 2>&1 &
     launcher=$!
     wait_for_line "step 3/" 120
