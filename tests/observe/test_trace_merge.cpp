@@ -84,7 +84,9 @@ TEST_CASE("merged slices that follow each other nest to the nanosecond as Perfet
   const auto merge = ppctl::observe::merge_trace_parts(dir.path.string(), 1, origin);
   const auto events = slices(read_json(merge.path));
   REQUIRE(events.size() == 2000);
-  const auto perfetto_ns = [](const nlohmann::json& value) { return static_cast<int64_t>(value.get<double>() * 1000.0); };
+  const auto perfetto_ns = [](const nlohmann::json& value) {  // Perfetto's importer: truncated nanoseconds
+    return static_cast<int64_t>(value.get<double>() * 1000.0);
+  };
   for (size_t k = 0; k + 1 < events.size(); ++k) {
     INFO("slice " << k << ": ts " << events[k]["ts"] << " dur " << events[k]["dur"]);
     REQUIRE(perfetto_ns(events[k]["dur"]) == 1001 + static_cast<int64_t>(k));
