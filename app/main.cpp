@@ -136,7 +136,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   }
   ppctl::core::setup_logging(info.rank);
   // Each rank gets the signal itself (torchrun's agent, srun): the job stops at the next step (train.on_signal).
-  const ppctl::launch::WorkerSignalScope stop_signals(info.rank, std::nullopt);
+  const ppctl::launch::WorkerSignalScope stop_signals(info.rank, std::nullopt, ppctl::launch::torchrun_agent_pid());
   auto planned = ppctl::job::prepare_job(spec_path, {steps});
   info.job_id += ", " + ppctl::job::job_fingerprint(planned);
   // pipeline.data_parallel 0: dp comes from WORLD_SIZE. The plan (plan.txt, the memory table and its

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -21,6 +24,7 @@ namespace {
 std::atomic<int> g_caught{0};
 std::atomic<int> g_count{0};
 pid_t g_launcher = 0;  ///< set before the handlers are installed, read-only afterwards
+pid_t g_agent = 0;     ///< likewise: torchrun's agent, 0 when none
 
 /// The lines the handler writes, formatted before it is installed (no allocation in the handler).
 struct Lines {
@@ -48,6 +52,8 @@ void die_by(int sig) {
 }
 
 std::atomic<bool> g_first_forwarded{false};
+std::atomic<bool> g_first_from_agent{false};  ///< the first stop signal came from torchrun's agent
+std::atomic<bool> g_agent_copy_seen{false};   ///< the other side's copy of it (agent or not) came too
 std::atomic<bool> g_training{false};  ///< defer_to_step_boundary was called
 
 extern "C" void on_worker_signal(int sig, siginfo_t* info, void*) {
@@ -58,11 +64,16 @@ extern "C" void on_worker_signal(int sig, siginfo_t* info, void*) {
   const int what = forwarded ? info->si_value.sival_int : sig;
   const int slot = slot_of(what);
   if (slot < 0) return;
+  const bool from_agent = g_agent != 0 && info != nullptr && info->si_pid == g_agent;
   if (g_count.fetch_add(1) > 0) {
     // One event may reach both the launcher (which forwards it) and this worker (e.g. a signal to every
     // process of a Slurm step): a forwarded copy, or the signal itself after its forwarded copy, is the same
-    // request. Anything else is a second request: end now.
+    // request; under torchrun, the agent's copy and the direct one, once. Anything else is a second request:
+    // end now.
     if (forwarded || (g_first_forwarded.load() && what == g_caught.load())) return;
+    if (g_agent != 0 && what == g_caught.load() && from_agent != g_first_from_agent.load() &&
+        !g_agent_copy_seen.exchange(true))
+      return;
     write_line(g_lines.again[slot]);
     return die_by(sig);
   }
@@ -71,13 +82,15 @@ extern "C" void on_worker_signal(int sig, siginfo_t* info, void*) {
     _exit(128 + what);
   }
   g_first_forwarded = forwarded;
+  g_first_from_agent = from_agent;
   g_caught.store(what);
   write_line(g_lines.first[slot]);
 }
 
 }  // namespace
 
-WorkerSignalScope::WorkerSignalScope(std::optional<int> rank, std::optional<pid_t> launcher) {
+WorkerSignalScope::WorkerSignalScope(std::optional<int> rank, std::optional<pid_t> launcher,
+                                     std::optional<pid_t> agent) {
   const std::string prefix = rank ? fmt::format("[rank {}] ", *rank) : std::string();
   for (size_t k = 0; k < std::size(kStopSignals); ++k) {
     const char* name = stop_signal_name(kStopSignals[k]);
@@ -94,6 +107,9 @@ WorkerSignalScope::WorkerSignalScope(std::optional<int> rank, std::optional<pid_
                                    prefix, name, launcher ? " (forwarded by the launcher)" : "", 128 + kStopSignals[k]);
   }
   g_launcher = launcher.value_or(0);
+  g_agent = agent.value_or(0);
+  g_first_from_agent = false;
+  g_agent_copy_seen = false;
   g_caught = 0;
   g_count = 0;
   g_first_forwarded = false;
@@ -117,6 +133,23 @@ WorkerSignalScope::~WorkerSignalScope() {
 int WorkerSignalScope::caught() { return g_caught.load(); }
 
 void WorkerSignalScope::defer_to_step_boundary() { g_training = true; }
+
+std::optional<pid_t> torchrun_agent_pid() {
+  if (std::getenv("TORCHELASTIC_RUN_ID") == nullptr) return std::nullopt;
+  const pid_t leader = getsid(0);
+  if (leader == getpid()) return getppid();
+  if (leader <= 0) return std::nullopt;
+  // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces and parentheses: read after the last ')'.
+  std::ifstream stat(fmt::format("/proc/{}/stat", leader));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  std::string state;
+  pid_t parent = 0;
+  if (!(fields >> state >> parent) || parent <= 1) return std::nullopt;
+  return parent;
+}
 
 bool forward_stop_request(pid_t pid, int sig) {
   union sigval value {};

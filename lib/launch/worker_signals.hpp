@@ -22,13 +22,17 @@ namespace ppctl::launch {
 ///   sigqueue is a forwarded request and counts as the signal in its value (forward_stop_request);
 ///   SIGTERM is the launcher ending the job (a failed peer, a second signal) and takes the default
 ///   action at once, as it did before workers caught signals.
+/// - from `agent` (torchrun's agent, torchrun_agent_pid; nullopt elsewhere): the agent's copy of the signal this
+///   worker already got from elsewhere, or the other way round, is one event (a signal to every process of a
+///   Slurm step reaches the agent, which sends it on to each worker's process group, and the workers too); a
+///   third delivery, or the same signal twice from one side, ends the process as a second signal.
 /// It unblocks kStopSignals on the calling thread (the local launcher starts workers with them blocked, so a
 /// request sent while the worker loads stays pending instead of killing it).
 /// Create one per process, on the main thread, before anything long starts (the spec, the rendezvous).
 class WorkerSignalScope {
  public:
   /// `rank` prefixes the lines written ("[rank 3] "); nullopt writes none.
-  WorkerSignalScope(std::optional<int> rank, std::optional<pid_t> launcher);
+  WorkerSignalScope(std::optional<int> rank, std::optional<pid_t> launcher, std::optional<pid_t> agent = std::nullopt);
   ~WorkerSignalScope();  ///< restores the previous dispositions
   WorkerSignalScope(const WorkerSignalScope&) = delete;
   WorkerSignalScope& operator=(const WorkerSignalScope&) = delete;
@@ -39,6 +43,12 @@ class WorkerSignalScope {
   /// before the loop starts).
   static void defer_to_step_boundary();
 };
+
+/// Under torchrun's agent (TORCHELASTIC_RUN_ID is set): the agent's pid, the parent of this process's session
+/// leader (the agent starts each worker in a session of its own: torch.distributed.elastic's SubprocessHandler,
+/// start_new_session), so that a wrapper script between the agent and ppctl does not hide it. nullopt without
+/// the variable, or when /proc does not tell.
+std::optional<pid_t> torchrun_agent_pid();
 
 /// The local launcher's side: asks worker `pid` to stop at the next step boundary on behalf of `sig`
 /// (sigqueue of SIGUSR1 carrying `sig`). Returns false when the worker no longer exists.

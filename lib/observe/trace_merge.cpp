@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -38,13 +39,15 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
     for (auto& event : parsed["traceEvents"]) {
       if (event.value("ph", "") != "X") continue;  // the part's own track name is replaced above
       // From the run's start, exact to the nanosecond when the part has ts_ns (a double of microseconds
-      // since the epoch keeps only quarter microseconds; slices would overlap the ones they follow).
-      if (event.contains("ts_ns") && event["ts_ns"].is_number_integer()) {
-        event["ts"] = static_cast<double>(event["ts_ns"].get<int64_t>() - origin_us * 1000) / 1000.0;
-        event.erase("ts_ns");
-      } else {
-        event["ts"] = event["ts"].get<double>() - static_cast<double>(origin_us);
-      }
+      // since the epoch keeps only quarter microseconds; slices would overlap the ones they follow), and
+      // written so that Perfetto reads the same nanoseconds (schedule::chrome_trace_us).
+      const bool exact = event.contains("ts_ns") && event["ts_ns"].is_number_integer();
+      const int64_t start_ns =
+          exact ? event["ts_ns"].get<int64_t>() - origin_us * 1000
+                : std::llround((event["ts"].get<double>() - static_cast<double>(origin_us)) * 1000.0);
+      event.erase("ts_ns");
+      event["ts"] = schedule::chrome_trace_us(start_ns);
+      event["dur"] = schedule::chrome_trace_us(std::llround(event["dur"].get<double>() * 1000.0));
       // Gradient reductions run beside the schedule: a track of their own below the ranks'.
       const bool collective = event.value("cat", "") == "reduce";
       event["tid"] = collective ? world_size + rank : rank;

@@ -357,6 +357,8 @@ std::string format_timeline(const Simulation& simulation, int width) {
 
 std::string to_chrome_trace(const Simulation& simulation) {
   using nlohmann::json;
+  // Whole nanoseconds: a slice that starts where another ends gets the same one (chrome_trace_us).
+  const auto ns = [](double ms) { return static_cast<int64_t>(std::llround(ms * 1e6)); };
   json events = json::array();
   events.push_back(chrome_process_name("ppctl plan (simulated)"));
   const auto ranks = static_cast<int64_t>(simulation.timeline.size());
@@ -364,15 +366,14 @@ std::string to_chrome_trace(const Simulation& simulation) {
   const bool reductions = shows_reductions(simulation);
   for (int64_t r = 0; reductions && r < ranks; ++r)
     events.push_back(chrome_named_track(ranks + r, fmt::format("rank {} collectives", r)));
-  constexpr double kMicrosPerMs = 1000.0;
   for (size_t r = 0; r < simulation.timeline.size(); ++r)
     for (const TimedAction& t : simulation.timeline[r])
       events.push_back(
           {{"name", to_string(t.action)},
            {"cat", to_string(t.action.kind)},
            {"ph", "X"},
-           {"ts", t.start * kMicrosPerMs},
-           {"dur", (t.end - t.start) * kMicrosPerMs},
+           {"ts", chrome_trace_us(ns(t.start))},
+           {"dur", chrome_trace_us(ns(t.end) - ns(t.start))},
            {"pid", 0},
            {"tid", r},
            {"args", {{"stage", t.action.stage}, {"microbatch", t.action.microbatch}}}});
@@ -381,8 +382,8 @@ std::string to_chrome_trace(const Simulation& simulation) {
       events.push_back({{"name", to_string(Action{ActionKind::REDUCE_GRAD, t.stage, 0})},
                         {"cat", to_string(ActionKind::REDUCE_GRAD)},
                         {"ph", "X"},
-                        {"ts", t.start * kMicrosPerMs},
-                        {"dur", (t.end - t.start) * kMicrosPerMs},
+                        {"ts", chrome_trace_us(ns(t.start))},
+                        {"dur", chrome_trace_us(ns(t.end) - ns(t.start))},
                         {"pid", 0},
                         {"tid", ranks + static_cast<int64_t>(r)},
                         {"args", {{"stage", t.stage}}}});

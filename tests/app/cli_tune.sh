@@ -3,10 +3,12 @@
 # Checks: two runs print the same; the first configuration's YAML lines, merged into the spec, give the same
 # simulated step under plain `ppctl plan --layer-costs` (the costs file scaled to its micro batch size, as the
 # tuner states); --memory-gib: every listed peak within it, some ruled out and counted, exit 4 when nothing
-# fits; bad --memory-gib values refused with exit 2 naming the option. Needs python3 with PyYAML; the lines are
+# fits; bad --memory-gib values refused with exit 2 naming the option. Needs PyYAML (the venv's python,
+# PPCTL_PYTHON, has it; python3 otherwise); the lines are
 # applied by scripts/bench/tuner.py's merged(), as the benchmark applies them.
 set -uo pipefail
 PPCTL="$1"
+PY="${PPCTL_PYTHON:-python3}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_cli_tune_XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
@@ -38,7 +40,7 @@ grep -q "the spec's own configuration (1f1b, m 4 x mbs 4" out || fail "the spec'
 grep -q "candidates:.*simulated" out || fail "no summary of the candidates"
 
 # The first configuration's lines merged into the spec: plain plan prints the step the tuner printed.
-python3 - "$ROOT/scripts/bench" out job.yaml costs.json first.yaml first_costs.json <<'PY' || fail "could not apply the first configuration"
+"$PY" - "$ROOT/scripts/bench" out job.yaml costs.json first.yaml first_costs.json <<'PY' || fail "could not apply the first configuration"
 import json, sys, yaml
 sys.path.insert(0, sys.argv[1])
 from tuner import listed_configurations, merged  # what the benchmark applies, the same way
@@ -53,7 +55,7 @@ def scale(piece):
 costs = {"blocks": [scale(b) for b in costs["blocks"]], "embedding": scale(costs["embedding"]), "head": scale(costs["head"])}
 json.dump(costs, open(new_costs, "w"))
 PY
-want="$(python3 -c 'import re,sys; print(re.search(r"^ 1\. step ([0-9.]+),", open("out").read(), re.M).group(1))')"
+want="$("$PY" -c 'import re,sys; print(re.search(r"^ 1\. step ([0-9.]+),", open("out").read(), re.M).group(1))')"
 "$PPCTL" plan first.yaml --layer-costs first_costs.json > plain 2>&1 || { cp plain out; fail "plain plan of the first configuration exited $?"; }
 grep -q "^simulated  step $want ms" plain || { cp plain out; fail "plain plan does not print step $want ms"; }
 
@@ -66,11 +68,11 @@ def peaks(path):
     found = re.findall(r"^ *[0-9]+\. step .* peak ([0-9.]+) (KiB|MiB|GiB) per rank", open(path).read(), re.M)
     return [float(x) * UNITS[unit] for x, unit in found]
 PY
-limit="$(python3 -c 'import peaks; print("%.6f" % (min(peaks.peaks("out")) * 0.999))')"
+limit="$("$PY" -c 'import peaks; print("%.6f" % (min(peaks.peaks("out")) * 0.999))')"
 "$PPCTL" plan job.yaml --tune --layer-costs costs.json --memory-gib "$limit" > out 2>&1
 code=$?
 if [ "$code" -eq 0 ]; then
-  python3 - "$limit" <<'PY' || fail "a listed peak is above --memory-gib $limit"
+  "$PY" - "$limit" <<'PY' || fail "a listed peak is above --memory-gib $limit"
 import sys, peaks
 listed = peaks.peaks("out")
 assert listed and all(p <= float(sys.argv[1]) * 1.001 for p in listed), listed  # printed with 2 decimals

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests of stopping on a signal (train.on_signal) and `--resume auto`, as a user or a cluster
 # does it. Usage: signal_test.sh CASE PPCTL_BINARY. Helpers (tiny_job, wait_bounded, ...) come from
-# tests/app/cli_test.sh.
-# shellcheck source=../app/cli_test.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../app/cli_test.sh" "$@"
+# tests/app/cli_lib.sh.
+# shellcheck source=../app/cli_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../app/cli_lib.sh" "$@"
 
 # The step of the checkpoint checkpoint.dir's latest names ($1 = checkpoint.dir); fails when it is incomplete.
 latest_step() {
@@ -39,7 +39,7 @@ case "$CASE" in
     tiny_job 2 40 "checkpoint: {dir: ckpt}"
     sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
     timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/ref" > "$WORK/out" 2>&1 || fail "the uninterrupted run exited $?"
-    rm -rf "$WORK/ckpt"
+    rm -rf "$WORK/ckpt" "$WORK/out"  # out: the uninterrupted run's step lines are not this run's (start_long_training)
     "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/first/run" > "$WORK/out" 2>&1 &
     launcher=$!
     wait_for_line "step 3/" 120
@@ -102,6 +102,80 @@ case "$CASE" in
       wait "${pids[$r]}" || { cp "$WORK/rank$r.out" "$WORK/out"; fail "rank $r of the resumed job exited $?"; }
     done
     grep -q "step $((step + 2))/$((step + 2)) | loss" "$WORK/rank1.out" || fail "the resumed job did not train on"
+    no_leftovers
+    ;;
+  signal_torchrun_agent)
+    # Under torchrun's own agent (the venv's torch.distributed.run --standalone, 2 workers, each in a session of
+    # its own): the job trains the local launcher's losses. SIGTERM to the agent mid-run: it sends SIGTERM to every
+    # worker's process group, both ranks stop at one step boundary with a checkpoint and exit 75, rank 0 finishes
+    # the run directory, and the agent (its workers gone) exits 1, a failure in torchrun's terms. SIGUSR1, which
+    # the agent does not handle by default, reaches the workers with the agent's --signals-to-handle. SIGTERM to
+    # the agent and to every rank at once (as Slurm signals every process of a step): each rank takes the agent's
+    # copy as the same signal, not a second one. Each rerun with --resume auto goes on, and every loss equals the
+    # uninterrupted run's.
+    [ -n "${PPCTL_PYTHON:-}" ] || fail "PPCTL_PYTHON (the venv's python, with torch) is not set"
+    tiny_job 2 40 "checkpoint: {dir: ckpt}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    # A worker: ppctl train with its exit code kept in rc.RANK (the agent reports none when it shuts down). The
+    # agent signals the worker's process group; this shell's trap only lets it wait for ppctl.
+    cat > "$WORK/worker.sh" <<SH
+#!/usr/bin/env bash
+trap : TERM INT HUP USR1 USR2
+"$PPCTL" train "$WORK/job.yaml" "\$@"
+echo \$? > "$WORK/rc.\$RANK"
+SH
+    chmod +x "$WORK/worker.sh"
+    agent=("$PPCTL_PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2)
+    worker=(--no-python "$WORK/worker.sh")
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/local/run" > "$WORK/out" 2>&1 \
+      || fail "the local launcher's run exited $?"
+    rm -rf "$WORK/ckpt"
+    timeout 300 "${agent[@]}" "${worker[@]}" --run-dir "$WORK/ref/run" > "$WORK/out" 2>&1 || fail "the uninterrupted run under torchrun exited $?"
+    grep -q "\[rank 0\] info: launched by torchrun: rank 0 of 2" "$WORK/out" || fail "rank 0 did not run under torchrun"
+    same_losses "$WORK/local/run" "$WORK/ref/run"
+    rm -rf "$WORK/ckpt"
+    step=0 runs=()
+    stop_agent() {  # $1 = signal, $2 = agent (to it alone) or all (to it and the ranks), then options of the agent
+      local sig=$1 whom="the agent" first=$((step + 1)) r
+      [ "$2" = all ] && whom="the agent and the ranks"
+      shift 2
+      runs+=("$WORK/stop${#runs[@]}/run")
+      rm -f "$WORK"/rc.* "$WORK/out"  # out: the last run's step lines are not this one's (start_long_training)
+      "${agent[@]}" "$@" "${worker[@]}" --resume auto --run-dir "${runs[-1]}" > "$WORK/out" 2>&1 &
+      local pid=$!
+      wait_for_line "step $((step + 3))/" 120
+      # shellcheck disable=SC2046  # the ranks' pids
+      kill "-$sig" "$pid" $([ "$whom" != "the agent" ] && pgrep -f "$WORK/job.yaml")
+      wait_bounded "$pid" 120
+      echo "SIG$sig to $whom: the agent exited $rc; workers: $(cat "$WORK"/rc.* | tr '\n' ' ')" >&2
+      [ "$rc" -eq 1 ] || fail "SIG$sig to $whom: the agent exited $rc, expected 1 (torchrun reports a failure)"
+      grep -q "SignalException: Process $pid got signal: $(kill -l "$sig")$" "$WORK/out" \
+        || fail "SIG$sig to $whom: the agent does not end with the traceback README.md shows"
+      [ "$(grep -c "Sending process [0-9]* closing signal SIG$sig" "$WORK/out")" -eq 2 ] \
+        || fail "SIG$sig to $whom: the agent does not say it sent it to its 2 workers"
+      for r in 0 1; do
+        [ "$(cat "$WORK/rc.$r" 2>/dev/null)" = 75 ] \
+          || fail "SIG$sig to $whom: rank $r exited '$(cat "$WORK/rc.$r" 2>/dev/null)', expected 75"
+        grep -q "\[rank $r\] warning: got SIG$sig: the job stops at the next step boundary" "$WORK/out" \
+          || fail "SIG$sig to $whom: rank $r does not say what it got"
+      done
+      grep -q "got SIG$sig again" "$WORK/out" && fail "SIG$sig to $whom: a rank took the agent's copy for a second signal"
+      [ "$step" -eq 0 ] || grep -q "resumed from $WORK/ckpt/step-0*$step after step $step" "$WORK/out" \
+        || fail "SIG$sig to $whom: did not resume after step $step"
+      step=$(latest_step "$WORK/ckpt")
+      grep -q "stopped after step $step of 40 on SIG$sig: checkpoint step $step" "$WORK/out" \
+        || fail "SIG$sig to $whom: no line for the stop at step $step"
+      python3 "$ROOT/tests/support/check_run_dir.py" "$(dirname "${runs[-1]}")" --spec "$WORK/job.yaml" --first-step "$first" \
+        --steps "$step" --world 2 --pipeline 2 --stopped-by "SIG$sig" || fail "SIG$sig to $whom: the run directory is not finished"
+      no_leftovers
+    }
+    stop_agent TERM agent
+    stop_agent USR1 agent --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1
+    stop_agent TERM all
+    timeout 300 "${agent[@]}" "${worker[@]}" --resume auto --run-dir "$WORK/last/run" > "$WORK/out" 2>&1 \
+      || fail "the last resume exited $?"
+    grep -q "resumed from $WORK/ckpt/step-0*$step after step $step" "$WORK/out" || fail "did not resume after step $step"
+    same_losses "$WORK/ref/run" "${runs[@]}" "$WORK/last/run"
     no_leftovers
     ;;
   signal_kinds)

@@ -1,6 +1,6 @@
 // Tests of launch::library_unreachable: the light ppctl's check that this user can read the LibTorch library
 // before it execs ppctl-torch (issue 26 item 5). Folders this user may not search are checked here only when
-// the test runs as a user other than root (root searches every folder); tests/app/cli_test.sh shared_install
+// the test runs as a user other than root (root searches every folder); tests/app/cli_install.sh shared_install
 // checks them as a non-root user either way.
 #include <unistd.h>
 
@@ -55,7 +55,7 @@ TEST_CASE("a library the loader finds on LD_LIBRARY_PATH first passes", "[launch
 }
 
 TEST_CASE("a folder this user may not search is named with its mode and owner", "[launch]") {
-  if (::getuid() == 0) return;  // root searches every folder: see cli_test.sh shared_install
+  if (::getuid() == 0) return;  // root searches every folder: see cli_install.sh shared_install
   ppctl::test::TempDir dir;
   const fs::path home = dir.path / "home";
   ppctl::test::write_checked(home / "venv" / "libtorch.so", "ELF");

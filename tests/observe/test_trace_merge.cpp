@@ -66,3 +66,30 @@ TEST_CASE("merging without any part writes nothing", "[runtime][trace]") {
   CHECK(merge.ranks_missing == std::vector<int>{0, 1});
   CHECK_FALSE(fs::exists(dir.path / "trace.json"));
 }
+
+TEST_CASE("merged slices that follow each other nest to the nanosecond as Perfetto reads them", "[runtime][trace]") {
+  // 2000 slices back to back, each 1001 + k ns long: ns / 1000.0 alone would be read 1 ns short (truncated) for
+  // hundreds of their starts and durations, and a slice would start inside the one before it (issue 26).
+  TempDir dir("ppctl_trace_test_");
+  const int64_t origin = ppctl::runtime::wall_clock_us();
+  const auto t0 = TraceRecorder::Clock::now() + std::chrono::milliseconds(1);
+  TraceRecorder trace(0, 1);
+  auto at = t0;
+  for (int k = 0; k < 2000; ++k) {
+    const auto end = at + std::chrono::nanoseconds(1001 + k);
+    trace.add(Kind::Compute, 0, Action{ActionKind::F, 0, k}, at, end);
+    at = end;
+  }
+  trace.write((dir.path / ppctl::runtime::trace_part_name(0)).string());
+  const auto merge = ppctl::observe::merge_trace_parts(dir.path.string(), 1, origin);
+  const auto events = slices(read_json(merge.path));
+  REQUIRE(events.size() == 2000);
+  const auto perfetto_ns = [](const nlohmann::json& value) {  // Perfetto's importer: truncated nanoseconds
+    return static_cast<int64_t>(value.get<double>() * 1000.0);
+  };
+  for (size_t k = 0; k + 1 < events.size(); ++k) {
+    INFO("slice " << k << ": ts " << events[k]["ts"] << " dur " << events[k]["dur"]);
+    REQUIRE(perfetto_ns(events[k]["dur"]) == 1001 + static_cast<int64_t>(k));
+    REQUIRE(perfetto_ns(events[k]["ts"]) + perfetto_ns(events[k]["dur"]) == perfetto_ns(events[k + 1]["ts"]));
+  }
+}

@@ -7,13 +7,16 @@ RUNS_DIR must hold exactly one run directory. Checked: config.yaml is the spec's
 rank<R>.log per rank (none for --without-rank) holding that rank's lines, no launcher.log (with --local, the local
 launcher's: one), metrics.jsonl with one step line per step F..N (F = 1 unless given: a resumed run) and an end
 line (with --stopped-by, one saying the run stopped early on SIGNAL after step N with a checkpoint), and trace.json
-with events of every pipeline rank 0..P-1 (but those without a part), no trace parts left. Prints the folder;
+with events of every pipeline rank 0..P-1 (but those without a part) whose slices nest on every track
+(trace_nesting.py), no trace parts left. Prints the folder;
 exits 1 naming the first thing wrong.
 """
 import argparse
 import json
 import os
 import sys
+
+from trace_nesting import nesting_problems
 
 
 def main():
@@ -77,21 +80,12 @@ def main():
     expected = set(range(args.pipeline)) - set(args.without_rank)
     if traced != expected:
         fail(f"trace.json has events of ranks {sorted(traced)}, expected {sorted(expected)}")
-    # On a rank's track slices nest exactly, in Perfetto's whole nanoseconds: each starts at or after the end
-    # of the one before it, or lies inside it (a double of microseconds since the epoch, which the parts
-    # used to hold, keeps only quarter microseconds and made 15 % of slices overlap the one before).
-    for rank in expected:
-        slices = sorted((round(e["ts"] * 1000), -round(e["dur"] * 1000)) for e in events
-                        if e["ph"] == "X" and e["tid"] == rank)
-        open_ends = []
-        for start, minus_dur in slices:
-            end = start - minus_dur
-            while open_ends and open_ends[-1] <= start:
-                open_ends.pop()
-            if open_ends and end > open_ends[-1]:
-                fail(f"trace.json track {rank}: a slice [{start}, {end}) ns overlaps the one it starts in, "
-                     f"which ends at {open_ends[-1]} ns")
-            open_ends.append(end)
+    # On every track (a rank's schedule, its collectives) slices nest exactly as Perfetto reads them
+    # (trace_nesting.py: whole nanoseconds by its truncation).
+    problems = nesting_problems(events)
+    if problems:
+        track, text = problems[0]
+        fail(f"trace.json track {track[1]}: {text} ({len(problems)} slices do not nest)")
     reduced = {e["tid"] for e in events if e["ph"] == "X" and e.get("cat") == "reduce"}
     if not reduced <= {args.pipeline + r for r in expected}:
         fail(f"trace.json has gradient reductions on tracks {sorted(reduced)}, expected a subset of "
