@@ -142,6 +142,38 @@ case "$CASE" in
     [ "$rc" -eq 2 ] || fail "train.on_signal save: exit code $rc, expected 2"
     grep -q "train.on_signal" "$WORK/out" && grep -q "checkpoint" "$WORK/out" || fail "the bad value's message does not name the field and the values"
     ;;
+  signal_at_start)
+    # A signal in the first moments, while ppctl-torch is still loading LibTorch, is held until ppctl's handlers
+    # take it: the local launcher and torchrun-style ranks each say what they got and exit 128 + N, never by the
+    # default action without a word (before the fix: exit 138 / 143 and an empty output).
+    tiny_job 2 100000 "checkpoint: {dir: ckpt}"
+    for sig in USR1 TERM HUP; do
+      "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+      launcher=$!
+      sleep 0.05
+      kill "-$sig" "$launcher"
+      wait_bounded "$launcher" 120
+      [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] || fail "SIG$sig at start: exit code $rc, expected 128 + SIG$sig"
+      grep -q "interrupted (SIG$sig)" "$WORK/out" || fail "SIG$sig at start: the launcher says not what it got"
+      no_leftovers
+    done
+    port=$(free_port)
+    pids=()
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
+        > "$WORK/rank$r.out" 2>&1 &
+      pids+=($!)
+    done
+    sleep 0.05
+    kill -TERM "${pids[@]}"
+    for r in 0 1; do
+      wait_bounded "${pids[$r]}" 120
+      cp "$WORK/rank$r.out" "$WORK/out"
+      [ "$rc" -eq 143 ] || [ "$rc" -eq 75 ] || fail "rank $r: exit code $rc after an early SIGTERM, expected 143"
+      grep -q "\[rank $r\] warning: got SIGTERM" "$WORK/out" || fail "rank $r says not what it got"
+    done
+    no_leftovers
+    ;;
   resume_auto)
     # --resume auto: a fresh start without a checkpoint; this run's latest checkpoint after; another run's (another
     # spec, another Slurm job) refused with exit 2 saying how to go on; the same Slurm job (a requeue) accepted.
