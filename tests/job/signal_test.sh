@@ -31,6 +31,19 @@ assert not bad and len(seen) == len(ref), bad[:5]
 PY
 }
 
+# Starts ranks 0 and 1 of $WORK/job.yaml as torchrun would (RANK, WORLD_SIZE, MASTER_*): pids (their pids),
+# their output in $WORK/rank0.out and rank1.out.
+start_torchrun_ranks() {
+  local port r
+  port=$(free_port)
+  pids=()
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
+      > "$WORK/rank$r.out" 2>&1 &
+    pids+=($!)
+  done
+}
+
 case "$CASE" in
   signal_checkpoint)
     # SIGUSR1 to the local launcher mid-run: the workers agree on the next step, write a checkpoint there,
@@ -73,13 +86,7 @@ case "$CASE" in
     # after a checkpoint at the same step, rank 0 finishes the run directory; --resume auto goes on from it.
     tiny_job 2 100000 "checkpoint: {dir: ckpt}"
     sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
-    port=$(free_port)
-    pids=()
-    for r in 0 1; do
-      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
-        > "$WORK/rank$r.out" 2>&1 &
-      pids+=($!)
-    done
+    start_torchrun_ranks
     for _ in $(seq 1 1200); do grep -q "step 3/" "$WORK/rank1.out" && break; sleep 0.1; done
     kill -TERM "${pids[@]}"
     for r in 0 1; do
@@ -157,13 +164,7 @@ case "$CASE" in
       grep -q "interrupted (SIG$sig)" "$WORK/out" || fail "SIG$sig at start: the launcher says not what it got"
       no_leftovers
     done
-    port=$(free_port)
-    pids=()
-    for r in 0 1; do
-      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
-        > "$WORK/rank$r.out" 2>&1 &
-      pids+=($!)
-    done
+    start_torchrun_ranks
     sleep 0.05
     kill -TERM "${pids[@]}"
     for r in 0 1; do
