@@ -2,6 +2,8 @@
 // limit named and a fix (a glob over tens of thousands of files reached it with a bare "Cannot allocate memory").
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,9 @@
 using ppctl::data::MappedFile;
 
 TEST_CASE("mapping more files than vm.max_map_count allows names the limit and the fix") {
+  int64_t limit = 0;
+  std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+  if (limit <= 0 || limit > 200'000) SKIP("vm.max_map_count is " << limit << ": too many maps to reach in a test");
   const auto dir = ppctl::test::process_temp_dir("ppctl_mapped_file_");
   const auto path = (dir / "one.txt").string();
   ppctl::test::write_checked(path, "a few bytes of text\n");
@@ -19,7 +24,7 @@ TEST_CASE("mapping more files than vm.max_map_count allows names the limit and t
   // merges none of them, all at file offset 0).
   std::vector<MappedFile> maps;
   std::string message;
-  for (int i = 0; i < 2'000'000 && message.empty(); ++i) {
+  for (int64_t i = 0; i <= limit && message.empty(); ++i) {
     try {
       maps.emplace_back(path);
     } catch (const ppctl::DataError& e) {
