@@ -175,6 +175,30 @@ case "$CASE" in
     done
     no_leftovers
     ;;
+  signal_closed_output)
+    # The reader of ppctl's output goes away first (\`ppctl train ... | tee log\` when an ssh session drops: tee
+    # ends on the hangup too): the run goes on with its logs in the run directory, and the SIGHUP then stops it
+    # at a step boundary with a checkpoint, exit 75. Before the fix the next log line killed launcher and workers
+    # by SIGPIPE (exit 141, no checkpoint, the run directory unfinished).
+    tiny_job 2 100000 "checkpoint: {dir: ckpt}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    mkfifo "$WORK/pipe"
+    head -c 2000 "$WORK/pipe" > /dev/null &
+    reader=$!
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/pipe" 2>&1 &
+    launcher=$!
+    wait "$reader"  # the pipe has no reader from now on
+    for _ in $(seq 1 1200); do grep -q '"step":5,' "$WORK/run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+    grep -q '"step":5,' "$WORK/run/metrics.jsonl" || fail "the run did not reach step 5 after its output closed"
+    kill -HUP "$launcher"
+    wait_bounded "$launcher" 120
+    [ "$rc" -eq 75 ] || fail "SIGHUP after the output closed: exit code $rc, expected 75"
+    step=$(latest_step "$WORK/ckpt")
+    grep -q "training stopped: interrupted (SIGHUP): all 2 workers stopped, with a checkpoint" "$WORK/run/launcher.log" \
+      || fail "launcher.log has no final line"
+    echo "output closed, then SIGHUP: exit 75, checkpoint of step $step" >&2
+    no_leftovers
+    ;;
   resume_auto)
     # --resume auto: a fresh start without a checkpoint; this run's latest checkpoint after; another run's (another
     # spec, another Slurm job) refused with exit 2 saying how to go on; the same Slurm job (a requeue) accepted.
