@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "launch/library_access.hpp"
 #include "launch/sibling.hpp"
+#include "launch/stop_signals.hpp"
 #include "plan_command.hpp"
 
 namespace {
@@ -31,6 +32,11 @@ int main(int argc, char** argv) {
                 << ": " << *why << '\n';
       return ppctl::app::kExitFailure;
     }
+    // `train` handles the stop signals (train.on_signal), but only once ppctl-torch has loaded LibTorch (a
+    // second or more from a cold disk) and reached its handlers: until then a SIGTERM or SIGUSR1 would end
+    // it silently by the default action. Held blocked across the exec (the mask survives it), a signal waits
+    // for the handlers, which unblock it (StopSignalScope, WorkerSignalScope).
+    if (std::strcmp(argv[1], "train") == 0) ppctl::launch::hold_stop_signals();
     const std::string failure = ppctl::launch::exec_sibling(PPCTL_TORCH_EXECUTABLE, argv);  // returns on failure
     std::cerr << "error: " << failure << '\n';
     return ppctl::app::kExitFailure;

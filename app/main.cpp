@@ -13,6 +13,7 @@
 #include <iostream>
 #include <optional>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.hpp"
@@ -48,6 +49,13 @@
 #include "train/resume.hpp"
 
 namespace {
+
+/// A training process (launcher, worker, torchrun-style rank) outlives the reader of its output: with `ppctl
+/// train job.yaml 2>&1 | tee train.log` over ssh, a dropped connection hangs up tee and ppctl together, and the
+/// next log line killed every process by SIGPIPE (exit 141, no checkpoint) before the SIGHUP could stop the run
+/// at a step boundary. With SIGPIPE ignored a write to the closed pipe fails quietly; the logs go on in the run
+/// directory (launcher.log, rank*.log).
+void outlive_closed_output() { ::signal(SIGPIPE, SIG_IGN); }
 
 using ppctl::app::kExitBadInput;
 using ppctl::app::kExitFailure;
@@ -186,6 +194,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
 int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
               std::optional<std::string> resume, const std::string& run_dir, bool force_local,
               const std::string& dump_gradients = "") {
+  outlive_closed_output();
   const auto env = ppctl::comm::environment_map();
   const auto mode = ppctl::comm::detect_launch_mode(env);
   if (mode != ppctl::comm::LaunchMode::Local && !force_local) {
@@ -259,6 +268,7 @@ int cmd_worker(const ppctl::job::WorkerOptions& options) {
   const char* rank = std::getenv("RANK");
   const auto rank_number = rank ? std::optional<int>(std::atoi(rank)) : std::nullopt;
   ppctl::core::setup_logging(rank_number);
+  outlive_closed_output();
   // The local launcher forwards the stop signals it gets and ends the job with SIGTERM (worker_signals.hpp).
   const ppctl::launch::WorkerSignalScope stop_signals(rank_number, getppid());
   try {

@@ -49,7 +49,9 @@ const std::vector<ForeignKey>& foreign_keys() {
       {"recompute_granularity", "Megatron-LM", "train.recompute", "full or blocks"},
       {"recompute_method", "Megatron-LM", "train.recompute", "full or blocks"},
       {"recompute_num_layers", "Megatron-LM", "train.recompute_every", ""},
-      {"bf16", "Megatron-LM", "runtime.precision", "write precision: bf16"},
+      {"bf16", "Megatron-LM", "runtime.precision",
+       "write precision: bf16-params (bf16 weights, fp32 main parameters, as Megatron's --bf16; precision: bf16 is "
+       "autocast over fp32 weights)"},
       {"fp16", "Megatron-LM", "runtime.precision", "ppctl has bf16 and fp32, no fp16"},
       {"save", "Megatron-LM", "checkpoint.dir", ""},
       {"save_interval", "Megatron-LM", "checkpoint.interval", ""},
@@ -64,6 +66,14 @@ const std::vector<ForeignKey>& foreign_keys() {
       {"distributed_backend", "Megatron-LM", "runtime.backend", ""},
       {"distributed_timeout_minutes", "Megatron-LM", "runtime.comm_timeout_s", "in seconds"},
       {"tokenizer_type", "Megatron-LM", "", "tokenize with `ppctl data prepare --tokenizer` and train on its output"},
+      // torchtitan's model arguments (torchtitan/models/llama3/model/args.py, TransformerModelArgs)
+      {"n_layers", "torchtitan", "model.layers", ""},
+      {"dim", "torchtitan", "model.hidden", ""},
+      {"n_heads", "torchtitan", "model.heads", ""},
+      {"n_kv_heads", "torchtitan", "model.kv_heads", ""},
+      {"max_seq_len", "torchtitan", "model.seq_len", ""},
+      {"multiple_of", "torchtitan", "model.ffn_hidden", "ppctl takes the MLP's hidden size itself"},
+      {"ffn_dim_multiplier", "torchtitan", "model.ffn_hidden", "ppctl takes the MLP's hidden size itself"},
       // torchtitan (torchtitan/config/job_config.py)
       {"pipeline_parallel_degree", "torchtitan", "pipeline.stages", ""},
       {"pipeline_parallel_schedule", "torchtitan", "pipeline.schedule", ""},

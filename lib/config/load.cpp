@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "config/schema.hpp"
 #include "config/suggest.hpp"
 #include "config/yaml_reader.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::config {
@@ -270,6 +272,12 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   try {
     refuse_stuck_documents(yaml_text);
     documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own guard says only "bad file"
+    const int line = line_of(e.mark);
+    problems.add(line, "", std::nullopt,
+                 fmt::format("invalid YAML: nested {} levels deep, more than the YAML reader allows", e.depth()),
+                 "a spec nests a few levels; check the brackets on this line");
+    problems.throw_if_any();
   } catch (const YAML::Exception& e) {
     const int line = line_of(e.mark);
     // yaml-cpp names a tab in the indentation "illegal map value" or "illegal tab when looking for
@@ -278,7 +286,8 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
       problems.add(tab, "", std::nullopt, fmt::format("line {} is indented with a tab; YAML allows only spaces", tab),
                    "indent with spaces, e.g. two per level");
     } else {
-      problems.add(line, "", std::nullopt, "invalid YAML: " + e.msg,
+      // yaml-cpp's message may quote a character of the spec (an unknown escape "\<ESC>"): shown escaped.
+      problems.add(line, "", std::nullopt, "invalid YAML: " + core::escape_control(e.msg),
                    fmt::format("check the indentation, quoting and brackets on line {} and just above it", line));
     }
     problems.throw_if_any();

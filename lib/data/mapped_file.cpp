@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "core/echo.hpp"
@@ -17,6 +19,39 @@
 #include "core/error.hpp"
 
 namespace ppctl::data {
+namespace {
+
+/// The lines of a /proc file (a count of 0 when it cannot be read).
+int64_t count_lines(const char* path) {
+  std::FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return 0;
+  int64_t lines = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) lines += c == '\n';
+  std::fclose(f);
+  return lines;
+}
+
+/// Why mmap(2) failed: with ENOMEM at the kernel's limit of maps per process (vm.max_map_count, 65530 by
+/// default), says so, since every data file is one map and a glob over tens of thousands of files reaches it.
+std::string mmap_failure(const std::string& path, int err) {
+  std::string text = fmt::format("{}: cannot be memory-mapped: {}", core::echo_label(path), std::strerror(err));
+  if (err != ENOMEM) return text;
+  int64_t limit = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "re")) {
+    if (std::fscanf(f, "%ld", &limit) != 1) limit = 0;
+    std::fclose(f);
+  }
+  const int64_t maps = count_lines("/proc/self/maps");
+  if (limit <= 0 || maps + 16 < limit) return text;
+  return text + fmt::format(
+                    ": this process already holds {} memory maps, the kernel's limit (vm.max_map_count) is {}, and "
+                    "ppctl maps each data file once (fix: fewer, larger files: join small ones with cat, or make "
+                    "one dataset with `ppctl data prepare`; or raise the limit on every node, e.g. sysctl -w "
+                    "vm.max_map_count=262144)",
+                    maps, limit);
+}
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -40,7 +75,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      throw DataError(fmt::format("{}: cannot be memory-mapped: {}", core::echo_label(path), std::strerror(err)));
+      throw DataError(mmap_failure(path, err));
     }
     ::madvise(p, static_cast<size_t>(size_), MADV_RANDOM);
     data_ = static_cast<const uint8_t*>(p);

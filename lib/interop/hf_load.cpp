@@ -10,6 +10,7 @@
 #include <map>
 
 #include "core/check.hpp"
+#include "core/echo.hpp"
 #include "interop/hf_folder.hpp"
 
 namespace ppctl::interop {
@@ -50,7 +51,8 @@ void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& 
   }
   spdlog::info("stage {}: {} parameter tensors ({:.1f} MiB) loaded from {} in {:.3f} s; peak RSS {:.1f} MiB "
                "before, {:.1f} MiB after",
-               layout.stage, by_name.size(), static_cast<double>(bytes) / (1024.0 * 1024.0), folder.description(),
+               layout.stage, by_name.size(), static_cast<double>(bytes) / (1024.0 * 1024.0),
+               core::echo_label(folder.description()),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), rss_before,
                peak_rss_mib());
 }

@@ -155,8 +155,7 @@ std::vector<std::string> worker_environment(const LaunchOptions& options, int ra
 #endif
   sigset_t mask;  // empty, or the stop signals held until the worker's WorkerSignalScope takes them
   sigemptyset(&mask);
-  if (block_stop_signals)
-    for (const int sig : kStopSignals) sigaddset(&mask, sig);
+  if (block_stop_signals) mask = stop_signal_set();
   sigprocmask(SIG_SETMASK, &mask, nullptr);
 
   execve(argv[0], argv, envp);

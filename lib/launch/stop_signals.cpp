@@ -2,6 +2,7 @@
 // lifetime (nested scopes), and their names.
 #include "launch/stop_signals.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
@@ -36,6 +37,9 @@ StopSignalScope::StopSignalScope() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // other threads (e.g. a store server) keep working undisturbed
   for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &action, &g_old[k]);
+  // A signal held by hold_stop_signals (e.g. one that came while LibTorch was loading) reaches the handler now.
+  const sigset_t stop = stop_signal_set();
+  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel reaps children itself and their exit
   // statuses are lost: use the default disposition while the scope lives.
   sigaction(SIGCHLD, nullptr, &g_old_chld);
@@ -50,6 +54,18 @@ StopSignalScope::~StopSignalScope() {
   if (--g_depth > 0) return;
   for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &g_old[k], nullptr);
   sigaction(SIGCHLD, &g_old_chld, nullptr);
+}
+
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int sig : kStopSignals) sigaddset(&set, sig);
+  return set;
+}
+
+void hold_stop_signals() {
+  const sigset_t stop = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 }
 
 int StopSignalScope::caught() { return g_caught_signal.load(); }

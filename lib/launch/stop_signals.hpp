@@ -17,7 +17,8 @@ inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2
 /// 2 (bad input), 3 (verify mismatch) and 128 + N (ended by signal N without a checkpoint).
 inline constexpr int kExitStoppedResumable = 75;
 
-/// While at least one scope lives, the kStopSignals only set a process-wide flag (and count), and
+/// While at least one scope lives, the kStopSignals only set a process-wide flag (and count; the outermost
+/// scope unblocks them in its thread, so that one held by hold_stop_signals is delivered now), and
 /// SIGCHLD keeps its default disposition (so worker exit statuses stay available). Scopes nest: the
 /// outermost one clears the flag when it starts and restores the previous dispositions when it ends;
 /// an inner scope (run_workers' own) sees a signal caught before it started. Create scopes on one
@@ -34,6 +35,15 @@ class StopSignalScope {
   /// How many of kStopSignals were caught since the outermost scope started.
   static int count();
 };
+
+/// kStopSignals as a sigset_t, for sigprocmask / pthread_sigmask.
+sigset_t stop_signal_set();
+
+/// Blocks kStopSignals in the calling thread (pthread_sigmask): one that arrives stays pending, also across
+/// execve, until a StopSignalScope or WorkerSignalScope installs its handlers and unblocks them. The light
+/// `ppctl` calls it before it execs ppctl-torch for `train`, so that a signal during the load of LibTorch is
+/// reported and not the default action's silent death.
+void hold_stop_signals();
 
 /// "SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2" (or "a stop signal") for messages.
 const char* stop_signal_name(int sig);

@@ -119,10 +119,9 @@ WorkerSignalScope::WorkerSignalScope(std::optional<int> rank, std::optional<pid_
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &action, &g_old[k]);
-  // The local launcher starts its workers with these blocked (a request before this point stays pending).
-  sigset_t stop;
-  sigemptyset(&stop);
-  for (const int sig : kStopSignals) sigaddset(&stop, sig);
+  // The local launcher starts its workers with these blocked, and the light ppctl holds them across its exec
+  // for `train` (hold_stop_signals): a request before this point stays pending and is delivered now.
+  const sigset_t stop = stop_signal_set();
   pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
 }
 

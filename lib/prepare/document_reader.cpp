@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "core/echo.hpp"
 #include "prepare/prepare_error.hpp"
 
 namespace ppctl::prepare {
@@ -29,7 +30,7 @@ struct File {
 
 [[noreturn]] void fail_read(const std::string& what, const std::string& path, int error) {
   throw PrepareError(fmt::format("{} {}: cannot read it: {} (fix: check the path and its permissions)",
-                                 what, path, std::strerror(error)));
+                                 what, core::echo_label(path), std::strerror(error)));
 }
 
 /// Reads `path` line by line with getline(3); `on_line(line, ended_by_newline)` gets each line
@@ -65,23 +66,24 @@ std::string jsonl_text(const std::string& path, int64_t number, std::string_view
   } catch (const nlohmann::json::parse_error& e) {
     throw PrepareError(fmt::format("{}:{}: not JSON ({}) (fix: write one JSON object per line, such as "
                                    "{{\"{}\": \"...\"}}, or pass --input-format text)",
-                                   path, number, e.what(), key));
+                                   core::echo_label(path), number, core::escape_control(e.what()),
+                                   core::echo_value(key)));
   }
   if (!value.is_object()) {
     throw PrepareError(fmt::format("{}:{}: a JSON {}, not an object (fix: write one object per line, "
                                    "such as {{\"{}\": \"...\"}})",
-                                   path, number, value.type_name(), key));
+                                   core::echo_label(path), number, value.type_name(), core::echo_value(key)));
   }
   const auto field = value.find(key);
   if (field == value.end()) {
     throw PrepareError(fmt::format("{}:{}: no field \"{}\" (fix: add it, or name the field holding the "
                                    "text with --json-key)",
-                                   path, number, key));
+                                   core::echo_label(path), number, core::echo_value(key)));
   }
   if (!field->is_string()) {
     throw PrepareError(fmt::format("{}:{}: field \"{}\" is a {}, not a string (fix: store the document's "
                                    "text as one string)",
-                                   path, number, key, field->type_name()));
+                                   core::echo_label(path), number, core::echo_value(key), field->type_name()));
   }
   return field->get<std::string>();
 }
@@ -148,7 +150,7 @@ InputFormat parse_input_format(const std::string& text) {
   if (text == "auto") return InputFormat::kAuto;
   if (text == "text") return InputFormat::kText;
   if (text == "jsonl") return InputFormat::kJsonl;
-  throw PrepareError(fmt::format("--input-format {}: unknown (fix: auto, text or jsonl)", text));
+  throw PrepareError(fmt::format("--input-format {}: unknown (fix: auto, text or jsonl)", core::echo_value(text)));
 }
 
 InputFormat resolved_format(const std::string& path, const InputOptions& options) {
@@ -164,15 +166,15 @@ int64_t check_inputs(const std::vector<std::string>& paths) {
     std::error_code ec;
     const auto status = fs::status(path, ec);
     if (!fs::exists(status)) {
-      throw PrepareError(fmt::format("input {}: no such file (fix: check the path)", path));
+      throw PrepareError(fmt::format("input {}: no such file (fix: check the path)", core::echo_label(path)));
     }
     if (!fs::is_regular_file(status)) {
       throw PrepareError(fmt::format("input {}: not a regular file (fix: name the files inside a folder, "
                                      "e.g. DIR/*.txt)",
-                                     path));
+                                     core::echo_label(path)));
     }
     if (::access(path.c_str(), R_OK) != 0) {
-      throw PrepareError(fmt::format("input {}: cannot read it: {} (fix: check its permissions)", path,
+      throw PrepareError(fmt::format("input {}: cannot read it: {} (fix: check its permissions)", core::echo_label(path),
                                      std::strerror(errno)));
     }
     total += static_cast<int64_t>(fs::file_size(path, ec));

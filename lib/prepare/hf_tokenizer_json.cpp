@@ -320,7 +320,7 @@ HfTokenizerSpec parse_hf_tokenizer_json(std::string_view text, const std::string
   try {
     root = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    f.fail("(the whole file)", std::string("not JSON: ") + core::echo_value(e.what()),
+    f.fail("(the whole file)", std::string("not JSON: ") + core::escape_control(e.what()),
            "name the tokenizer.json that `tokenizers` or transformers saved");
   }
   if (!root.is_object()) f.fail("(the whole file)", "not a JSON object", "name a tokenizer.json");

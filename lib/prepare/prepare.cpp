@@ -29,12 +29,13 @@ void check_output(const std::string& prefix) {
   if (prefix.back() == '/' || fs::is_directory(prefix, ec)) {
     throw PrepareError(fmt::format("--output {}: a folder; it names the dataset's files (fix: e.g. --output "
                                    "{}/corpus writes corpus.bin and corpus.idx there)",
-                                   prefix, fs::path(prefix).lexically_normal().string()));
+                                   core::echo_label(prefix), core::echo_label(fs::path(prefix).lexically_normal().string())));
   }
   const auto folder = fs::path(prefix).parent_path();
   if (!folder.empty() && !fs::is_directory(folder, ec)) {
     throw PrepareError(fmt::format("--output {}: folder {} does not exist (fix: create it with mkdir -p {})",
-                                   prefix, folder.string(), folder.string()));
+                                   core::echo_label(prefix), core::echo_label(folder.string()),
+                                   core::echo_label(folder.string())));
   }
 }
 
@@ -43,7 +44,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
     if (!options.model.empty()) {
       throw PrepareError(fmt::format("--model {} is given with --tokenizer bytes, which has no model (fix: "
                                      "drop --model, or use --tokenizer sentencepiece)",
-                                     options.model));
+                                     core::echo_label(options.model)));
     }
     return make_bytes_tokenizer();
   }

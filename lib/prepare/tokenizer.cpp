@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "core/echo.hpp"
 #include "prepare/document_reader.hpp"
 #include "prepare/prepare_error.hpp"
 
@@ -59,7 +60,7 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     throw PrepareError(fmt::format(
-        "--model {}: {} (fix: name a SentencePiece .model file, e.g. one spm_train wrote)", path,
+        "--model {}: {} (fix: name a SentencePiece .model file, e.g. one spm_train wrote)", core::echo_label(path),
         fs::exists(path, ec) ? "not a regular file" : "no such file"));
   }
   // Read it ourselves first so an unreadable file gets the system's reason, not the library's.
@@ -70,7 +71,7 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
     throw PrepareError(fmt::format(
         "--model {}: not a valid SentencePiece model ({}) (fix: name the .model file spm_train "
         "wrote, not the .vocab)",
-        path, status.ok() ? "no pieces" : status.ToString()));
+        core::echo_label(path), core::escape_control(status.ok() ? "no pieces" : status.ToString())));
   }
   return std::make_unique<SentencePieceTokenizer>(fs::absolute(path).lexically_normal().string(),
                                                   std::move(sp));

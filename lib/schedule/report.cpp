@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/echo.hpp"
 #include "plan/balance.hpp"
 #include "plan/parallel.hpp"
 #include "schedule/memory_plan.hpp"
@@ -207,7 +208,8 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
       const std::string what = d.format == config::DataFormat::Tokens
                                    ? fmt::format("tokens ({})", config::to_string(d.dtype))
                                    : config::to_string(d.format);
-      const std::string where = d.files.size() == 1 ? d.files.front() : fmt::format("{} files", d.files.size());
+      const std::string where =  // a file name matched by a glob may come from a stranger: escaped
+          d.files.size() == 1 ? core::echo_label(d.files.front()) : fmt::format("{} files", d.files.size());
       sources += spec.data.sources.size() > 1 ? fmt::format("{:.3g} x {} {}", d.weight, what, where)
                                               : fmt::format("{} {}", what, where);
     }
@@ -218,7 +220,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   if (!m.init_from.empty()) {  // the model section as merged with the folder's config.json
     out += fmt::format("weights    from Hugging Face folder {}: arch {}, ffn_hidden {}, kv_heads {}, norm_eps {:g}{}, "
                        "tie_embeddings {}\n",
-                       m.init_from, config::to_string(m.arch), config::ffn_hidden_of(m), config::kv_heads_of(m),
+                       core::echo_label(m.init_from), config::to_string(m.arch), config::ffn_hidden_of(m), config::kv_heads_of(m),
                        m.norm_eps,
                        config::llama_family(m.arch) ? fmt::format(", rope_theta {:g}", m.rope_theta)
                                                      : ", activation " + config::to_string(m.activation),

@@ -129,7 +129,15 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
     }
     auto loss = whole->loss(whole->forward_parts(x, begin, whole->num_parts(), ctx), batch.targets);
     loss_sum += loss.item<double>();
-    (loss / static_cast<double>(m)).backward();
+    // Scaled as the pipeline scales: by 1/m0 within a replica (train/loop.cpp's loss_scale), the replicas' fp32
+    // sums then averaged over dp. Under bf16-params one microbatch's gradient is computed in bf16 and rounds at
+    // this scale: a single 1/(m0 dp) rounded otherwise when dp is not a power of two (3.7e-3 apart at dp 3).
+    (loss / static_cast<double>(m0)).backward();
+  }
+  if (dp > 1) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : whole->parameters())
+      if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(dp));
   }
   const std::vector<model::StageModule> stages{whole};
   const double norm = local_gradient_stats(stages, 1, loss_sum, m).norm();

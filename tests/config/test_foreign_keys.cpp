@@ -6,6 +6,7 @@
 #include <cctype>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "config/foreign_keys.hpp"
 #include "config/job_spec.hpp"
@@ -92,4 +93,27 @@ TEST_CASE("a Megatron-LM or torchtitan name in a spec is answered with the ppctl
   problems = problems_of(place("num_layer: 8"));
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].find("Megatron") == std::string::npos);
+}
+
+TEST_CASE("torchtitan's model arguments name the ppctl key, not the nearest spelling") {
+  // Before, n_heads got "did you mean 'kv_heads'?" (the closest key by spelling, another meaning) and dim
+  // only the list of valid keys.
+  for (const auto& [name, target] : {std::pair<std::string, std::string>{"n_heads", "model.heads"},
+                                     {"n_kv_heads", "model.kv_heads"},
+                                     {"n_layers", "model.layers"},
+                                     {"dim", "model.hidden"},
+                                     {"max_seq_len", "model.seq_len"}}) {
+    INFO(name);
+    const auto problems = problems_of("model:\n  " + name + ": 8\n");
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0] == "job.yaml:2: model." + name + ": unknown key (fix: torchtitan's " + name + " is " + target +
+                             ")");
+  }
+}
+
+TEST_CASE("Megatron's --bf16 is answered with bf16-params, the mode that keeps bf16 weights as it does") {
+  const auto problems = problems_of("train:\n  bf16: true\n");
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("(fix: Megatron-LM's bf16 is runtime.precision: write precision: bf16-params") !=
+        std::string::npos);
 }

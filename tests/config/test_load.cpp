@@ -1025,6 +1025,19 @@ TEST_CASE("a YAML syntax error reports yaml-cpp's line", "[config][document]") {
   CHECK_THAT(tab[0], StartsWith("job.yaml:3: line 3 is indented with a tab; YAML allows only spaces (fix: "));
 }
 
+TEST_CASE("yaml-cpp's messages reach the terminal escaped, and its depth guard is named", "[config][document]") {
+  // An unknown escape in a double-quoted string: yaml-cpp's message quotes the character itself (here ESC).
+  const auto escape = problems_of("model:\n  layers: \"\\\x1b[31m\"\n");
+  REQUIRE(escape.size() == 1);
+  CHECK_THAT(escape[0], StartsWith("job.yaml:2: invalid YAML: unknown escape character: \\x1b (fix: "));
+  CHECK(escape[0].find('\x1b') == std::string::npos);
+  // Brackets nested past yaml-cpp's limit: it said only "bad file".
+  const auto deep = problems_of("train: {seed: " + std::string(3000, '[') + std::string(3000, ']') + "}\n");
+  REQUIRE(deep.size() == 1);
+  CHECK_THAT(deep[0], StartsWith("job.yaml:1: invalid YAML: nested "));
+  CHECK(deep[0].find("levels deep, more than the YAML reader allows") != std::string::npos);
+}
+
 TEST_CASE("a ',' where a document starts is invalid YAML, not a hang (fuzz finding)", "[config][document]") {
   // yaml-cpp's LoadAll looped forever on these; each is refused on the line of the ','.
   for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{

@@ -346,6 +346,22 @@ def case_bad_inputs(ppctl, tmp):
         f"seq_len: {SEQ_LEN}", "seq_len: 64"))
     expect_refused(ppctl, longer, "model.seq_len", "n_positions = 32")
 
+    # A folder and a data file named with an escape sequence (model folders and datasets come from strangers):
+    # plan's weights and data lines and the workers' "loaded from" line show it escaped, never raw.
+    evil = tmp / "m\x1b[31m"
+    shutil.copytree(good, evil)
+    evil_data = tmp / "d\x1b[31m.bin"
+    shutil.copy(data, evil_data)
+    spec = write_spec(tmp, "evil", "@INIT@", "@DATA@", 2)
+    spec.write_text(spec.read_text().replace("@INIT@", f'"{tmp}/m\\e[31m"').replace("@DATA@", f'"{tmp}/d\\e[31m.bin"'))
+    result = run([ppctl, "train", spec, "--run-dir", tmp / "evil_run"])
+    output = result.stdout + result.stderr
+    for needle in ("weights    from Hugging Face folder " + str(tmp) + "/m\\x1b[31m",
+                   "data       text " + str(tmp) + "/d\\x1b[31m.bin", "loaded from " + str(tmp) + "/m\\x1b[31m"):
+        assert needle in output, f"'{needle}' not in:\n{output}"
+    assert "\x1b[31m" not in output, output
+    print("names with an escape sequence: shown escaped in plan lines and logs")
+
 
 def main():
     case, ppctl, tool = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])

@@ -31,6 +31,19 @@ assert not bad and len(seen) == len(ref), bad[:5]
 PY
 }
 
+# Starts ranks 0 and 1 of $WORK/job.yaml as torchrun would (RANK, WORLD_SIZE, MASTER_*): pids (their pids),
+# their output in $WORK/rank0.out and rank1.out.
+start_torchrun_ranks() {
+  local port r
+  port=$(free_port)
+  pids=()
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
+      > "$WORK/rank$r.out" 2>&1 &
+    pids+=($!)
+  done
+}
+
 case "$CASE" in
   signal_checkpoint)
     # SIGUSR1 to the local launcher mid-run: the workers agree on the next step, write a checkpoint there,
@@ -73,13 +86,7 @@ case "$CASE" in
     # after a checkpoint at the same step, rank 0 finishes the run directory; --resume auto goes on from it.
     tiny_job 2 100000 "checkpoint: {dir: ckpt}"
     sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
-    port=$(free_port)
-    pids=()
-    for r in 0 1; do
-      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$PPCTL" train "$WORK/job.yaml" \
-        > "$WORK/rank$r.out" 2>&1 &
-      pids+=($!)
-    done
+    start_torchrun_ranks
     for _ in $(seq 1 1200); do grep -q "step 3/" "$WORK/rank1.out" && break; sleep 0.1; done
     kill -TERM "${pids[@]}"
     for r in 0 1; do
@@ -215,6 +222,56 @@ SH
     "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1; rc=$?
     [ "$rc" -eq 2 ] || fail "train.on_signal save: exit code $rc, expected 2"
     grep -q "train.on_signal" "$WORK/out" && grep -q "checkpoint" "$WORK/out" || fail "the bad value's message does not name the field and the values"
+    ;;
+  signal_at_start)
+    # A signal in the first moments, while ppctl-torch is still loading LibTorch, is held until ppctl's handlers
+    # take it: the local launcher and torchrun-style ranks each say what they got and exit 128 + N, never by the
+    # default action without a word (before the fix: exit 138 / 143 and an empty output).
+    tiny_job 2 100000 "checkpoint: {dir: ckpt}"
+    for sig in USR1 TERM HUP; do
+      "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 &
+      launcher=$!
+      sleep 0.05
+      kill "-$sig" "$launcher"
+      wait_bounded "$launcher" 120
+      [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] || fail "SIG$sig at start: exit code $rc, expected 128 + SIG$sig"
+      grep -q "interrupted (SIG$sig)" "$WORK/out" || fail "SIG$sig at start: the launcher says not what it got"
+      no_leftovers
+    done
+    start_torchrun_ranks
+    sleep 0.05
+    kill -TERM "${pids[@]}"
+    for r in 0 1; do
+      wait_bounded "${pids[$r]}" 120
+      cp "$WORK/rank$r.out" "$WORK/out"
+      [ "$rc" -eq 143 ] || [ "$rc" -eq 75 ] || fail "rank $r: exit code $rc after an early SIGTERM, expected 143"
+      grep -q "\[rank $r\] warning: got SIGTERM" "$WORK/out" || fail "rank $r says not what it got"
+    done
+    no_leftovers
+    ;;
+  signal_closed_output)
+    # The reader of ppctl's output goes away first (\`ppctl train ... | tee log\` when an ssh session drops: tee
+    # ends on the hangup too): the run goes on with its logs in the run directory, and the SIGHUP then stops it
+    # at a step boundary with a checkpoint, exit 75. Before the fix the next log line killed launcher and workers
+    # by SIGPIPE (exit 141, no checkpoint, the run directory unfinished).
+    tiny_job 2 100000 "checkpoint: {dir: ckpt}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    mkfifo "$WORK/pipe"
+    head -c 2000 "$WORK/pipe" > /dev/null &
+    reader=$!
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/pipe" 2>&1 &
+    launcher=$!
+    wait "$reader"  # the pipe has no reader from now on
+    for _ in $(seq 1 1200); do grep -q '"step":5,' "$WORK/run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+    grep -q '"step":5,' "$WORK/run/metrics.jsonl" || fail "the run did not reach step 5 after its output closed"
+    kill -HUP "$launcher"
+    wait_bounded "$launcher" 120
+    [ "$rc" -eq 75 ] || fail "SIGHUP after the output closed: exit code $rc, expected 75"
+    step=$(latest_step "$WORK/ckpt")
+    grep -q "training stopped: interrupted (SIGHUP): all 2 workers stopped, with a checkpoint" "$WORK/run/launcher.log" \
+      || fail "launcher.log has no final line"
+    echo "output closed, then SIGHUP: exit 75, checkpoint of step $step" >&2
+    no_leftovers
     ;;
   resume_auto)
     # --resume auto: a fresh start without a checkpoint; this run's latest checkpoint after; another run's (another

@@ -264,6 +264,14 @@ def group_bad_input(tmp):
         f.write("{ not json")
     expect_bad(["--tokenizer", junk, "--input", good, "--output", os.path.join(out, "ds")], "junk.json",
                "not JSON", folder=out)
+    # The parser's reason is shown whole (escaped), not cut as a long value would be: a name that is not
+    # UTF-8 says so, and its bytes reach the terminal as escapes.
+    not_utf8 = os.path.join(tmp, "not_utf8.json")
+    with open(not_utf8, "wb") as f:
+        f.write(b'{"model": {"type": "BPE", "vocab": {"<\xff\x1b[31m>": 0}}}')
+    err = expect_bad(["--tokenizer", not_utf8, "--input", good, "--output", os.path.join(out, "ds")],
+                     "not_utf8.json", "not JSON", "ill-formed UTF-8", "\\xff", folder=out)
+    assert "\x1b" not in err and "\ufffd" not in err, repr(err)  # run() decodes a raw invalid byte as U+FFFD
     expect_bad(["--tokenizer", os.path.join(tmp, "nothing.json"), "--input", good, "--output",
                 os.path.join(out, "ds")], "nothing.json", "no such file", folder=out)
     expect_bad(["--tokenizer", path, "--model", path, "--input", good, "--output", os.path.join(out, "ds")],

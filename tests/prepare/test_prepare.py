@@ -285,6 +285,23 @@ def group_bad_input(tmp):
     empty = os.path.join(tmp, "empty.jsonl")
     write_jsonl(empty, ["", ""])
     expect_bad(bytes_args + ["--input", empty], "hold no token", folder=out)
+    # Paths, keys and lines from the input are echoed escaped (control characters, invalid UTF-8): a file
+    # name or a JSONL line from a stranger's dataset cannot retitle or recolour the terminal.
+    evil = "x\x1b]0;pwned\x07"
+    shown = "x\\x1b]0;pwned\\x07"
+    for args, needles in (
+            (bytes_args + ["--input", os.path.join(tmp, evil + ".txt")], [shown, "no such file"]),
+            (["--tokenizer", "bytes", "--input", good, "--output", os.path.join(tmp, evil, "ds")],
+             [shown, "does not exist"]),
+            (bytes_args + ["--input", good, "--json-key", evil], [shown, "no field"]),
+            (sp_args + ["--model", os.path.join(tmp, evil + ".model")], [shown, "no such file"])):
+        err = expect_bad(args, *needles, folder=out)
+        assert "\x1b" not in err and "\x07" not in err and "\ufffd" not in err, repr(err)
+    evil_line = os.path.join(tmp, "evil_line.jsonl")
+    with open(evil_line, "wb") as f:
+        f.write(b'{"text": "\xff\x1b[31m red\n')
+    err = expect_bad(bytes_args + ["--input", evil_line], "evil_line.jsonl:1:", "not JSON", "\\xff", folder=out)
+    assert "\x1b" not in err and "\ufffd" not in err, repr(err)  # run() decodes a raw invalid byte as U+FFFD
     # An existing dataset stays as it was when a new run fails.
     run(["data", "prepare"] + bytes_args + ["--input", good])
     before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
