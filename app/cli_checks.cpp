@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <system_error>
 
@@ -18,9 +19,13 @@ namespace ppctl::app {
 CLI::Validator number_check(double min, bool strict) {
   return CLI::Validator(
       [min, strict](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || !std::isfinite(value)) return "'" + text + "' is not a number";
+        // Plain decimal only: strtod alone also takes hexadecimal (`0x5` = 5), `inf`, and leading spaces.
+        static const std::regex decimal(R"([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?)");
+        const double value = std::regex_match(text, decimal) ? std::strtod(text.c_str(), nullptr) : std::nan("");
+        if (!std::isfinite(value)) {
+          return fmt::format("value {}: must be a number written in decimal, e.g. 5, 0.25 or 1e-3",
+                             ppctl::core::echo_value(text));
+        }
         if (strict ? value <= min : value < min) {
           return fmt::format("{} must be {} {:g}", text, strict ? "greater than" : "at least", min);
         }

@@ -7,7 +7,8 @@
 
 namespace ppctl::app {
 
-/// CLI11 check: a number of at least `min` (above it when `strict`), with a readable message.
+/// CLI11 check: a finite number written in decimal (digits, an optional point and exponent; not hexadecimal,
+/// `inf` or `nan`) of at least `min` (above it when `strict`), with a readable message.
 CLI::Validator number_check(double min, bool strict);
 
 /// CLI11 check: an integer in [lo, hi] spelled as the spec's integers are (core/integer_text.hpp).

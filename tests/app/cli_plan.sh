@@ -73,6 +73,19 @@ PY
     [ "$code" -eq 2 ] || fail "2 stages' costs for 4 stages: exit $code, expected 2"
     code=0; "$PPCTL" plan "$ROOT/configs/example.yaml" --costs 1,2,1,1,1 > "$WORK/out" 2>&1 || code=$?
     [ "$code" -eq 2 ] || fail "5 cost values: exit $code, expected 2"
+    # Every number option takes plain decimal only: hexadecimal (strtod alone reads 0x5 as 5), inf, a leading
+    # space and a control character are refused, exit 2, naming the option and the value (escaped).
+    for option in --costs --p2p-latency --defer-penalty --grad-reduce-ms; do
+      for bad in 0x5 inf " 1" $'1\e[31m'; do
+        code=0; "$PPCTL" plan "$ROOT/configs/example.yaml" "$option" "$bad" > "$WORK/out" 2>&1 || code=$?
+        [ "$code" -eq 2 ] || fail "$option '$bad': exit $code, expected 2"
+        grep -q -- "$option" "$WORK/out" && grep -q "must be a number written in decimal" "$WORK/out" \
+          || fail "$option '$bad': the message does not name the option and the rule"
+        if grep -q $'\e' "$WORK/out"; then fail "$option: a control character reached the terminal raw"; fi
+      done
+    done
+    "$PPCTL" plan "$ROOT/configs/example.yaml" --p2p-latency 2.5e-1 --defer-penalty .5 > "$WORK/out" 2>&1 \
+      || fail "plain decimal numbers refused"
     ;;
   plan_bf16_params)
     # runtime.precision bf16-params: the memory table states Megatron-Core's bytes per parameter (18, or

@@ -90,8 +90,8 @@ code=$?
 [ "$code" -eq 4 ] || fail "a limit nothing fits exited $code, not 4"
 grep -q "no configuration fits" out || fail "a limit nothing fits is not said"
 
-# Bad values: exit 2, naming the option.
-for bad in 0 -1 nan abc; do
+# Bad values: exit 2, naming the option (0x5 is hexadecimal, which strtod alone would take as 5).
+for bad in 0 -1 nan abc 0x5 " 2" 1e999; do
   "$PPCTL" plan job.yaml --tune --memory-gib "$bad" > out 2>&1
   code=$?
   [ "$code" -eq 2 ] || fail "--memory-gib $bad exited $code, not 2"
