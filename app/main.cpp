@@ -101,10 +101,19 @@ std::optional<std::filesystem::path> latest_of_this_run(const ppctl::config::Job
   return checkpoint;
 }
 
+/// Where `--resume` continues from (resolve_resume).
+struct ResumePoint {
+  std::optional<std::string> folder;  ///< the checkpoint folder; nullopt: a fresh start (or nothing to do)
+  bool complete = false;  ///< --resume auto and this run's latest checkpoint is at train.steps: nothing to do
+};
+
 /// `--resume [PATH]` or `--resume auto`: the checkpoint folder to continue from (PATH, else checkpoint.dir's
 /// latest; with auto only this run's, latest_of_this_run), checked against the spec before anything starts;
-/// nullopt for a fresh start (auto, and no checkpoint yet). Throws ppctl::CheckpointError.
-std::optional<std::string> resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp) {
+/// no folder for a fresh start (auto, and no checkpoint yet). With auto, a checkpoint of this run already at
+/// train.steps means the run is complete (a job requeued after its last checkpoint): `complete`, logged, and
+/// the caller starts nothing and exits 0; given a PATH, that is refused as there is nothing to train.
+/// Throws ppctl::CheckpointError.
+ResumePoint resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp) {
   const auto& spec = planned.spec;
   const int64_t sequences_per_step = dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;
   if (path.empty() && spec.checkpoint.dir.empty()) {
@@ -116,8 +125,16 @@ std::optional<std::string> resolve_resume(const ppctl::job::PreparedJob& planned
   std::filesystem::path checkpoint;
   if (path == ppctl::app::kResumeAuto) {
     const auto latest = latest_of_this_run(spec, sequences_per_step);
-    if (!latest) return std::nullopt;
+    if (!latest) return {};
     checkpoint = *latest;
+    const auto meta = ppctl::checkpoint::read_checkpoint_meta(checkpoint);
+    if (meta.step >= spec.train.steps) {
+      spdlog::info("--resume auto: this run is complete: its latest checkpoint, {}, is at step {} and train.steps "
+                   "(or --steps) is {}; nothing to train, nothing started (to train on, raise train.steps or pass "
+                   "--steps above {})",
+                   checkpoint.string(), meta.step, spec.train.steps, meta.step);
+      return {std::nullopt, true};
+    }
   } else {
     checkpoint = ppctl::checkpoint::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
   }
@@ -126,7 +143,7 @@ std::optional<std::string> resolve_resume(const ppctl::job::PreparedJob& planned
   ppctl::train::check_resumable(meta, spec, sequences_per_step, spec.train.steps, checkpoint);
   spdlog::info("resuming from {} (step {}, saved with {} stage(s))", checkpoint.string(), meta.step,
                meta.stages);
-  return std::filesystem::absolute(checkpoint).string();
+  return {std::filesystem::absolute(checkpoint).string()};
 }
 
 /// `ppctl train` under torchrun-style variables or Slurm: this process is one worker (rank 0 hosts
@@ -165,7 +182,9 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   options.identity = info;
   options.texts = ppctl::job::JobTexts{planned.spec_text, planned.schedule_text};  // read and validated above
   if (resume) {
-    options.resume_from = resolve_resume(planned, *resume, dp).value_or("");
+    const auto point = resolve_resume(planned, *resume, dp);
+    if (point.complete) return 0;  // every rank reads the same checkpoint.dir, so every rank ends here
+    options.resume_from = point.folder.value_or("");
   }
   // The run directory: rank 0 makes it and publishes its path through the store (shared_run_dir.hpp).
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(planned.spec.runtime.comm_timeout_s * 1000.0));
@@ -210,9 +229,11 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     spdlog::info("--steps {} overrides train.steps", *steps);
   }
   if (resume) {
-    if (const auto checkpoint = resolve_resume(planned, *resume, planned.layout.data_parallel)) {
+    const auto point = resolve_resume(planned, *resume, planned.layout.data_parallel);
+    if (point.complete) return 0;
+    if (point.folder) {
       extra.push_back("--resume");
-      extra.push_back(*checkpoint);
+      extra.push_back(*point.folder);
     }
   }
   if (!planned.spec.checkpoint.dir.empty()) {

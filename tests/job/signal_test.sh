@@ -296,6 +296,20 @@ SH
     SLURM_JOB_ID=41 timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 10 > "$WORK/out" 2>&1 \
       || fail "the same Slurm job's checkpoint (a requeue): exit code $?"
     grep -q "resumed from $WORK/ckpt/step-0*8 after step 8" "$WORK/out" || fail "the requeued job did not resume"
+    # Requeued after its last checkpoint (train.steps reached): nothing to train, exit 0 (a requeue loop ends), and
+    # nothing is written; under torchrun-style variables too (each rank decides alike, no rendezvous).
+    before="$(find "$WORK" -newer "$WORK/job.yaml" | sort)"
+    for env in "" "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1"; do
+      env SLURM_JOB_ID=41 $env timeout 60 "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 10 > "$WORK/out" 2>&1 \
+        || fail "a complete run resumed with --resume auto ($env): exit code $?, expected 0"
+      grep -q "this run is complete: its latest checkpoint, .*step-0*10, is at step 10 and train.steps (or --steps) is 10; nothing to train, nothing started" "$WORK/out" \
+        || fail "a complete run: no line saying so ($env)"
+    done
+    [ "$(find "$WORK" -newer "$WORK/job.yaml" -not -name out | sort)" = "$(echo "$before" | grep -v '/out$')" ] \
+      || fail "a complete run's --resume auto wrote something"
+    # Given a folder, the same checkpoint is still refused: there is nothing to train.
+    "$PPCTL" train "$WORK/job.yaml" --resume "$WORK/ckpt" --steps 10 > "$WORK/out" 2>&1; rc=$?
+    [ "$rc" -eq 2 ] && grep -q "nothing is left to train" "$WORK/out" || fail "an explicit --resume of a complete run: exit $rc"
     no_leftovers
     ;;
   *)
