@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -63,10 +64,37 @@ int run_tune(const std::string& spec_path, ppctl::job::PreparedJob& planned, con
     tune.memory_source = "runtime.device_memory_gib, as the plan's memory warning";
   }
   if (!options.layer_costs.empty()) {
-    const auto given = ppctl::job::use_layer_costs(planned, options.layer_costs, false);
-    tune.times = given.times;
-    tune.times_source = given.source;
+    std::vector<ppctl::schedule::GivenLayerCosts> probes;
+    for (const auto& source : options.layer_costs)
+      probes.push_back(ppctl::schedule::given_layer_costs(source, planned.spec, options.layer_costs.size() == 2));
+    for (const auto& probe : probes)
+      for (const auto& note : probe.notes) spdlog::warn("--layer-costs {}: {}", probe.source, note);
     tune.measured = true;
+    if (probes.size() == 1) {
+      tune.times = probes[0].times;
+      tune.times_source = probes[0].source;
+    } else {
+      tune.affine = ppctl::tune::fit_affine(probes[0].times, probes[0].micro_batch_size, probes[0].source,
+                                            probes[1].times, probes[1].micro_batch_size, probes[1].source);
+      tune.times_source = fmt::format("{} (micro_batch_size {}) and {} (micro_batch_size {})", probes[0].source,
+                                      probes[0].micro_batch_size, probes[1].source, probes[1].micro_batch_size);
+    }
+    // The host time of posting one transfer, from the probes' traces: the tuner's per-transfer cost.
+    std::vector<double> posts;
+    std::vector<std::string> from;
+    for (const auto& probe : probes) {
+      if (!probe.transfer_post_ms) continue;
+      posts.push_back(*probe.transfer_post_ms);
+      from.push_back(fmt::format("{:.4g} ms", *probe.transfer_post_ms));
+    }
+    if (!posts.empty()) {
+      std::sort(posts.begin(), posts.end());
+      tune.transfer_post = posts[(posts.size() - 1) / 2];
+      tune.transfer_source = fmt::format("the median Post slice of the probe trace.json{} ({})",
+                                         posts.size() > 1 ? " with the smaller median" : "", fmt::join(from, ", "));
+    } else {
+      tune.transfer_source = "no probe run directory traced transfers: taken as 0";
+    }
   } else {
     tune.times = ppctl::plan::layer_times(ppctl::plan::flop_layer_costs(planned.spec.model), planned.spec.model.layers);
     tune.times_source = "FLOP model, no --layer-costs";
@@ -101,8 +129,10 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
                  "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
   plan->add_option("--layer-costs", plan_options.layer_costs,
                    "Per-layer times: a JSON costs file (ms per microbatch) or a previous run's run directory (fitted "
-                   "to its trace); the split section compares the splits under them, --balance lays out with them")
-      ->excludes("--costs")->type_name("FILE|RUN_DIR");
+                   "to its trace); the split section compares the splits under them, --balance lays out with them. "
+                   "With --tune it may be given twice, measured at two micro batch sizes: each time is then fitted "
+                   "as a fixed part plus a part per sequence")
+      ->excludes("--costs")->type_name("FILE|RUN_DIR")->expected(1)->take_all();
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
       ->check(number_check(0.0, false))
       ->each([&plan_options](const std::string&) { plan_options.p2p_latency_given = true; });
@@ -127,6 +157,11 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
 }
 
 int run_plan(const std::string& spec_path, const PlanOptions& options) {
+  if (options.layer_costs.size() > (options.tune ? 2u : 1u)) {
+    throw ppctl::PlanError(fmt::format("--layer-costs given {} times; give it once{} (fix: drop the extra ones)",
+                                       options.layer_costs.size(),
+                                       options.tune ? ", or twice with --tune (two micro batch sizes)" : " without --tune"));
+  }
   auto planned = ppctl::job::prepare_job(spec_path);
   if (options.tune) return run_tune(spec_path, planned, options);
   if (options.balance) {
@@ -138,7 +173,8 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
     ppctl::job::use_balance_auto(planned);
   }
   std::optional<ppctl::schedule::GivenLayerCosts> layer_costs;
-  if (!options.layer_costs.empty()) layer_costs = ppctl::job::use_layer_costs(planned, options.layer_costs, options.balance);
+  if (!options.layer_costs.empty())
+    layer_costs = ppctl::job::use_layer_costs(planned, options.layer_costs.front(), options.balance);
   std::optional<ppctl::schedule::ZbAutoPlan> zb_auto;
   if (planned.spec.pipeline.schedule == ppctl::config::ScheduleKind::ZBAuto)
     zb_auto = ppctl::schedule::plan_zb_auto(ppctl::schedule::schedule_params(planned.spec));

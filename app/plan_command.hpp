@@ -23,7 +23,7 @@ struct PlanOptions {
   bool defer_penalty_given = false;
   double grad_reduce_ms = 0.0;  // --grad-reduce-ms: one stage's data-parallel gradient reduction
   bool balance = false;  // show the layout of pipeline.balance auto
-  std::string layer_costs;  // --layer-costs: a per-layer costs file or a previous run's run directory
+  std::vector<std::string> layer_costs;  // --layer-costs: costs files or previous runs' run directories (2: --tune's probes)
   bool tune = false;        // --tune: search for the fastest configurations that fit (tune/search.hpp)
   double memory_gib = 0.0;  // --memory-gib: the tuner's limit per pipeline rank, GiB; 0 = runtime.device_memory_gib
 };

@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kTopKeys{"block", "blocks", "embedding", "head"};
+const std::vector<std::string> kTopKeys{"block", "blocks", "embedding", "head", "micro_batch_size"};
 const std::vector<std::string> kPieceKeys{"forward_ms", "backward_ms"};
 constexpr const char* kExample = R"({"forward_ms": 0.8, "backward_ms": 1.6})";
 
@@ -149,6 +149,15 @@ LayerTimes parse_cost_file(const std::string& text, const std::string& source, i
       check.bad(key, "missing", fmt::format("add \"{}\": {} (zeros when negligible)", key, kExample));
     } else {
       *target = check.piece(root.at(key), key);
+    }
+  }
+  if (root.contains("micro_batch_size")) {
+    const json& mbs = root.at("micro_batch_size");
+    if (!mbs.is_number_integer() || mbs.get<int64_t>() < 1) {
+      check.bad("micro_batch_size", fmt::format("value {}: must be a whole number >= 1", Checker::shown(mbs)),
+                "write the pipeline.micro_batch_size the times were measured at, e.g. \"micro_batch_size\": 4");
+    } else {
+      out.micro_batch_size = mbs.get<int64_t>();
     }
   }
   check.throw_if_any();

@@ -13,7 +13,8 @@ namespace ppctl::plan {
 ///   {"block":     {"forward_ms": 0.75, "backward_ms": 2.6},   one entry for every block, or
 ///    "blocks":    [{"forward_ms": ..., "backward_ms": ...}, ...],   one per block (model.layers entries)
 ///    "embedding": {"forward_ms": 0.05, "backward_ms": 0.9},
-///    "head":      {"forward_ms": 7.9,  "backward_ms": 5.5}}   final norm + LM head + loss
+///    "head":      {"forward_ms": 7.9,  "backward_ms": 5.5},   final norm + LM head + loss
+///    "micro_batch_size": 4}   optional: the micro batch size measured at (LayerTimes::micro_batch_size)
 /// Times are milliseconds per microbatch (micro_batch_size sequences of seq_len tokens), finite and
 /// >= 0; a block's forward + backward must be > 0. `layers` is model.layers. Throws ppctl::PlanError
 /// listing every problem, one line each: `SOURCE: FIELD: value V: RULE (fix: HINT)` (not JSON, a key

@@ -24,6 +24,7 @@ struct LayerTimes {
   std::vector<PieceTime> blocks;  ///< one per transformer block, in order (model.layers entries)
   PieceTime embedding;            ///< the embedding, on the first stage
   PieceTime head;                 ///< final norm, LM head and loss, on the last stage
+  int64_t micro_batch_size = 0;   ///< sequences per microbatch they were measured at; 0 = not said (the spec's)
 };
 
 /// Time of each stage of `split` (ranges into times.blocks): the sum of its blocks, plus the embedding

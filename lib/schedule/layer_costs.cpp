@@ -54,7 +54,6 @@ std::vector<std::string> model_differences(const config::JobSpec& run, const con
   field("model.ffn_hidden", config::ffn_hidden_of(run.model), config::ffn_hidden_of(job.model));
   field("model.vocab_size", run.model.vocab_size, job.model.vocab_size);
   field("model.seq_len", run.model.seq_len, job.model.seq_len);
-  field("pipeline.micro_batch_size", run.pipeline.micro_batch_size, job.pipeline.micro_batch_size);
   return out;
 }
 
@@ -145,7 +144,22 @@ std::vector<plan::PieceTime> trace_stage_times(const std::string& trace_text, co
   return out;
 }
 
-GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec) {
+std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first_step) {
+  const auto trace = nlohmann::json::parse(trace_text);
+  std::vector<double> durations;
+  for (const auto& e : trace.value("traceEvents", nlohmann::json::array())) {
+    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("args") || !e["args"].is_object()) continue;
+    const std::string cat = e.value("cat", "");
+    if ((cat != "send" && cat != "recv") || !e.contains("dur") || !e["dur"].is_number()) continue;
+    const auto& step = e["args"].value("step", nlohmann::json());
+    if (!step.is_number_integer() || step.get<int64_t>() < first_step) continue;
+    durations.push_back(e["dur"].get<double>() / 1000.0);
+  }
+  if (durations.empty()) return std::nullopt;
+  return median(durations);
+}
+
+GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec, bool any_micro_batch_size) {
   const fs::path dir(run_dir);
   const auto config_text = read_text(dir / "config.yaml");
   if (!config_text) {
@@ -162,7 +176,12 @@ GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpe
                                 "relative to {}): {} (fix: take costs from a run of this spec, or give a costs file)",
                                 run_dir, base, e.problems().front()));
   }
-  if (const auto differ = model_differences(run, spec); !differ.empty()) {
+  auto differ = model_differences(run, spec);
+  if (!any_micro_batch_size && run.pipeline.micro_batch_size != spec.pipeline.micro_batch_size) {
+    differ.push_back(fmt::format("pipeline.micro_batch_size {} there, {} here", run.pipeline.micro_batch_size,
+                                 spec.pipeline.micro_batch_size));
+  }
+  if (!differ.empty()) {
     throw PlanError(fmt::format("run directory {} ran another model: {}; its times do not fit this job (fix: take "
                                 "costs from a run with this model and micro batch size, or give a costs file)",
                                 run_dir, fmt::join(differ, "; ")));
@@ -199,17 +218,26 @@ GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpe
   }
   out.source = fmt::format("run directory {} (trace.json steps {}-{}, median per action; its split [{}])", run_dir,
                            first, last, fmt::join(counts, ", "));
+  out.micro_batch_size = run.pipeline.micro_batch_size;
+  out.transfer_post_ms = trace_post_ms(*trace_text, first);
   if (first == last) out.notes.push_back("one step traced: its times include start-up costs");
   for (auto& note : runtime_differences(run, spec)) out.notes.push_back(std::move(note));
   return out;
 }
 
-GivenLayerCosts given_layer_costs(const std::string& source, const config::JobSpec& spec) {
+GivenLayerCosts given_layer_costs(const std::string& source, const config::JobSpec& spec, bool any_micro_batch_size) {
   std::error_code ignored;
-  if (fs::is_directory(source, ignored)) return run_layer_costs(source, spec);
+  if (fs::is_directory(source, ignored)) return run_layer_costs(source, spec, any_micro_batch_size);
   GivenLayerCosts out;
   out.times = plan::read_cost_file(source, spec.model.layers);
   out.source = "costs file " + source;
+  out.micro_batch_size = out.times.micro_batch_size > 0 ? out.times.micro_batch_size : spec.pipeline.micro_batch_size;
+  if (!any_micro_batch_size && out.micro_batch_size != spec.pipeline.micro_batch_size) {
+    throw PlanError(fmt::format("costs file {}: micro_batch_size {}, but the spec's pipeline.micro_batch_size is {}: "
+                                "its times per microbatch do not fit this job (fix: measure at the spec's micro "
+                                "batch size, or use it as a second probe of `ppctl plan --tune`)",
+                                source, out.micro_batch_size, spec.pipeline.micro_batch_size));
+  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct GivenLayerCosts {
   std::vector<std::string> notes;                ///< assumptions made and differences found, one line each
   std::vector<plan::StageMeasurement> measured;  ///< a run's blocks and median times per stage (none for a file)
   bool balanced = false;  ///< the job is laid out with these times (`ppctl plan --balance`): balance_by_times
+  int64_t micro_batch_size = 0;  ///< the micro batch size the times are per microbatch of
+  std::optional<double> transfer_post_ms;  ///< a run's median Post slice (posting one send or receive), ms
 };
 
 /// Median time per action of each stage in a merged trace.json (runtime/trace.hpp's layout: complete
@@ -35,10 +38,20 @@ std::vector<plan::PieceTime> trace_stage_times(const std::string& trace_text, co
 /// hidden, heads, kv_heads, ffn_hidden, vocab_size, seq_len) or its pipeline.micro_batch_size does, it
 /// has no trace (observe.trace_steps 0), or it ran one stage. Runtime differences (device, precision,
 /// recompute, threads per worker) become notes.
-GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec);
+/// With `any_micro_batch_size` (`ppctl plan --tune`'s probes) a run at another micro batch size is taken,
+/// its size in GivenLayerCosts::micro_batch_size. GivenLayerCosts::transfer_post_ms is trace_post_ms's.
+GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec,
+                                bool any_micro_batch_size = false);
+
+/// The median duration (ms) of the Post slices (cat `send` or `recv`: posting one transfer on the rank's
+/// thread) of a merged trace.json over steps >= `first_step`; nullopt when it has none (one stage, or an
+/// older trace). The text must be JSON (trace_stage_times has checked it).
+std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first_step);
 
 /// `--layer-costs SOURCE`: run_layer_costs for a folder, else plan::read_cost_file. Throws
 /// ppctl::PlanError as they do.
-GivenLayerCosts given_layer_costs(const std::string& source, const config::JobSpec& spec);
+/// A costs file's micro batch size is its optional "micro_batch_size" key, else the spec's.
+GivenLayerCosts given_layer_costs(const std::string& source, const config::JobSpec& spec,
+                                  bool any_micro_batch_size = false);
 
 }  // namespace ppctl::schedule

@@ -33,6 +33,7 @@ void check_costs(const CostModel& costs, int64_t num_stages) {
                 "give costs and latency as finite, non-negative milliseconds");
   };
   check(costs.p2p_latency, "p2p_latency");
+  check(costs.transfer_post, "transfer_post");
   check(costs.grad_reduce, "grad_reduce");
   for (size_t s = 0; s < n; ++s) {
     const StageCosts& c = costs.stages[s];
@@ -180,7 +181,8 @@ class Simulator {
     for (; pos < actions.size(); ++pos) {
       const Action& a = actions[pos];
       if (is_reduce(a.kind)) reduce(r, a.stage);
-      if (!is_compute(a.kind)) continue;  // transfers cost only latency, charged to the consumer
+      if (is_send(a.kind) || is_recv(a.kind)) free_at_[r] += costs_.transfer_post;  // posting it, on this thread
+      if (!is_compute(a.kind)) continue;  // a transfer's latency is charged to the consumer
       double start = free_at_[r];
       const Dependency dep = dependency_of(a, program_.num_stages);
       if (dep.exists) {

@@ -26,6 +26,8 @@ struct CostModel {
   double p2p_latency = 0.0;  ///< ms added to every transfer between different ranks
   double grad_reduce = 0.0;  ///< ms one stage's gradient reduction takes (all buckets), running
                              ///< beside compute
+  double transfer_post = 0.0;  ///< ms the rank's thread spends on each SEND or RECV action it posts (host cost
+                               ///< of posting: delays its next action; `ppctl plan --tune` measures it)
 };
 
 /// One compute action as simulated.

@@ -36,10 +36,24 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
   const int64_t batch = p.microbatches * p.micro_batch_size;
   std::string out = fmt::format("tune      {}: p {}, dp {}, {} sequences per replica per step (m x micro_batch_size)\n",
                                 spec.source, p.stages, std::max<int64_t>(p.data_parallel, 1), batch);
-  out += fmt::format("costs     {} ({}), per microbatch at micro_batch_size {}, taken as proportional to it; "
-                     "recompute adds the stage's forward to B and I; p2p latency {:g}, defer penalty {:g}\n",
-                     options.times_source, options.unit, p.micro_batch_size, options.p2p_latency,
-                     options.defer_penalty);
+  if (options.affine) {
+    const auto& fit = *options.affine;
+    out += fmt::format("costs     {} ({}), per microbatch, each piece fitted as a + c x micro_batch_size through "
+                       "the probes at micro_batch_size {} and {} (a candidate at a probed size gets that probe's "
+                       "times); recompute adds the stage's forward to B and I\n",
+                       options.times_source, options.unit, fit.low_mbs, fit.high_mbs);
+    for (const auto& line : fit.clamped) out += fmt::format("  clamped {}\n", line);
+  } else {
+    out += fmt::format("costs     {} ({}), per microbatch at micro_batch_size {}, taken as proportional to it: this "
+                       "ignores each action's fixed cost (per-op overhead, small GEMMs), so many small microbatches "
+                       "look faster than they run (fix: give --layer-costs twice, the second measured at another "
+                       "pipeline.micro_batch_size such as 1); recompute adds the stage's forward to B and I\n",
+                       options.times_source, options.unit, p.micro_batch_size);
+  }
+  out += fmt::format("transfers posting {:.4g} {} per SEND or RECV on the rank's thread ({}); p2p latency {:g}, "
+                     "defer penalty {:g}\n",
+                     options.transfer_post, options.unit, options.transfer_source.empty() ? "not measured" : options.transfer_source,
+                     options.p2p_latency, options.defer_penalty);
   out += options.memory_gib > 0
              ? fmt::format("memory    at most {:g} GiB per pipeline rank ({})\n", options.memory_gib, options.memory_source)
              : std::string("memory    no limit (runtime.device_memory_gib is not set; --memory-gib N sets one)\n");
@@ -57,9 +71,13 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
     out += fmt::format("\ntop {} by simulated step ({}):\n", result.top.size(), options.unit);
     int rank = 1;
     for (const auto& e : result.top) {
-      out += fmt::format("{:2}. step {:.2f}, bubble {:.3f}, peak {} per rank (pp rank {})  {}{}\n", rank++, e.step,
+      const bool beyond = options.affine && extrapolated(*options.affine, e.knobs.micro_batch_size);
+      out += fmt::format("{:2}. step {:.2f}, bubble {:.3f}, peak {} per rank (pp rank {})  {}{}{}\n", rank++, e.step,
                          e.bubble, gib(e.peak_bytes), e.peak_rank, describe(e.knobs),
-                         e.lever.empty() ? "" : fmt::format(", with {} (memory lever: its time not modelled)", e.lever));
+                         e.lever.empty() ? "" : fmt::format(", with {} (memory lever: its time not modelled)", e.lever),
+                         beyond ? fmt::format(", times extrapolated (mbs outside the probed {}-{})",
+                                              options.affine->low_mbs, options.affine->high_mbs)
+                                : "");
       out += indented(yaml_lines(e.changes), "      ");
     }
   }

@@ -153,24 +153,31 @@ std::shared_ptr<const schedule::Program> Search::program_of(const config::JobSpe
 }
 
 schedule::CostModel Search::costs_of(const config::JobSpec& spec, const plan::Layout& layout) const {
-  const double factor = static_cast<double>(spec.pipeline.micro_batch_size) /
-                        static_cast<double>(spec_.pipeline.micro_batch_size);
-  auto costs = schedule::job_cost_model(spec, layout, scaled(options_.times, factor), options_.p2p_latency,
+  const auto times = candidate_times(options_, spec.pipeline.micro_batch_size, spec_.pipeline.micro_batch_size);
+  auto costs = schedule::job_cost_model(spec, layout, times, options_.p2p_latency,
                                         options_.grad_reduce);
   for (auto& stage : costs.stages) stage.defer_penalty = options_.defer_penalty;
+  costs.transfer_post = options_.transfer_post;
   return costs;
 }
 
 void Search::prepare(const Knobs& knobs, int64_t order) {
   ++candidates_;
+  if (options_.affine && !searched(*options_.affine, knobs.micro_batch_size)) {
+    tally_.add(fmt::format("micro_batch_size outside {}-{} (the probed {}-{}, with a margin of x{}; a probe at it "
+                           "brings it in)",
+                           (options_.affine->low_mbs + kSearchMargin - 1) / kSearchMargin,
+                           options_.affine->high_mbs * kSearchMargin, options_.affine->low_mbs,
+                           options_.affine->high_mbs, kSearchMargin));
+    return;
+  }
   Prepared candidate{knobs, changes_of(knobs, spec_), {}, nullptr, {}, {}, 0.0, order};
   try {
     candidate.spec = editor_.apply(candidate.changes);
     candidate.program = program_of(candidate.spec, knobs);
     if (knobs.split == Split::Measured) {
-      const double factor = static_cast<double>(knobs.micro_batch_size) /
-                            static_cast<double>(spec_.pipeline.micro_batch_size);
-      const auto split = schedule::balance_by_times(candidate.spec, *candidate.program, scaled(options_.times, factor));
+      const auto times = candidate_times(options_, knobs.micro_batch_size, spec_.pipeline.micro_batch_size);
+      const auto split = schedule::balance_by_times(candidate.spec, *candidate.program, times);
       set_split(candidate.changes, split);
       candidate.spec = editor_.apply(candidate.changes);
     }
@@ -463,6 +470,11 @@ plan::LayerTimes scaled(const plan::LayerTimes& times, double factor) {
   scale(out.embedding);
   scale(out.head);
   return out;
+}
+
+plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_t spec_mbs) {
+  if (options.affine) return times_at(*options.affine, mbs);
+  return scaled(options.times, static_cast<double>(mbs) / static_cast<double>(spec_mbs));
 }
 
 TuneResult tune(const config::JobSpec& spec, const std::string& spec_text, const std::string& base_dir,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "plan/layout.hpp"
 #include "schedule/action.hpp"
 #include "schedule/simulate.hpp"
+#include "tune/affine.hpp"
 #include "tune/candidate.hpp"
 
 namespace ppctl::tune {
@@ -21,11 +23,14 @@ namespace ppctl::tune {
 struct TuneOptions {
   double memory_gib = 0.0;    ///< most GiB (2^30 bytes) a pipeline rank may hold (RankMemory::total); 0 = no limit
   std::string memory_source;  ///< where the limit came from (`--memory-gib`, `runtime.device_memory_gib`)
-  plan::LayerTimes times;     ///< per-layer times per microbatch at the spec's micro_batch_size
+  plan::LayerTimes times;     ///< per-layer times per microbatch at the spec's micro_batch_size (one probe)
+  std::optional<AffineTimes> affine;  ///< two probes (two --layer-costs): used instead of `times` when set
   std::string times_source;   ///< where they came from, for the output
   bool measured = false;      ///< `times` were measured (--layer-costs): the measured split is searched too
   std::string unit = "ms";    ///< the unit of `times` and of every step printed
   double p2p_latency = 0.0;   ///< CostModel::p2p_latency
+  double transfer_post = 0.0; ///< CostModel::transfer_post (a probe trace's median Post slice)
+  std::string transfer_source;  ///< where transfer_post came from, for the output
   double defer_penalty = 0.0; ///< StageCosts::defer_penalty of every stage
   double grad_reduce = 0.0;   ///< CostModel::grad_reduce
   int64_t top = 5;            ///< configurations listed
@@ -80,13 +85,18 @@ std::vector<int64_t> divisors(int64_t n);
 /// were measured at: the tuner takes a microbatch's time as proportional to its sequences).
 plan::LayerTimes scaled(const plan::LayerTimes& times, double factor);
 
+/// The times per microbatch a candidate of micro batch size `mbs` is costed with: times_at(affine) with two
+/// probes, else `times` scaled by mbs / `spec_mbs` (the spec's micro_batch_size; proportional model).
+plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_t spec_mbs);
+
 /// The search (docs: README `ppctl plan --tune`). Candidates: schedules gpipe, 1f1b, interleaved-1f1b with
 /// v 2, 3, 4, zb-h1, zbv, and zb-auto; every m dividing the global batch per replica (m x micro_batch_size of
-/// `spec`) with micro_batch_size = that batch / m; the uniform split, balance auto's, and with measured times
+/// `spec`) with micro_batch_size = that batch / m (with two probes, only sizes affine.hpp's searched() takes;
+/// the others counted as ruled out); the uniform split, balance auto's, and with measured times
 /// schedule::balance_by_times's; train.recompute none, full, blocks (recompute_every as the spec's). Each is
 /// the spec's YAML with its lines applied, validated by config::parse_job_spec and schedule::job_program
 /// (refused ones counted by rule), laid out by schedule::job_layout and costed by schedule::job_cost_model
-/// on `times` scaled to its micro batch size. Ordered by lower_bound, candidates are simulated and estimated
+/// on candidate_times at its micro batch size. Ordered by lower_bound, candidates are simulated and estimated
 /// until the bound passes both the top-th best step found and the spec's own step (the rest counted as
 /// pruned). A candidate over the memory limit is tried with the memory levers whose time the cost model does
 /// not predict (optimizer.distributed with dp > 1, runtime.precision bf16-params, both, bf16 from fp32), the first

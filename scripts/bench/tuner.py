@@ -3,8 +3,12 @@
 
 For each job (a model of vs_torch.py's MODELS at a stage count p; default JOBS: tiny p2, small p2, small p4,
 llama-small p2, llama-small p4, each 1f1b with vs_torch.py's microbatching: m 8 x micro_batch_size 4):
-  1. a probe run of the job as written (`--probe-steps` steps, traced) gives the per-layer costs;
-  2. `ppctl plan JOB --tune --layer-costs PROBE_RUN_DIR --defer-penalty D` lists the top configurations
+  1. a probe run of the job as written (`--probe-steps` steps, traced) gives the per-layer costs, and a second
+     probe at micro_batch_size 1 (m = the job's m x micro_batch_size; 2 when the job's is 1) the costs at
+     another size, so that the tuner fits each time as a fixed part plus a part per sequence
+     (`--one-probe`: the first only, the proportional model);
+  2. `ppctl plan JOB --tune --layer-costs PROBE_RUN_DIR [--layer-costs PROBE2_RUN_DIR] --defer-penalty D` lists
+     the top configurations
      (D = --defer-share x the probe's mean W per stage: a W deferred from its I costs that much more on CPUs,
      docs/benchmarks.md);
   3. each listed configuration (its YAML lines merged into the job's spec) trains `--warmup` + `--steps` steps,
@@ -16,7 +20,7 @@ goals (first choice = measured fastest in >= 4 of 5 jobs; every predicted step w
 `--quick`: one job (tiny p2), the top 2, 1 warmup + 2 steps, 1 repeat: proves the script works (not a
 measurement). Python standard library and PyYAML; builds ppctl first via scripts/build.sh unless --no-build.
 Usage: scripts/bench/tuner.py [--quick] [--jobs tiny:2,small:4] [--top 5] [--steps 20] [--warmup 3]
-       [--repeats 2] [--probe-steps 6] [--defer-share 0.2] [--data GLOB] [--no-build]
+       [--repeats 2] [--probe-steps 6] [--defer-share 0.2] [--one-probe] [--data GLOB] [--no-build]
 """
 import argparse
 import glob
@@ -106,6 +110,14 @@ def merged(spec, block):
     return spec
 
 
+def second_probe_size(microbatches, micro_batch_size):
+    """The second probe's micro batch size: 1, or 2 when the job's is 1; None when the batch allows no other."""
+    batch = microbatches * micro_batch_size
+    if micro_batch_size != 1:
+        return 1
+    return 2 if batch % 2 == 0 else None
+
+
 def run_job(model, stages, args, workdir):
     """Probe, tune, time the listed configurations. Returns the rows of the job."""
     label = f"{model} p{stages}"
@@ -119,13 +131,23 @@ def run_job(model, stages, args, workdir):
     w = [timing[r].get("B", 0.0) / 2 for r in sorted(timing)]  # a split backward's W: half of B (plan's model)
     defer = args.defer_share * statistics.mean(w) if w else 0.0
     command = [PPCTL, "plan", spec_path, "--tune", "--layer-costs", probe_dir, "--defer-penalty", f"{defer:.4f}"]
+    probes = f"probe {probe_dir}"
+    mbs2 = None if args.one_probe else second_probe_size(s["microbatches"], s["micro_batch_size"])
+    if mbs2 is not None:
+        batch = s["microbatches"] * s["micro_batch_size"]
+        probe2 = dict(probe, pipeline=dict(probe["pipeline"], microbatches=batch // mbs2, micro_batch_size=mbs2))
+        probe2_dir = os.path.join(workdir, f"{model}_p{stages}_probe_mbs{mbs2}")
+        spec2_path = write(os.path.join(workdir, f"{model}_p{stages}_mbs{mbs2}.yaml"), probe2)
+        train(spec2_path, args.probe_steps, 1, tokens_per_step, probe2_dir)
+        command += ["--layer-costs", probe2_dir]
+        probes = f"probes {probe_dir} (mbs {s['micro_batch_size']}) and {probe2_dir} (mbs {mbs2})"
     plan = subprocess.run(command, capture_output=True, text=True)
     if plan.returncode != 0:
         raise SystemExit(f"tuner: `{' '.join(command)}` failed ({plan.returncode}):\n{plan.stdout}{plan.stderr}")
     listed = listed_configurations(plan.stdout)[: args.top]
     if not listed:
         raise SystemExit(f"tuner: no configuration listed by `{' '.join(command)}`:\n{plan.stdout}")
-    print(f"  {label}: probe {probe_dir}, defer penalty {defer:.3f} ms; {len(listed)} configurations", flush=True)
+    print(f"  {label}: {probes}, defer penalty {defer:.3f} ms; {len(listed)} configurations", flush=True)
     measured = {rank: [] for rank, _, _, _ in listed}
     steps = args.warmup + args.steps
     for repeat in range(args.repeats):
@@ -155,6 +177,8 @@ def main():
     parser.add_argument("--probe-steps", type=int, default=6, help="steps of the probe run (default 6)")
     parser.add_argument("--defer-share", type=float, default=0.2,
                         help="a deferred W's extra cost as a share of W (default 0.2, docs/benchmarks.md)")
+    parser.add_argument("--one-probe", action="store_true",
+                        help="one probe only: the tuner's proportional model (the earlier benchmark)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank (default 1)")
     parser.add_argument("--data", default="/usr/share/games/fortunes/*.u8", help="text files (glob)")
     parser.add_argument("--no-build", action="store_true", help="use the ppctl already built")

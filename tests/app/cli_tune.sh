@@ -100,4 +100,71 @@ done
 # --memory-gib means nothing without --tune.
 "$PPCTL" plan job.yaml --memory-gib 10 > out 2>&1
 [ $? -eq 2 ] || fail "--memory-gib without --tune was accepted"
+
+# One probe: the proportional model, said to ignore fixed per-action costs, with how to give a second.
+"$PPCTL" plan job.yaml --tune --layer-costs costs.json > out 2>&1 || fail "plan --tune with one probe exited $?"
+grep -q "taken as proportional to it: this ignores each action's fixed cost" out || fail "one probe: the model's limit is not said"
+grep -q "give --layer-costs twice" out || fail "one probe: how to give a second probe is not said"
+
+# Two probes (costs files at micro_batch_size 1 and 4, a fixed part per action): the affine fit, said; the
+# first configuration's lines under plain plan with the fitted times at its micro batch size (a + c x mbs,
+# or the probe's own times at a probed size) print the step the tuner printed.
+"$PY" - costs.json costs_mbs1.json <<'PY' || fail "could not write the second probe"
+import json, sys
+costs = json.load(open(sys.argv[1]))
+def at_one(piece):  # a fixed 0.5 ms per action plus a quarter of the per-sequence part at mbs 4
+    return {k: 0.5 + (v - 0.5) / 4 for k, v in piece.items()}
+json.dump({"blocks": [at_one(b) for b in costs["blocks"]], "embedding": at_one(costs["embedding"]),
+           "head": at_one(costs["head"]), "micro_batch_size": 1}, open(sys.argv[2], "w"))
+PY
+"$PPCTL" plan job.yaml --tune --layer-costs costs.json --layer-costs costs_mbs1.json > out 2>&1 || fail "two probes exited $?"
+"$PPCTL" plan job.yaml --tune --layer-costs costs_mbs1.json --layer-costs costs.json > again 2>&1 || fail "two probes swapped exited $?"
+sed 's/costs_mbs1.json (micro_batch_size 1) and costs file costs.json (micro_batch_size 4)/X/; s/costs.json (micro_batch_size 4) and costs file costs_mbs1.json (micro_batch_size 1)/X/' out > out.n
+sed 's/costs_mbs1.json (micro_batch_size 1) and costs file costs.json (micro_batch_size 4)/X/; s/costs.json (micro_batch_size 4) and costs file costs_mbs1.json (micro_batch_size 1)/X/' again > again.n
+cmp -s out.n again.n || fail "the probes' order changed the result: $(diff out.n again.n | head -5)"
+grep -q "fitted as a + c x micro_batch_size through the probes at micro_batch_size 1 and 4" out || fail "two probes: the fit is not said"
+grep -q "^ 1\. step " out || fail "two probes: no configuration listed"
+grep -Eq "^ +[0-9]+  micro_batch_size outside 1-8 \(the probed 1-4, with a margin of x2" out || fail "two probes: mbs 16 not ruled out"
+if grep -q "x mbs 16," out; then fail "two probes: a candidate at mbs 16 (beyond the margin) was listed"; fi
+"$PY" - "$ROOT/scripts/bench" out job.yaml costs.json costs_mbs1.json first.yaml first_costs.json <<'PY' || fail "could not apply the first configuration (two probes)"
+import json, sys, yaml
+sys.path.insert(0, sys.argv[1])
+from tuner import listed_configurations, merged
+out, spec_path, at4, at1, new_spec, new_costs = sys.argv[2:]
+_, _, _, block = listed_configurations(open(out).read())[0]
+spec = merged(yaml.safe_load(open(spec_path)), block)
+yaml.safe_dump(spec, open(new_spec, "w"))
+b = spec["pipeline"]["micro_batch_size"]
+hi, lo = json.load(open(at4)), json.load(open(at1))
+def fit(h, l):  # the tuner's fit: c = (t4 - t1) / 3, a = t1 - c; a probe's own times at its size
+    if b in (1, 4):
+        return dict(l if b == 1 else h)
+    out = {}
+    for k in h:
+        c = (h[k] - l[k]) / 3
+        out[k] = (l[k] - c * 1) + c * b
+    return out
+json.dump({"blocks": [fit(h, l) for h, l in zip(hi["blocks"], lo["blocks"])], "embedding": fit(hi["embedding"], lo["embedding"]),
+           "head": fit(hi["head"], lo["head"])}, open(new_costs, "w"))
+PY
+want="$("$PY" -c 'import re,sys; print(re.search(r"^ 1\. step ([0-9.]+),", open("out").read(), re.M).group(1))')"
+"$PPCTL" plan first.yaml --layer-costs first_costs.json > plain 2>&1 || { cp plain out; fail "plain plan of the first configuration (two probes) exited $?"; }
+grep -q "^simulated  step $want ms" plain || { cp plain out; fail "two probes: plain plan does not print step $want ms"; }
+
+# Bad probe pairs: exit 2 with the rule named.
+"$PPCTL" plan job.yaml --tune --layer-costs costs.json --layer-costs costs.json > out 2>&1
+[ $? -eq 2 ] || fail "two probes at one micro batch size were accepted"
+grep -q "two different positive micro batch sizes" out || fail "two probes at one size: the rule is not said"
+"$PY" -c 'import json; c = json.load(open("costs.json")); c["blocks"].pop(); c["micro_batch_size"] = 1; json.dump(c, open("seven.json", "w"))'
+"$PPCTL" plan job.yaml --tune --layer-costs costs.json --layer-costs seven.json > out 2>&1
+[ $? -eq 2 ] || fail "a probe of another layer count was accepted"
+grep -q "seven.json: blocks: 7 entries, but model.layers is 8" out || fail "a probe of another layer count: not named"
+"$PPCTL" plan job.yaml --tune --layer-costs costs.json --layer-costs costs_mbs1.json --layer-costs costs.json > out 2>&1
+[ $? -eq 2 ] || fail "three --layer-costs were accepted"
+grep -q -- "--layer-costs given 3 times" out || fail "three --layer-costs: not said"
+"$PPCTL" plan job.yaml --layer-costs costs.json --layer-costs costs_mbs1.json > out 2>&1
+[ $? -eq 2 ] || fail "two --layer-costs without --tune were accepted"
+"$PPCTL" plan job.yaml --layer-costs costs_mbs1.json > out 2>&1
+[ $? -eq 2 ] || fail "a costs file at another micro batch size was accepted by plain plan"
+grep -q "micro_batch_size 1, but the spec's pipeline.micro_batch_size is 4" out || fail "plain plan: the costs file's size is not named"
 echo "PASS [tune]"

@@ -80,6 +80,17 @@ TEST_CASE("parse_cost_file: every bad input names the file, the field, the value
   CHECK(std::count(all.begin(), all.end(), '\n') == 3);
 }
 
+TEST_CASE("parse_cost_file: an optional micro_batch_size, a whole number >= 1") {
+  const std::string block = R"({"block": {"forward_ms": 1, "backward_ms": 2}, )" + kEnds;
+  CHECK(plan::parse_cost_file(block + "}", "c.json", 4).micro_batch_size == 0);
+  CHECK(plan::parse_cost_file(block + R"(, "micro_batch_size": 8})", "c.json", 4).micro_batch_size == 8);
+  for (const std::string bad : {"0", "-2", "1.5", "\"4\""}) {
+    INFO(bad);
+    CHECK_THAT(problem(block + R"(, "micro_batch_size": )" + bad + "}"),
+               ContainsSubstring("c.json: micro_batch_size: value") && ContainsSubstring("whole number >= 1"));
+  }
+}
+
 TEST_CASE("read_cost_file: reads a file; an unreadable one is named") {
   test::TempDir dir;
   const auto path = (dir.path / "costs.json").string();

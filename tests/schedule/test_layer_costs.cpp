@@ -93,6 +93,25 @@ TEST_CASE("trace_stage_times: the median per action of each stage over the steps
   CHECK_THROWS_WITH(schedule::trace_stage_times("not json", "t.json", 1, first, last), ContainsSubstring("not JSON"));
 }
 
+TEST_CASE("trace_post_ms: the median Post slice (send or recv) from the given step on") {
+  // trace_of's send slices take 99 ms in every step.
+  CHECK(schedule::trace_post_ms(trace_of({1.0, 2.0}, {3.0, 4.0}, 3), 2) == 99.0);
+  nlohmann::json events = nlohmann::json::array();
+  const auto post = [&](const char* cat, double ms, int64_t step) {
+    events.push_back({{"ph", "X"}, {"cat", cat}, {"name", "x"}, {"pid", 0}, {"tid", 0}, {"ts", 0},
+                      {"dur", 1000.0 * ms}, {"args", {{"stage", 0}, {"microbatch", 0}, {"step", step}}}});
+  };
+  post("send", 50.0, 1);  // step 1, left out
+  post("send", 0.25, 2);
+  post("recv", 0.5, 2);
+  post("recv", 4.0, 3);
+  post("wait", 0.75, 2);  // a wait is not a post
+  const auto text = nlohmann::json{{"traceEvents", events}}.dump();
+  CHECK(schedule::trace_post_ms(text, 2) == 0.5);
+  CHECK(schedule::trace_post_ms(text, 1) == (0.5 + 4.0) / 2);
+  CHECK_FALSE(schedule::trace_post_ms(trace_of({1.0}, {3.0}, 2), 9).has_value());
+}
+
 TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses another model or no trace") {
   test::TempDir dir;
   const auto spec = spec_in(dir, kSpec);
@@ -127,6 +146,18 @@ data: {path: corpus.txt}
              ContainsSubstring("ran another model: model.vocab_size 512 there, 1024 here; pipeline.micro_batch_size 2 "
                                "there, 4 here") &&
                  ContainsSubstring("fix: "));
+  // As a probe of `ppctl plan --tune` (any_micro_batch_size): the same model at another micro batch size is
+  // taken, with the run's size and its median Post slice.
+  const auto at_four = spec_in(dir, R"(model: {vocab_size: 512, layers: 6, hidden: 32, heads: 4, seq_len: 16}
+pipeline: {stages: 3, microbatches: 3, micro_batch_size: 4}
+data: {path: corpus.txt}
+)");
+  CHECK_THAT(refusal(run.string(), at_four), ContainsSubstring("pipeline.micro_batch_size 2 there, 4 here"));
+  const auto probe = schedule::run_layer_costs(run.string(), at_four, true);
+  CHECK(probe.micro_batch_size == 2);
+  CHECK(probe.transfer_post_ms == 99.0);
+  CHECK(probe.times.head.forward_ms == Approx(6.0));
+  CHECK(given.micro_batch_size == 2);
   // given_layer_costs: a folder is a run directory, anything else a costs file.
   CHECK(schedule::given_layer_costs(run.string(), spec).source.rfind("run directory", 0) == 0);
   CHECK_THROWS_WITH(schedule::given_layer_costs((dir.path / "c.json").string(), spec), ContainsSubstring("cannot be read"));

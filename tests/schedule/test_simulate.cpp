@@ -105,6 +105,32 @@ TEST_CASE("communication actions do not change the simulated step") {
   }
 }
 
+TEST_CASE("transfer_post: each SEND and RECV holds its rank's thread that long") {
+  const Program program = add_communication(generate_compute(ScheduleKind::OneFOneB, 4, 6));
+  const double post = 0.125;
+  auto costs = uniform(1, 2, 0.25);
+  const double without = simulate(program, costs).step_time;
+  costs.transfer_post = post;
+  const Simulation with = simulate(program, costs);
+  size_t most = 0, total = 0;
+  for (const auto& rank : program.ranks) {
+    const auto n = static_cast<size_t>(std::count_if(rank.begin(), rank.end(), [](const Action& a) {
+      return is_send(a.kind) || is_recv(a.kind);
+    }));
+    most = std::max(most, n);
+    total += n;
+  }
+  REQUIRE(most > 0);
+  // A rank posts its transfers one after another on top of its compute (busy 6 x (1 + 2) per rank here).
+  CHECK(with.step_time >= 6 * 3 + static_cast<double>(most) * post);
+  CHECK(with.step_time > without);
+  CHECK(with.step_time <= without + static_cast<double>(total) * post + 1e-9);
+  // The compute itself is unchanged: posting is idle time for the bubble, not busy time.
+  for (const double busy : with.busy_time) CHECK(busy == 18.0);
+  costs.transfer_post = -1.0;
+  CHECK_THROWS_WITH(simulate(program, costs), ContainsSubstring("transfer_post"));
+}
+
 TEST_CASE("1F1B, p=2, m=2: the hand-computed timeline") {
   // F=1, B=2. Rank 1 (last stage) runs B(1,j) right after F(1,j); rank 0 waits for each B(1,j).
   const Program program = hand_made(2, {0, 1}, {"0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"});
