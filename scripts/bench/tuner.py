@@ -18,7 +18,9 @@ Prints one row per configuration: job, rank of choice, YAML lines, predicted ste
 %, and per job whether the first choice was the measured fastest; then the summary line against the issue's
 goals (first choice = measured fastest in >= 4 of 5 jobs; every predicted step within 10% of measured).
 `--quick`: one job (tiny p2), the top 2, 1 warmup + 2 steps, 1 repeat: proves the script works (not a
-measurement). Python standard library and PyYAML; builds ppctl first via scripts/build.sh unless --no-build.
+measurement). Python standard library and PyYAML: run it with the venv's python, which has PyYAML
+(`"$(scripts/setup.sh)" scripts/bench/tuner.py`: setup prints it); builds ppctl first via scripts/build.sh unless
+--no-build.
 Usage: scripts/bench/tuner.py [--quick] [--jobs tiny:2,small:4] [--top 5] [--steps 20] [--warmup 3]
        [--repeats 2] [--probe-steps 6] [--defer-share 0.2] [--one-probe] [--data GLOB] [--no-build]
 """
