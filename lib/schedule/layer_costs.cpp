@@ -159,6 +159,21 @@ std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first
   return median(durations);
 }
 
+std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t first_step) {
+  std::vector<double> steps;
+  std::istringstream lines(metrics_text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || record.value("event", "") != "step" || record.value("skipped", false)) continue;
+    const auto& step = record.value("step", nlohmann::json());
+    const auto& seconds = record.value("step_time_s", nlohmann::json());
+    if (!step.is_number_integer() || step.get<int64_t>() < first_step || !seconds.is_number()) continue;
+    steps.push_back(seconds.get<double>() * 1000.0);
+  }
+  if (steps.empty()) return std::nullopt;
+  return median(steps);
+}
+
 GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec, bool any_micro_batch_size) {
   const fs::path dir(run_dir);
   const auto config_text = read_text(dir / "config.yaml");
@@ -220,8 +235,10 @@ GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpe
                            first, last, fmt::join(counts, ", "));
   out.micro_batch_size = run.pipeline.micro_batch_size;
   out.transfer_post_ms = trace_post_ms(*trace_text, first);
+  if (const auto metrics = read_text(dir / "metrics.jsonl")) out.step_ms = metrics_step_ms(*metrics, first);
   if (first == last) out.notes.push_back("one step traced: its times include start-up costs");
   for (auto& note : runtime_differences(run, spec)) out.notes.push_back(std::move(note));
+  out.run = std::move(run);
   return out;
 }
 

@@ -21,6 +21,8 @@ struct GivenLayerCosts {
   bool balanced = false;  ///< the job is laid out with these times (`ppctl plan --balance`): balance_by_times
   int64_t micro_batch_size = 0;  ///< the micro batch size the times are per microbatch of
   std::optional<double> transfer_post_ms;  ///< a run's median Post slice (posting one send or receive), ms
+  std::optional<config::JobSpec> run;      ///< a run directory's own spec (its config.yaml); none for a file
+  std::optional<double> step_ms;  ///< a run's measured step: metrics_step_ms of its metrics.jsonl, ms
 };
 
 /// Median time per action of each stage in a merged trace.json (runtime/trace.hpp's layout: complete
@@ -39,7 +41,9 @@ std::vector<plan::PieceTime> trace_stage_times(const std::string& trace_text, co
 /// has no trace (observe.trace_steps 0), or it ran one stage. Runtime differences (device, precision,
 /// recompute, threads per worker) become notes.
 /// With `any_micro_batch_size` (`ppctl plan --tune`'s probes) a run at another micro batch size is taken,
-/// its size in GivenLayerCosts::micro_batch_size. GivenLayerCosts::transfer_post_ms is trace_post_ms's.
+/// its size in GivenLayerCosts::micro_batch_size. GivenLayerCosts::transfer_post_ms is trace_post_ms's,
+/// GivenLayerCosts::run the run's spec and GivenLayerCosts::step_ms metrics_step_ms's over the trace's steps
+/// used (from `first_step` on; none without metrics.jsonl).
 GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec,
                                 bool any_micro_batch_size = false);
 
@@ -47,6 +51,12 @@ GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpe
 /// thread) of a merged trace.json over steps >= `first_step`; nullopt when it has none (one stage, or an
 /// older trace). The text must be JSON (trace_stage_times has checked it).
 std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first_step);
+
+/// The median wall time of one training step (ms) in a run's metrics.jsonl (observe/metrics_log.hpp: one JSON
+/// object per line; `"event": "step"` records carry `step`, `step_time_s` and `skipped`) over the steps >=
+/// `first_step` that were not skipped; nullopt when there is none. Lines that are not such records (the end
+/// record, a torn last line) are passed over.
+std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t first_step);
 
 /// `--layer-costs SOURCE`: run_layer_costs for a folder, else plan::read_cost_file. Throws
 /// ppctl::PlanError as they do.

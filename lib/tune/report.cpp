@@ -2,6 +2,7 @@
 #include "tune/report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -54,6 +55,29 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
                      "defer penalty {:g}\n",
                      options.transfer_post, options.unit, options.transfer_source.empty() ? "not measured" : options.transfer_source,
                      options.p2p_latency, options.defer_penalty);
+  const auto& calibration = result.calibration;
+  if (calibration.calibrated()) {
+    std::vector<std::string> checks;
+    for (const auto& c : calibration.probes)
+      checks.push_back(fmt::format("{} (mbs {}, {} compute actions on the busiest rank): measured {:.2f}, simulated "
+                                   "{:.2f}",
+                                   c.source, c.micro_batch_size, c.actions, c.measured, c.simulated));
+    out += fmt::format("calibrated predicted step = simulated step {:+.4g} {} {:+.4g} {} x the compute actions of the "
+                       "busiest rank, fitted on the probes' measured step less the step simulated for their own "
+                       "configuration ({}): the time outside the simulated schedule (optimizer step, norm and loss "
+                       "all-reduces, data) and the host time between actions the simulator leaves out (on a shared "
+                       "CPU, ranks competing for cores); configurations are ranked by it\n",
+                       calibration.fixed_ms, options.unit, calibration.per_action_ms, options.unit,
+                       fmt::join(checks, "; "));
+    if (!calibration.clamped.empty()) out += fmt::format("  clamped {}\n", calibration.clamped);
+  } else if (options.measured) {
+    out += "calibrated no: no probe run directory has a measured step (metrics.jsonl); configurations are ranked by "
+           "the simulated schedule alone\n";
+  }
+  for (const auto& line : calibration.skipped) out += fmt::format("  not calibrated on {}\n", line);
+  const auto predicted = [&](double step) {
+    return calibration.calibrated() ? fmt::format(", predicted {:.2f}", step) : std::string();
+  };
   out += options.memory_gib > 0
              ? fmt::format("memory    at most {:g} GiB per pipeline rank ({})\n", options.memory_gib, options.memory_source)
              : std::string("memory    no limit (runtime.device_memory_gib is not set; --memory-gib N sets one)\n");
@@ -68,12 +92,13 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
                        "(see below; fix: a larger --memory-gib, more pipeline stages or data-parallel replicas)\n",
                        result.candidates);
   } else {
-    out += fmt::format("\ntop {} by simulated step ({}):\n", result.top.size(), options.unit);
+    out += fmt::format("\ntop {} by {} step ({}):\n", result.top.size(),
+                       calibration.calibrated() ? "predicted" : "simulated", options.unit);
     int rank = 1;
     for (const auto& e : result.top) {
       const bool beyond = options.affine && extrapolated(*options.affine, e.knobs.micro_batch_size);
-      out += fmt::format("{:2}. step {:.2f}, bubble {:.3f}, peak {} per rank (pp rank {})  {}{}{}\n", rank++, e.step,
-                         e.bubble, gib(e.peak_bytes), e.peak_rank, describe(e.knobs),
+      out += fmt::format("{:2}. step {:.2f}{}, bubble {:.3f}, peak {} per rank (pp rank {})  {}{}{}\n", rank++,
+                         e.simulated, predicted(e.step), e.bubble, gib(e.peak_bytes), e.peak_rank, describe(e.knobs),
                          e.lever.empty() ? "" : fmt::format(", with {} (memory lever: its time not modelled)", e.lever),
                          beyond ? fmt::format(", times extrapolated (mbs outside the probed {}-{})",
                                               options.affine->low_mbs, options.affine->high_mbs)
@@ -82,10 +107,11 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
     }
   }
   if (result.own.ranked) {
-    out += fmt::format("\nthe spec's own configuration ({}, m {} x mbs {}, recompute {}): step {:.2f}, bubble {:.3f}, "
+    out += fmt::format("\nthe spec's own configuration ({}, m {} x mbs {}, recompute {}): step {:.2f}{}, bubble {:.3f}, "
                        "peak {} per rank{}; rank {} ({} of the {} ranked candidates faster)\n",
                        config::to_string(p.schedule), p.microbatches, p.micro_batch_size,
-                       config::to_string(spec.train.recompute), result.own.step, result.own.bubble,
+                       config::to_string(spec.train.recompute), result.own.simulated, predicted(result.own.step),
+                       result.own.bubble,
                        gib(result.own.peak_bytes), result.own.fits ? "" : " (does not fit the memory limit)",
                        result.own.rank, result.own.rank - 1, result.ranked);
   } else {

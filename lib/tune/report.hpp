@@ -10,8 +10,9 @@
 namespace ppctl::tune {
 
 /// The tuner's report for `spec` (several lines, each ending in '\n'): the costs and memory limit used and
-/// what was searched (with the levers kept as the spec writes them); the top configurations, each with its
-/// simulated step (options.unit, 2 decimals, as `ppctl plan` prints it), mean bubble, largest memory per
+/// what was searched (with the levers kept as the spec writes them); the calibration on probe runs (its fit,
+/// each probe's measured and simulated step; or that there was none); the top configurations, each with its
+/// simulated step (options.unit, 2 decimals, as `ppctl plan` prints it), its predicted step when calibrated, mean bubble, largest memory per
 /// pipeline rank and the YAML lines that select it (yaml_lines); the spec's own configuration's step and
 /// rank; the counts of candidates simulated and ruled out, by reason. With nothing that fits it says so
 /// (the caller exits 4).

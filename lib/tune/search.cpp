@@ -36,8 +36,9 @@ struct Prepared {
   std::shared_ptr<const schedule::Program> program;
   plan::Layout layout;
   schedule::CostModel costs;
-  double bound = 0.0;
+  double bound = 0.0;   ///< lower_bound + offset: no simulated step of it ranks lower
   int64_t order = 0;
+  double offset = 0.0;  ///< Calibration::at(its compute actions), added to its simulated step
 };
 
 /// Counts of the candidates left out, by reason.
@@ -105,11 +106,23 @@ std::string cost_list(const std::vector<double>& values) {
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 
+/// The cost model of a candidate `spec` laid out as `layout`: candidate_times at its micro batch size (against
+/// the searched spec's `spec_mbs`), the options' latency, reduction, defer penalty and transfer posting.
+schedule::CostModel candidate_costs(const TuneOptions& options, int64_t spec_mbs, const config::JobSpec& spec,
+                                    const plan::Layout& layout) {
+  const auto times = candidate_times(options, spec.pipeline.micro_batch_size, spec_mbs);
+  auto costs = schedule::job_cost_model(spec, layout, times, options.p2p_latency, options.grad_reduce);
+  for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
+  costs.transfer_post = options.transfer_post;
+  return costs;
+}
+
 /// The search's state: the spec, its editor, the caches and the tally.
 class Search {
  public:
-  Search(const config::JobSpec& spec, const std::string& text, const std::string& base_dir, const TuneOptions& options)
-      : spec_(spec), editor_(text, base_dir), options_(options) {}
+  Search(const config::JobSpec& spec, const std::string& text, const std::string& base_dir, const TuneOptions& options,
+         const Calibration& calibration)
+      : spec_(spec), editor_(text, base_dir), options_(options), calibration_(calibration) {}
 
   TuneResult run(const plan::Layout& own_layout, const schedule::Program& own_program);
 
@@ -125,6 +138,7 @@ class Search {
   const config::JobSpec& spec_;
   SpecEditor editor_;
   const TuneOptions& options_;
+  const Calibration& calibration_;
   std::map<std::string, std::shared_ptr<const schedule::Program>> programs_;
   std::map<std::string, std::string> program_errors_;
   std::map<std::shared_ptr<const schedule::Program>, schedule::ReleasePoints> released_;  // per program, once
@@ -153,12 +167,7 @@ std::shared_ptr<const schedule::Program> Search::program_of(const config::JobSpe
 }
 
 schedule::CostModel Search::costs_of(const config::JobSpec& spec, const plan::Layout& layout) const {
-  const auto times = candidate_times(options_, spec.pipeline.micro_batch_size, spec_.pipeline.micro_batch_size);
-  auto costs = schedule::job_cost_model(spec, layout, times, options_.p2p_latency,
-                                        options_.grad_reduce);
-  for (auto& stage : costs.stages) stage.defer_penalty = options_.defer_penalty;
-  costs.transfer_post = options_.transfer_post;
-  return costs;
+  return candidate_costs(options_, spec_.pipeline.micro_batch_size, spec, layout);
 }
 
 void Search::prepare(const Knobs& knobs, int64_t order) {
@@ -203,7 +212,8 @@ void Search::prepare(const Knobs& knobs, int64_t order) {
   if (knobs.kind == config::ScheduleKind::ZBH1)
     zb_auto_combos_[{knobs.microbatches, knobs.split, knobs.recompute}] = order;
   candidate.costs = costs_of(candidate.spec, candidate.layout);
-  candidate.bound = lower_bound(*candidate.program, candidate.costs);
+  candidate.offset = calibration_.at(compute_actions(*candidate.program));
+  candidate.bound = lower_bound(*candidate.program, candidate.costs) + candidate.offset;
   prepared_.push_back(std::move(candidate));
 }
 
@@ -227,8 +237,16 @@ void Search::enumerate() {
 std::optional<Evaluated> Search::evaluate(const Prepared& candidate, double kth, double own_step) {
   ++simulated_;
   const auto simulation = schedule::simulate(*candidate.program, candidate.costs);
-  Evaluated out{candidate.knobs, candidate.changes, candidate.bound, simulation.step_time,
-                simulation.mean_bubble_fraction, 0, 0, "", candidate.order};
+  Evaluated out{candidate.knobs,
+                candidate.changes,
+                candidate.bound,
+                simulation.step_time + candidate.offset,
+                simulation.step_time,
+                simulation.mean_bubble_fraction,
+                0,
+                0,
+                "",
+                candidate.order};
   // Slower than the list's slowest and than the spec's own: it can neither be listed nor change the own
   // configuration's rank, so its memory is not estimated (the costly part at scale).
   if (tied_step(out.step) > tied_step(kth) && out.step >= own_step) {
@@ -331,7 +349,8 @@ void Search::place_zb_auto(const std::vector<Evaluated>& top) {
       continue;
     }
     candidate.costs = costs_of(candidate.spec, candidate.layout);
-    candidate.bound = lower_bound(*candidate.program, candidate.costs);
+    candidate.offset = calibration_.at(compute_actions(*candidate.program));
+    candidate.bound = lower_bound(*candidate.program, candidate.costs) + candidate.offset;
     const auto top_now = best();
     const double kth = static_cast<int64_t>(top_now.size()) < options_.top ? std::numeric_limits<double>::infinity()
                                                                             : top_now.back().step;
@@ -359,7 +378,8 @@ TuneResult Search::run(const plan::Layout& own_layout, const schedule::Program& 
     result.own.ranked = true;
     const auto costs = costs_of(spec_, own_layout);
     const auto simulation = schedule::simulate(own_program, costs);
-    result.own.step = simulation.step_time;
+    result.own.simulated = simulation.step_time;
+    result.own.step = simulation.step_time + calibration_.at(compute_actions(own_program));
     result.own.bubble = simulation.mean_bubble_fraction;
     for (const auto& r : schedule::estimate_memory(spec_, own_layout, own_program))
       result.own.peak_bytes = std::max(result.own.peak_bytes, r.total());
@@ -477,10 +497,59 @@ plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_
   return scaled(options.times, static_cast<double>(mbs) / static_cast<double>(spec_mbs));
 }
 
+int64_t compute_actions(const schedule::Program& program) {
+  int64_t most = 0;
+  for (const auto& rank : program.ranks)
+    most = std::max<int64_t>(most, std::count_if(rank.begin(), rank.end(),
+                                                 [](const schedule::Action& a) { return schedule::is_compute(a.kind); }));
+  return most;
+}
+
+Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options) {
+  Calibration out;
+  for (const auto& probe : options.probe_runs) {
+    const int64_t mbs = probe.spec.pipeline.micro_batch_size;
+    if (options.affine && !searched(*options.affine, mbs)) {
+      out.skipped.push_back(fmt::format("{}: micro_batch_size {} is not costed by the search", probe.source, mbs));
+      continue;
+    }
+    try {
+      const auto program = schedule::job_program(probe.spec);
+      const auto layout = schedule::job_layout(probe.spec, program);
+      const auto costs = candidate_costs(options, spec.pipeline.micro_batch_size, probe.spec, layout);
+      out.probes.push_back({probe.source, mbs, compute_actions(program), probe.measured_ms,
+                            schedule::simulate(program, costs).step_time});
+    } catch (const Error& e) {
+      out.skipped.push_back(fmt::format("{}: its configuration cannot be simulated again: {}", probe.source, e.what()));
+    }
+  }
+  if (out.probes.empty()) return out;
+  double mean = 0.0;
+  for (const auto& check : out.probes) mean += (check.measured - check.simulated) / static_cast<double>(out.probes.size());
+  out.fixed_ms = mean;
+  if (out.probes.size() != 2 || out.probes[0].actions == out.probes[1].actions) return out;
+  const auto& a = out.probes[0];
+  const auto& b = out.probes[1];
+  const double slope = ((a.measured - a.simulated) - (b.measured - b.simulated)) /
+                       static_cast<double>(a.actions - b.actions);
+  if (slope < 0.0) {
+    out.clamped = fmt::format("the probe with more actions left less unexplained (a slope of {:.4g} per action), so "
+                              "the per-action part is taken as 0 and the fixed part as the mean",
+                              slope);
+    return out;
+  }
+  out.per_action_ms = slope;
+  out.fixed_ms = (a.measured - a.simulated) - slope * static_cast<double>(a.actions);
+  return out;
+}
+
 TuneResult tune(const config::JobSpec& spec, const std::string& spec_text, const std::string& base_dir,
                 const plan::Layout& layout, const schedule::Program& program, const TuneOptions& options) {
-  Search search(spec, spec_text, base_dir, options);
-  return search.run(layout, program);
+  const auto calibration = calibrate(spec, options);
+  Search search(spec, spec_text, base_dir, options, calibration);
+  auto result = search.run(layout, program);
+  result.calibration = calibration;
+  return result;
 }
 
 }  // namespace ppctl::tune

@@ -19,6 +19,13 @@
 
 namespace ppctl::tune {
 
+/// A probe run whose measured step calibrates the tuner's steps (a --layer-costs run directory).
+struct ProbeRun {
+  std::string source;       ///< how it is named in the output (its folder)
+  config::JobSpec spec;     ///< its own configuration (its config.yaml)
+  double measured_ms = 0.0; ///< its median measured step, ms (schedule::metrics_step_ms)
+};
+
 /// What the search is given besides the spec.
 struct TuneOptions {
   double memory_gib = 0.0;    ///< most GiB (2^30 bytes) a pipeline rank may hold (RankMemory::total); 0 = no limit
@@ -34,6 +41,7 @@ struct TuneOptions {
   double defer_penalty = 0.0; ///< StageCosts::defer_penalty of every stage
   double grad_reduce = 0.0;   ///< CostModel::grad_reduce
   int64_t top = 5;            ///< configurations listed
+  std::vector<ProbeRun> probe_runs;  ///< probes with a measured step: the search's calibration (calibrate())
 };
 
 /// One configuration simulated.
@@ -41,7 +49,8 @@ struct Evaluated {
   Knobs knobs;
   std::vector<Change> changes;  ///< the spec lines that select it (memory lever included)
   double lower_bound = 0.0;     ///< lower_bound() of its program and costs
-  double step = 0.0;            ///< Simulation::step_time, TuneOptions::unit
+  double step = 0.0;            ///< the step ranked: simulated + TuneResult::calibration.at(its compute actions)
+  double simulated = 0.0;       ///< Simulation::step_time, TuneOptions::unit
   double bubble = 0.0;          ///< Simulation::mean_bubble_fraction
   int64_t peak_bytes = 0;       ///< the largest schedule::RankMemory::total over its pipeline ranks
   int64_t peak_rank = 0;        ///< the pipeline rank holding it
@@ -53,12 +62,40 @@ struct Evaluated {
 struct OwnConfiguration {
   bool ranked = false;  ///< false for a custom schedule (why_not says so)
   std::string why_not;
-  double step = 0.0;
+  double step = 0.0;       ///< as Evaluated::step
+  double simulated = 0.0;  ///< as Evaluated::simulated
   double bubble = 0.0;
   int64_t peak_bytes = 0;
   bool fits = true;     ///< within TuneOptions::memory_gib
   int64_t rank = 0;     ///< 1 + the candidates ranked with a strictly smaller step
 };
+
+/// A probe's measured step against the step the search simulates for its own configuration.
+struct ProbeCheck {
+  std::string source;
+  int64_t micro_batch_size = 0;
+  int64_t actions = 0;     ///< compute_actions of its program
+  double measured = 0.0;   ///< ProbeRun::measured_ms
+  double simulated = 0.0;  ///< simulated under the search's cost model, as a candidate with its knobs would be
+};
+
+/// The time a measured step takes beyond its simulated schedule, fitted on the probes as fixed_ms +
+/// per_action_ms x n (n = compute_actions of the program): the work outside the schedule (optimizer step,
+/// gradient-norm and loss all-reduces, data) and what the simulator leaves out, which grows with the
+/// actions a rank runs (the host time between actions; on a shared CPU, ranks competing for cores).
+struct Calibration {
+  std::vector<ProbeCheck> probes;    ///< one per probe run whose configuration could be simulated
+  std::vector<std::string> skipped;  ///< a probe run left out and why, one line each
+  std::string clamped;               ///< why per_action_ms was set to 0 (the probes disagreed), or ""
+  double fixed_ms = 0.0;             ///< 0 without any probe
+  double per_action_ms = 0.0;        ///< 0 with one probe (or two with the same n)
+  bool calibrated() const { return !probes.empty(); }
+  /// The time added to the simulated step of a program with `actions` compute actions on its busiest rank.
+  double at(int64_t actions) const { return fixed_ms + per_action_ms * static_cast<double>(actions); }
+};
+
+/// The most compute actions (F, B, I, W) any rank of `program` runs in one step.
+int64_t compute_actions(const schedule::Program& program);
 
 /// What the search found.
 struct TuneResult {
@@ -68,6 +105,7 @@ struct TuneResult {
   int64_t ranked = 0;           ///< of those, the ones that fit
   std::vector<std::pair<std::string, int64_t>> ruled_out;  ///< reason and count, most first (then by reason)
   OwnConfiguration own;
+  Calibration calibration;      ///< how Evaluated::step was predicted from the simulated step
 };
 
 /// A lower bound of simulate(program, costs).step_time: max over ranks of the forwards that must run on
@@ -77,6 +115,15 @@ struct TuneResult {
 /// later stages' F and every stage's min(B, I); after a W, nothing). For 1F1B with equal costs this is its
 /// step, (m + p - 1)(F + B). Transfers, deferred-W penalties and idle time only add to the real step.
 double lower_bound(const schedule::Program& program, const schedule::CostModel& costs);
+
+/// Simulates each of options.probe_runs' own configuration (schedule::job_program, job_layout, and the
+/// cost model the search gives a candidate at its micro batch size) and fits measured - simulated as
+/// fixed + per_action x compute_actions: through both probes when their action counts differ (a negative
+/// per-action slope, the probes disagreeing with the model, is clamped to 0 and fixed is their mean, named in
+/// Calibration::clamped), else fixed = the mean difference. A probe whose configuration cannot be laid out
+/// again, or whose micro batch size the search does not cost, is skipped with the reason. The idea of
+/// taking the scheduler's costs from a profiled run is Zero Bubble's (arXiv 2401.10241 §3); the fit is ours.
+Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options);
 
 /// Every divisor of `n` (>= 1), ascending.
 std::vector<int64_t> divisors(int64_t n);
@@ -96,7 +143,9 @@ plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_
 /// schedule::balance_by_times's; train.recompute none, full, blocks (recompute_every as the spec's). Each is
 /// the spec's YAML with its lines applied, validated by config::parse_job_spec and schedule::job_program
 /// (refused ones counted by rule), laid out by schedule::job_layout and costed by schedule::job_cost_model
-/// on candidate_times at its micro batch size. Ordered by lower_bound, candidates are simulated and estimated
+/// on candidate_times at its micro batch size. Each step is ranked as predicted: the simulated step plus
+/// calibrate(spec, options).at(its compute_actions) (0 without probe runs), and each bound carries the same
+/// addition. Ordered by lower_bound, candidates are simulated and estimated
 /// until the bound passes both the top-th best step found and the spec's own step (the rest counted as
 /// pruned). A candidate over the memory limit is tried with the memory levers whose time the cost model does
 /// not predict (optimizer.distributed with dp > 1, runtime.precision bf16-params, both, bf16 from fp32), the first

@@ -11,10 +11,12 @@ llama-small p2, llama-small p4, each 1f1b with vs_torch.py's microbatching: m 8 
      the top configurations
      (D = --defer-share x the probe's mean W per stage: a W deferred from its I costs that much more on CPUs,
      docs/benchmarks.md);
+     The tuner calibrates its steps on the probes' measured steps (its `calibrated` line): the predicted step
+     is that, the simulated step the schedule alone;
   3. each listed configuration (its YAML lines merged into the job's spec) trains `--warmup` + `--steps` steps,
      `--repeats` times, alternating; the measured step is the mean wall time of the steps after the warmup
      (tokens per step / the logged tok/s), the median over the repeats.
-Prints one row per configuration: job, rank of choice, YAML lines, predicted step ms, measured step ms, error
+Prints one row per configuration: job, rank of choice, YAML lines, simulated and predicted step ms, measured step ms, error
 %, and per job whether the first choice was the measured fastest; then the summary line against the issue's
 goals (first choice = measured fastest in >= 4 of 5 jobs; every predicted step within 10% of measured).
 `--quick`: one job (tiny p2), the top 2, 1 warmup + 2 steps, 1 repeat: proves the script works (not a
@@ -45,7 +47,8 @@ from vs_torch import LLAMA_KEYS, MODELS, OPTIMIZER, SEED, STEP_LINE  # noqa: E40
 BUILD = os.environ.get("PPCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 PPCTL = os.path.join(BUILD, "app", "ppctl")
 JOBS = [("tiny", 2), ("small", 2), ("small", 4), ("llama-small", 2), ("llama-small", 4)]
-LISTED = re.compile(r"^ *(\d+)\. step ([\d.]+), bubble ([\d.]+), peak (.*) per rank \(pp rank \d+\)  (.*)$")
+LISTED = re.compile(r"^ *(\d+)\. step ([\d.]+)(?:, predicted ([\d.]+))?, bubble ([\d.]+), peak (.*) per rank "
+                    r"\(pp rank \d+\)  (.*)$")
 
 
 def job_spec(model, stages, data, threads):
@@ -83,7 +86,8 @@ def train(spec_path, steps, warmup, tokens_per_step, run_dir=None):
 
 
 def listed_configurations(text):
-    """The tuner's listed configurations: (rank, predicted step ms, description, YAML lines)."""
+    """The tuner's listed configurations: (rank, predicted step ms, simulated step ms, description, YAML lines);
+    the predicted step is the calibrated one where the tuner printed it, else the simulated step."""
     out, lines = [], text.splitlines()
     for i, line in enumerate(lines):
         m = LISTED.match(line)
@@ -94,7 +98,8 @@ def listed_configurations(text):
             if not follow.startswith("      "):
                 break
             block.append(follow[6:])
-        out.append((int(m.group(1)), float(m.group(2)), m.group(5), block))
+        predicted = m.group(3) or m.group(2)  # calibrated on the probes' measured steps, else the simulated step
+        out.append((int(m.group(1)), float(predicted), float(m.group(2)), m.group(6), block))
     return out
 
 
@@ -150,20 +155,20 @@ def run_job(model, stages, args, workdir):
     if not listed:
         raise SystemExit(f"tuner: no configuration listed by `{' '.join(command)}`:\n{plan.stdout}")
     print(f"  {label}: {probes}, defer penalty {defer:.3f} ms; {len(listed)} configurations", flush=True)
-    measured = {rank: [] for rank, _, _, _ in listed}
+    measured = {rank: [] for rank, _, _, _, _ in listed}
     steps = args.warmup + args.steps
     for repeat in range(args.repeats):
-        for rank, _, _, block in listed:
+        for rank, _, _, _, block in listed:
             spec = merged(base, block)
             spec["train"]["steps"] = steps
             spec.setdefault("observe", {})["trace_steps"] = 0
             path = write(os.path.join(workdir, f"{model}_p{stages}_{rank}.yaml"), spec)
             measured[rank].append(1000.0 * train(path, steps, args.warmup, tokens_per_step)[1])
     rows = []
-    for rank, predicted, description, block in listed:
+    for rank, predicted, simulated, description, block in listed:
         ms = statistics.median(measured[rank])
-        rows.append({"job": label, "rank": rank, "description": description, "lines": block,
-                     "predicted": predicted, "measured": ms, "error": 100.0 * (predicted - ms) / ms})
+        rows.append({"job": label, "rank": rank, "description": description, "lines": block, "predicted": predicted,
+                     "simulated": simulated, "measured": ms, "error": 100.0 * (predicted - ms) / ms})
     return rows
 
 
@@ -213,8 +218,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ppctl_tuner_") as workdir:
         for model, stages in jobs:
             rows += run_job(model, stages, args, workdir)
-    print("\n| job | rank | configuration (YAML lines) | predicted ms | measured ms | error % | first = fastest |")
-    print("|---|---:|---|---:|---:|---:|---|")
+    print("\n| job | rank | configuration (YAML lines) | simulated ms | predicted ms | measured ms | error % "
+          "| first = fastest |")
+    print("|---|---:|---|---:|---:|---:|---:|---|")
     hits, within, jobs_done = 0, 0, []
     for job in dict.fromkeys(r["job"] for r in rows):
         mine = [r for r in rows if r["job"] == job]
@@ -226,7 +232,7 @@ def main():
             within += abs(r["error"]) <= 10.0
             lines = "<br>".join(r["lines"]).replace("|", "\\|")
             verdict = ("yes" if first_is_fastest else f"no (fastest: rank {fastest['rank']})") if r["rank"] == 1 else ""
-            print(f"| {job} | {r['rank']} | {r['description']}: `{lines}` | {r['predicted']:.2f} | "
+            print(f"| {job} | {r['rank']} | {r['description']}: `{lines}` | {r['simulated']:.2f} | {r['predicted']:.2f} | "
                   f"{r['measured']:.2f} | {r['error']:+.1f} | {verdict} |")
     print(f"\nsummary: first choice = measured fastest in {hits} of {len(jobs_done)} jobs (goal: >= 4 of 5); "
           f"predicted within 10% of measured for {within} of {len(rows)} configurations (goal: all); "

@@ -3,7 +3,8 @@
 # Checks: two runs print the same; the first configuration's YAML lines, merged into the spec, give the same
 # simulated step under plain `ppctl plan --layer-costs` (the costs file scaled to its micro batch size, as the
 # tuner states); --memory-gib: every listed peak within it, some ruled out and counted, exit 4 when nothing
-# fits; bad --memory-gib values refused with exit 2 naming the option. Needs PyYAML (the venv's python,
+# fits; bad --memory-gib values refused with exit 2 naming the option; calibrated on two probe run directories,
+# the spec's own configuration predicted at its probe's measured step. Needs PyYAML (the venv's python,
 # PPCTL_PYTHON, has it; python3 otherwise); the lines are
 # applied by scripts/bench/tuner.py's merged(), as the benchmark applies them.
 set -uo pipefail
@@ -45,7 +46,7 @@ import json, sys, yaml
 sys.path.insert(0, sys.argv[1])
 from tuner import listed_configurations, merged  # what the benchmark applies, the same way
 out, spec_path, costs_path, new_spec, new_costs = sys.argv[2:]
-_, _, _, block = listed_configurations(open(out).read())[0]
+*_, block = listed_configurations(open(out).read())[0]
 spec = merged(yaml.safe_load(open(spec_path)), block)
 yaml.safe_dump(spec, open(new_spec, "w"))
 factor = spec["pipeline"]["micro_batch_size"] / 4
@@ -131,7 +132,7 @@ import json, sys, yaml
 sys.path.insert(0, sys.argv[1])
 from tuner import listed_configurations, merged
 out, spec_path, at4, at1, new_spec, new_costs = sys.argv[2:]
-_, _, _, block = listed_configurations(open(out).read())[0]
+*_, block = listed_configurations(open(out).read())[0]
 spec = merged(yaml.safe_load(open(spec_path)), block)
 yaml.safe_dump(spec, open(new_spec, "w"))
 b = spec["pipeline"]["micro_batch_size"]
@@ -167,4 +168,33 @@ grep -q -- "--layer-costs given 3 times" out || fail "three --layer-costs: not s
 "$PPCTL" plan job.yaml --layer-costs costs_mbs1.json > out 2>&1
 [ $? -eq 2 ] || fail "a costs file at another micro batch size was accepted by plain plan"
 grep -q "micro_batch_size 1, but the spec's pipeline.micro_batch_size is 4" out || fail "plain plan: the costs file's size is not named"
+
+# Calibrated on two probe runs (run directories with metrics.jsonl): the fit is printed with each probe's
+# measured and simulated step, every listed configuration has a predicted step, and the spec's own
+# configuration (the first probe's) is predicted at the probe's measured median step.
+cat > probe.yaml <<'YAML'
+model: {layers: 4, hidden: 32, heads: 4, seq_len: 32}
+pipeline: {stages: 2, schedule: 1f1b, microbatches: 2, micro_batch_size: 4}
+data: {path: corpus.txt}
+train: {steps: 5}
+observe: {trace_steps: 4, tensorboard: false}
+YAML
+sed 's/microbatches: 2, micro_batch_size: 4/microbatches: 8, micro_batch_size: 1/' probe.yaml > probe1.yaml
+"$PPCTL" train probe.yaml --run-dir run4 > out 2>&1 || fail "the probe run at mbs 4 exited $?"
+"$PPCTL" train probe1.yaml --run-dir run1 > out 2>&1 || fail "the probe run at mbs 1 exited $?"
+"$PPCTL" plan probe.yaml --tune --layer-costs run4 --layer-costs run1 > out 2>&1 || fail "plan --tune on two runs exited $?"
+grep -q "^calibrated predicted step = simulated step .* (run4 (mbs 4, 4 compute actions on the busiest rank): measured [0-9.]*, simulated [0-9.]*; run1 (mbs 1, 16 compute" out \
+  || fail "two runs: the calibration is not printed with both probes"
+grep -q "^top 5 by predicted step (ms)" out || fail "two runs: not ranked by the predicted step"
+[ "$(grep -c '^ [1-5]\. step [0-9.]*, predicted [0-9.]*, bubble' out)" = 5 ] || fail "two runs: a listed step has no prediction"
+"$PY" - run4/metrics.jsonl out <<'PY' || fail "two runs: the spec's own predicted step is not the probe's measured median"
+import json, re, statistics, sys
+steps = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+measured = statistics.median(1000 * r["step_time_s"] for r in steps if r.get("event") == "step" and r["step"] >= 2)
+text = open(sys.argv[2]).read()
+own = float(re.search(r"^the spec's own configuration \(1f1b, m 2 x mbs 4, recompute none\): step [0-9.]+, predicted ([0-9.]+),", text, re.M).group(1))
+probe = float(re.search(r"run4 \(mbs 4, 4 compute actions on the busiest rank\): measured ([0-9.]+)", text).group(1))
+assert abs(probe - measured) <= 0.006, (probe, measured)
+assert abs(own - measured) <= 0.011, (own, measured)
+PY
 echo "PASS [tune]"

@@ -112,6 +112,22 @@ TEST_CASE("trace_post_ms: the median Post slice (send or recv) from the given st
   CHECK_FALSE(schedule::trace_post_ms(trace_of({1.0}, {3.0}, 2), 9).has_value());
 }
 
+TEST_CASE("metrics_step_ms: the median step_time_s of the step records from the given step on, in ms") {
+  const std::string text =
+      "{\"event\":\"step\",\"step\":1,\"step_time_s\":5.0,\"skipped\":false}\n"
+      "{\"event\":\"step\",\"step\":2,\"step_time_s\":0.02,\"skipped\":false}\n"
+      "{\"event\":\"step\",\"step\":3,\"step_time_s\":0.9,\"skipped\":true}\n"
+      "{\"event\":\"step\",\"step\":4,\"step_time_s\":0.04}\n"
+      "{\"event\":\"step\",\"step\":5,\"step_time_s\":0.03}\n"
+      "{\"event\":\"end\",\"step_time_s\":7.0}\n"
+      "{\"event\":\"step\",\"step\":6,\"step_ti";  // a torn last line
+  CHECK(schedule::metrics_step_ms(text, 2) == Approx(30.0));  // steps 2, 4, 5: not the skipped 3
+  CHECK(schedule::metrics_step_ms(text, 1) == Approx(35.0));  // 5000, 20, 40, 30
+  CHECK(!schedule::metrics_step_ms(text, 7));
+  CHECK(!schedule::metrics_step_ms("", 1));
+  CHECK(!schedule::metrics_step_ms("not json\n[1, 2]\n", 1));
+}
+
 TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses another model or no trace") {
   test::TempDir dir;
   const auto spec = spec_in(dir, kSpec);
@@ -134,6 +150,14 @@ TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses ano
   CHECK(given.measured[1].blocks == 3);
   CHECK_THAT(given.source, ContainsSubstring("steps 2-3") && ContainsSubstring("its split [1, 3, 2]"));
   CHECK(given.notes.empty());
+  CHECK(!given.step_ms);  // no metrics.jsonl
+  REQUIRE(given.run);
+  CHECK(given.run->pipeline.stages == 3);
+  // With metrics.jsonl: the median measured step over the trace's steps used (2-3), in ms.
+  test::write_checked(run / "metrics.jsonl", "{\"event\":\"step\",\"step\":1,\"step_time_s\":9.0}\n"
+                                             "{\"event\":\"step\",\"step\":2,\"step_time_s\":0.030}\n"
+                                             "{\"event\":\"step\",\"step\":3,\"step_time_s\":0.050}\n");
+  CHECK(schedule::run_layer_costs(run.string(), spec).step_ms == Approx(40.0));
   // The same run planned with 2 stages and another runtime: fine, with a note.
   auto other = spec_in(dir, kSpec + "runtime: {precision: bf16}\n");
   CHECK_THAT(schedule::run_layer_costs(run.string(), other).notes.at(0), ContainsSubstring("runtime.precision"));

@@ -17,6 +17,7 @@ tune::Evaluated entry(double step, int64_t peak, const std::string& lever) {
   e.knobs = {config::ScheduleKind::ZBH1, 1, 16, 2, tune::Split::Auto, config::Recompute::None};
   e.changes = {{"pipeline.schedule", "zb-h1"}, {"train.recompute", "none"}, {"pipeline.layers_per_stage", ""}};
   e.step = step;
+  e.simulated = step;
   e.bubble = 0.125;
   e.peak_bytes = peak;
   e.peak_rank = 2;
@@ -42,7 +43,7 @@ TEST_CASE("format_tune lists each configuration with its step, bubble, peak and 
   result.simulated = 4;
   result.ranked = 2;
   result.ruled_out = {{"rule: pipeline.virtual_stages: too many", 5}, {"does not fit 2 GiB per rank (--memory-gib 2)", 3}};
-  result.own = {true, "", 20.0, 0.5, 1LL << 30, true, 3};
+  result.own = {true, "", 20.0, 20.0, 0.5, 1LL << 30, true, 3};
   const auto text = tune::format_tune(result, spec, options);
   CHECK_THAT(text, ContainsSubstring("32 sequences per replica per step"));
   CHECK_THAT(text, ContainsSubstring("at most 2 GiB per pipeline rank (--memory-gib 2)"));
@@ -57,6 +58,23 @@ TEST_CASE("format_tune lists each configuration with its step, bubble, peak and 
   CHECK_THAT(text, ContainsSubstring("10 candidates: 4 simulated, 2 ranked (fit); ruled out or not simulated: 8\n"));
   CHECK_THAT(text, ContainsSubstring("       5  rule: pipeline.virtual_stages: too many\n"));
   CHECK_THAT(text, !ContainsSubstring("no configuration fits"));
+  CHECK_THAT(text, ContainsSubstring("top 2 by simulated step (ms)"));
+  CHECK_THAT(text, !ContainsSubstring("calibrated"));  // costs not measured: nothing to calibrate on
+  // Calibrated on two probes: the line with the fit and each probe, each step with its prediction.
+  result.calibration.probes = {{"runs/a", 4, 16, 30.0, 25.0}, {"runs/b", 1, 64, 52.0, 23.0}};
+  result.calibration.fixed_ms = 0.5;
+  result.calibration.per_action_ms = 0.25;
+  result.top[0].step = 12.3456 + 0.5 + 0.25 * 24;
+  result.own.step = 26.5;
+  const auto calibrated = tune::format_tune(result, spec, options);
+  CHECK_THAT(calibrated, ContainsSubstring("calibrated predicted step = simulated step +0.5 ms +0.25 ms x the compute "
+                                           "actions of the busiest rank"));
+  CHECK_THAT(calibrated, ContainsSubstring("runs/a (mbs 4, 16 compute actions on the busiest rank): measured 30.00, "
+                                           "simulated 25.00; runs/b (mbs 1, 64"));
+  CHECK_THAT(calibrated, ContainsSubstring("top 2 by predicted step (ms)"));
+  CHECK_THAT(calibrated, ContainsSubstring(" 1. step 12.35, predicted 18.85, bubble 0.125"));
+  CHECK_THAT(calibrated, ContainsSubstring("step 20.00, predicted 26.50, bubble 0.500"));
+  result.calibration = {};
   result.top.clear();
   result.own.ranked = false;
   result.own.why_not = "a custom schedule";

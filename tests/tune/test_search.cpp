@@ -1,6 +1,8 @@
 // Tests of tune/search: the lower bound against the simulator, the search's determinism, its
 // memory limit, and that a listed configuration's lines give the step it printed under `ppctl plan`'s own path.
+// And the calibration on probe runs: compute_actions, the fit, the ranking by the predicted step.
 #include <catch2/catch_approx.hpp>
+#include <fmt/format.h>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -175,4 +177,74 @@ TEST_CASE("the memory limit: every listed configuration fits it, the others are 
   const auto none = run(dir, job, options);
   CHECK(none.top.empty());
   CHECK_THAT(tune::format_tune(none, job.spec, options), ContainsSubstring("no configuration fits"));
+}
+
+TEST_CASE("compute_actions: the most F, B, I and W any rank runs") {
+  using config::ScheduleKind;
+  CHECK(tune::compute_actions(schedule::generate_compute({ScheduleKind::OneFOneB, 4, 1, 4, 0})) == 8);
+  CHECK(tune::compute_actions(schedule::generate_compute({ScheduleKind::ZBH1, 4, 1, 4, 0})) == 12);
+  CHECK(tune::compute_actions(schedule::generate_compute({ScheduleKind::Interleaved1F1B, 2, 2, 4, 0})) == 16);
+  CHECK(tune::compute_actions(schedule::generate({ScheduleKind::OneFOneB, 2, 1, 3, 0})) == 6);  // transfers not counted
+}
+
+TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the search ranks by the prediction") {
+  test::TempDir dir;
+  const auto job = job_in(dir);
+  auto options = measured_options();
+  // Probe a: the spec itself (1f1b, m 4 x mbs 4: 8 compute actions per rank); probe b: m 8 x mbs 2 (16).
+  auto other = job.spec;
+  other.pipeline.microbatches = 8;
+  other.pipeline.micro_batch_size = 2;
+  options.probe_runs = {{"a", job.spec, 0.0}, {"b", other, 0.0}};
+  const auto simulated = tune::calibrate(job.spec, options);
+  REQUIRE(simulated.probes.size() == 2);
+  CHECK(simulated.probes[0].actions == 8);
+  CHECK(simulated.probes[1].actions == 16);
+  const double sim_a = simulated.probes[0].simulated;
+  const double sim_b = simulated.probes[1].simulated;
+  CHECK(sim_a == Approx(run(dir, job, measured_options()).own.simulated));
+
+  SECTION("one probe: a constant") {
+    options.probe_runs = {{"a", job.spec, sim_a + 10.0}};
+    const auto result = run(dir, job, options);
+    CHECK(result.calibration.fixed_ms == Approx(10.0));
+    CHECK(result.calibration.per_action_ms == 0.0);
+    CHECK(result.own.step == Approx(sim_a + 10.0));
+    for (const auto& e : result.top) CHECK(e.step == Approx(e.simulated + 10.0));
+  }
+  SECTION("two probes: fixed + per action, through both; every listed step is its simulated step plus that") {
+    options.probe_runs = {{"a", job.spec, sim_a + 10.0 + 0.5 * 8}, {"b", other, sim_b + 10.0 + 0.5 * 16}};
+    const auto result = run(dir, job, options);
+    CHECK(result.calibration.fixed_ms == Approx(10.0));
+    CHECK(result.calibration.per_action_ms == Approx(0.5));
+    CHECK(result.calibration.clamped.empty());
+    CHECK(result.own.step == Approx(sim_a + 14.0));  // the spec is probe a: predicted = measured
+    const tune::SpecEditor editor(kSpec, dir.path.string());
+    REQUIRE(result.top.size() == 5);
+    for (size_t i = 0; i < result.top.size(); ++i) {
+      const auto& e = result.top[i];
+      const auto program = schedule::job_program(editor.apply(e.changes));
+      CHECK(e.step == Approx(e.simulated + 10.0 + 0.5 * static_cast<double>(tune::compute_actions(program))));
+      if (i > 0) CHECK(result.top[i - 1].step <= e.step + 1e-6);
+    }
+    const auto text = tune::format_tune(result, job.spec, options);
+    CHECK_THAT(text, ContainsSubstring("calibrated predicted step = simulated step +10 ms +0.5 ms x the compute actions") &&
+                         ContainsSubstring("top 5 by predicted step") &&
+                         ContainsSubstring(fmt::format(" 1. step {:.2f}, predicted {:.2f},", result.top[0].simulated,
+                                                       result.top[0].step)));
+  }
+  SECTION("two probes disagreeing (more actions, less left over): no per-action part, the mean, said") {
+    options.probe_runs = {{"a", job.spec, sim_a + 10.0}, {"b", other, sim_b + 2.0}};
+    const auto result = run(dir, job, options);
+    CHECK(result.calibration.per_action_ms == 0.0);
+    CHECK(result.calibration.fixed_ms == Approx(6.0));
+    CHECK_THAT(tune::format_tune(result, job.spec, options), ContainsSubstring("  clamped the probe with more actions"));
+  }
+  SECTION("no probe run: the simulated step, said") {
+    options.probe_runs.clear();
+    const auto result = run(dir, job, options);
+    CHECK(!result.calibration.calibrated());
+    for (const auto& e : result.top) CHECK(e.step == e.simulated);
+    CHECK_THAT(tune::format_tune(result, job.spec, options), ContainsSubstring("calibrated no: no probe run directory"));
+  }
 }
