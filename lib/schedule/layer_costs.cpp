@@ -235,7 +235,9 @@ GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpe
                            first, last, fmt::join(counts, ", "));
   out.micro_batch_size = run.pipeline.micro_batch_size;
   out.transfer_post_ms = trace_post_ms(*trace_text, first);
-  if (const auto metrics = read_text(dir / "metrics.jsonl")) out.step_ms = metrics_step_ms(*metrics, first);
+  // The first step carries start-up costs: never part of the measured step, even when it is all that was traced.
+  if (const auto metrics = read_text(dir / "metrics.jsonl"))
+    out.step_ms = metrics_step_ms(*metrics, std::max<int64_t>(first, 2));
   if (first == last) out.notes.push_back("one step traced: its times include start-up costs");
   for (auto& note : runtime_differences(run, spec)) out.notes.push_back(std::move(note));
   out.run = std::move(run);

@@ -42,8 +42,8 @@ std::vector<plan::PieceTime> trace_stage_times(const std::string& trace_text, co
 /// recompute, threads per worker) become notes.
 /// With `any_micro_batch_size` (`ppctl plan --tune`'s probes) a run at another micro batch size is taken,
 /// its size in GivenLayerCosts::micro_batch_size. GivenLayerCosts::transfer_post_ms is trace_post_ms's,
-/// GivenLayerCosts::run the run's spec and GivenLayerCosts::step_ms metrics_step_ms's over the trace's steps
-/// used (from `first_step` on; none without metrics.jsonl).
+/// GivenLayerCosts::run the run's spec and GivenLayerCosts::step_ms metrics_step_ms's from the trace's first
+/// step used on, never from step 1 (none without metrics.jsonl, or when the run had one step).
 GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpec& spec,
                                 bool any_micro_batch_size = false);
 

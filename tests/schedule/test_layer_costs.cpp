@@ -158,6 +158,11 @@ TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses ano
                                              "{\"event\":\"step\",\"step\":2,\"step_time_s\":0.030}\n"
                                              "{\"event\":\"step\",\"step\":3,\"step_time_s\":0.050}\n");
   CHECK(schedule::run_layer_costs(run.string(), spec).step_ms == Approx(40.0));
+  // One step traced: its trace is used (with a note), its step time (start-up included) is not.
+  test::write_checked(run / "trace.json", trace_of({0.7, 1.5, 7.0}, {1.8, 4.5, 7.0}, 1));
+  test::write_checked(run / "metrics.jsonl", "{\"event\":\"step\",\"step\":1,\"step_time_s\":9.0}\n");
+  CHECK(!schedule::run_layer_costs(run.string(), spec).step_ms);
+  test::write_checked(run / "trace.json", trace_of({0.7, 1.5, 7.0}, {1.8, 4.5, 7.0}, 3));
   // The same run planned with 2 stages and another runtime: fine, with a note.
   auto other = spec_in(dir, kSpec + "runtime: {precision: bf16}\n");
   CHECK_THAT(schedule::run_layer_costs(run.string(), other).notes.at(0), ContainsSubstring("runtime.precision"));
