@@ -200,12 +200,16 @@ bool llama_family(Arch arch);
 
 /// pipeline.zb_auto: the costs the zb-auto schedule places each W with (schedule/zb_auto.hpp). A cost list
 /// holds one entry (every stage) or one per stage (pipeline.stages entries, stage order). The defaults are
-/// `ppctl plan`'s (F 1, I 1, W 1 ms; nothing for deferring or sending).
+/// `ppctl plan`'s (F 1, I 1, W 1 ms, B = I + W; nothing for deferring or sending).
 struct ZbAutoSpec {
   std::vector<double> forward{1.0};        ///< `f`: ms of one F per stage. Each in [0, 1e9].
   std::vector<double> input_grad{1.0};     ///< `i`: ms of one I (input-gradient backward). Each in [0, 1e9].
   std::vector<double> weight_grad{1.0};    ///< `w`: ms of one W (weight-gradient backward) run right after its I.
                                            ///< Each in [0, 1e9].
+  std::vector<double> backward;            ///< `b`: ms of one unsplit backward B per stage, what 1F1B (a zb-auto
+                                           ///< candidate) runs; often below I + W (on CPUs the split backward costs
+                                           ///< 35-40% more: docs/benchmarks.md). Each in [0, 1e9]. Empty (not
+                                           ///< given, the default) = I + W of each stage.
   std::vector<double> defer_penalty{0.0};  ///< `defer_penalty`: ms a W costs more when it does not run right after
                                            ///< its I (docs/benchmarks.md: about 0.2 x W on CPUs). Each in [0, 1e9].
   double p2p_latency = 0.0;                ///< `p2p_latency`: ms added to every transfer between ranks. [0, 1e9].

@@ -413,7 +413,8 @@ std::string costs_text(const std::vector<double>& values) {
   return values.size() == 1 ? fmt::format("{:g}", values.front()) : fmt::format("[{:g}]", fmt::join(values, ", "));
 }
 
-/// pipeline.zb_auto: only with schedule zb-auto, and each cost list one entry (every stage) or one per stage.
+/// pipeline.zb_auto: only with schedule zb-auto, and each cost list one entry (every stage) or one per stage
+/// (b may be absent: empty).
 void check_zb_auto(SpecState& s) {
   const PipelineSpec& p = s.spec.pipeline;
   const std::string path = "pipeline.zb_auto";
@@ -421,8 +422,9 @@ void check_zb_auto(SpecState& s) {
   if (written == s.seen.end() || !s.usable(path) || !s.usable("pipeline.schedule")) return;
   if (p.schedule != ScheduleKind::ZBAuto) {
     const ZbAutoSpec& z = p.zb_auto;
-    const std::string value = fmt::format("{{f: {}, i: {}, w: {}, defer_penalty: {}, p2p_latency: {:g}, max_in_flight: {}}}",
-                                          costs_text(z.forward), costs_text(z.input_grad), costs_text(z.weight_grad),
+    const std::string b = z.backward.empty() ? "" : fmt::format(", b: {}", costs_text(z.backward));
+    const std::string value = fmt::format("{{f: {}, i: {}, w: {}{}, defer_penalty: {}, p2p_latency: {:g}, max_in_flight: {}}}",
+                                          costs_text(z.forward), costs_text(z.input_grad), costs_text(z.weight_grad), b,
                                           costs_text(z.defer_penalty), z.p2p_latency, z.max_in_flight);
     s.combination_problem(path, "pipeline.schedule", value,
                           fmt::format("only applies to schedule zb-auto (pipeline.schedule is {})",
@@ -435,10 +437,11 @@ void check_zb_auto(SpecState& s) {
       {"f", &p.zb_auto.forward},
       {"i", &p.zb_auto.input_grad},
       {"w", &p.zb_auto.weight_grad},
+      {"b", &p.zb_auto.backward},
       {"defer_penalty", &p.zb_auto.defer_penalty}};
   for (const auto& [key, values] : lists) {
     const auto n = static_cast<int64_t>(values->size());
-    if (n == 1 || n == p.stages) continue;
+    if (n == 1 || n == p.stages || (n == 0 && values == &p.zb_auto.backward)) continue;  // b not given: I + W
     s.c.problems.add(written->second.line, fmt::format("{}.{}", path, key), costs_text(*values),
                      fmt::format("has {} entries but pipeline.stages is {}", n, p.stages),
                      fmt::format("give one number for every stage, or {} (one per stage, in stage order)", p.stages));

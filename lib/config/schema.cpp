@@ -248,7 +248,7 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         word_field("balance", p.balance, {"uniform", "auto"}, "write balance: auto or balance: uniform",
                    "how the blocks are split when layers_per_stage is not given"),
         // Checked against the schedule and pipeline.stages once every key is read (rules.cpp, check_zb_auto).
-        row("zb_auto", FieldType::Mapping, "zb-auto only: {f, i, w, defer_penalty, p2p_latency, max_in_flight}, ms",
+        row("zb_auto", FieldType::Mapping, "zb-auto only: {f, i, w, b, defer_penalty, p2p_latency, max_in_flight}, ms",
             "", [&p](Context& c, const Entry& e) { return read_zb_auto(c, e, p.zb_auto); })}},
       {"data",
        {data_field("path", data_entries.path, "text: paths or globs; tokens: the file; megatron: the PREFIX"),

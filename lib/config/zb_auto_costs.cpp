@@ -42,13 +42,14 @@ bool read_costs(Context& c, const Entry& e, std::vector<double>& out) {
 bool read_zb_auto(Context& c, const Entry& e, ZbAutoSpec& out) {
   if (!e.value.IsMap()) {
     c.bad(e, "must be a mapping of zb-auto's costs in ms",
-          "write e.g. zb_auto: {f: 1, i: 1, w: 1, defer_penalty: 0.2} (see configs/README.md, zb-auto)");
+          "write e.g. zb_auto: {f: 1, i: 1, w: 1, b: 1.5, defer_penalty: 0.2} (see configs/README.md, zb-auto)");
     return false;
   }
   ZbAutoSpec z = out;
   const std::map<std::string, std::vector<double>*> lists{
-      {"f", &z.forward}, {"i", &z.input_grad}, {"w", &z.weight_grad}, {"defer_penalty", &z.defer_penalty}};
-  const std::vector<std::string> keys{"f", "i", "w", "defer_penalty", "p2p_latency", "max_in_flight"};
+      {"f", &z.forward}, {"i", &z.input_grad}, {"w", &z.weight_grad}, {"b", &z.backward},
+      {"defer_penalty", &z.defer_penalty}};
+  const std::vector<std::string> keys{"f", "i", "w", "b", "defer_penalty", "p2p_latency", "max_in_flight"};
   bool ok = true;
   for (const auto& item : e.value) {
     const std::string key = item.first.IsScalar() ? item.first.Scalar() : "";

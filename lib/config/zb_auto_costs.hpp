@@ -7,9 +7,10 @@
 
 namespace ppctl::config::detail {
 
-/// Reads a mapping such as `{f: 1.2, i: [0.1, 1, 1, 1], w: 1, defer_penalty: 0.2, p2p_latency: 0.05,
+/// Reads a mapping such as `{f: 1.2, i: [0.1, 1, 1, 1], w: 1, b: 1.5, defer_penalty: 0.2, p2p_latency: 0.05,
 /// max_in_flight: 4}` into `out` (ZbAutoSpec, every key optional, a null value as if absent):
-///   f, i, w, defer_penalty: ms, a number or a non-empty list of numbers, each in [0, 1e9];
+///   f, i, w, b, defer_penalty: ms, a number or a non-empty list of numbers, each in [0, 1e9] (b not given:
+///   ZbAutoSpec::backward stays empty, B = I + W);
 ///   p2p_latency: ms, a number in [0, 1e9]; max_in_flight: an integer in [0, 1e6].
 /// An unknown key is a problem naming the keys it takes (and the closest one). List lengths (1 or
 /// pipeline.stages) are checked by rules.cpp once pipeline.stages is known. Each problem names `e`'s path

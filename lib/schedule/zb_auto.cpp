@@ -304,6 +304,7 @@ CostModel zb_auto_cost_model(const ScheduleParams& params) {
   check_list(z.forward, "f", p);
   check_list(z.input_grad, "i", p);
   check_list(z.weight_grad, "w", p);
+  if (!z.backward.empty()) check_list(z.backward, "b", p);
   check_list(z.defer_penalty, "defer_penalty", p);
   PPCTL_CHECK(std::isfinite(z.p2p_latency) && z.p2p_latency >= 0.0, ScheduleError,
               fmt::format("zb-auto: pipeline.zb_auto.p2p_latency is {}", z.p2p_latency),
@@ -316,7 +317,8 @@ CostModel zb_auto_cost_model(const ScheduleParams& params) {
   for (int64_t s = 0; s < p; ++s) {
     const double i = entry(z.input_grad, s);
     const double w = entry(z.weight_grad, s);
-    costs.stages.push_back({entry(z.forward, s), i + w, i, w, entry(z.defer_penalty, s)});
+    const double b = z.backward.empty() ? i + w : entry(z.backward, s);
+    costs.stages.push_back({entry(z.forward, s), b, i, w, entry(z.defer_penalty, s)});
   }
   costs.p2p_latency = z.p2p_latency;
   return costs;
@@ -399,6 +401,10 @@ ZbAutoPlan plan_zb_auto(const ScheduleParams& params) {
   plan.step_time = search.best_simulation().step_time;
   plan.peak_in_flight = search.best_simulation().peak_activations;
   plan.deferred_w = deferred_w(plan.program);
+  plan.backward_given = !params.zb_auto.backward.empty();
+  plan.backward_split = std::none_of(plan.program.ranks.begin(), plan.program.ranks.end(), [](const RankProgram& r) {
+    return std::any_of(r.begin(), r.end(), [](const Action& a) { return a.kind == ActionKind::B; });
+  });
   plan.candidates = search.candidates();
   return plan;
 }
@@ -408,27 +414,38 @@ std::string format_zb_auto(const ZbAutoPlan& plan) {
   std::string costs;
   const bool uniform = std::all_of(stages.begin(), stages.end(), [&](const StageCosts& c) {
     return c.forward == stages[0].forward && c.input_grad == stages[0].input_grad &&
-           c.weight_grad == stages[0].weight_grad && c.defer_penalty == stages[0].defer_penalty;
+           c.weight_grad == stages[0].weight_grad && c.backward == stages[0].backward &&
+           c.defer_penalty == stages[0].defer_penalty;
   });
+  // B only when pipeline.zb_auto.b was given (otherwise it is I + W, as the first line says).
+  const auto b = [&](const char* prefix, const StageCosts& c) {
+    return plan.backward_given ? fmt::format("{}{:g}", prefix, c.backward) : std::string();
+  };
   if (uniform) {
-    costs = fmt::format("F {:g}, I {:g}, W {:g} ms per stage, W deferred +{:g} ms", stages[0].forward,
-                        stages[0].input_grad, stages[0].weight_grad, stages[0].defer_penalty);
+    costs = fmt::format("F {:g}, I {:g}, W {:g}{} ms per stage, W deferred +{:g} ms", stages[0].forward,
+                        stages[0].input_grad, stages[0].weight_grad, b(", B ", stages[0]), stages[0].defer_penalty);
   } else {
     std::vector<std::string> parts;
     for (size_t s = 0; s < stages.size(); ++s)
-      parts.push_back(fmt::format("{}: F {:g} I {:g} W {:g} +{:g}", s, stages[s].forward, stages[s].input_grad,
-                                  stages[s].weight_grad, stages[s].defer_penalty));
-    costs = fmt::format("costs per stage in ms (F, I, W, + when a W is deferred) {}", fmt::join(parts, "; "));
+      parts.push_back(fmt::format("{}: F {:g} I {:g} W {:g}{} +{:g}", s, stages[s].forward, stages[s].input_grad,
+                                  stages[s].weight_grad, b(" B ", stages[s]), stages[s].defer_penalty));
+    costs = fmt::format("costs per stage in ms (F, I, W, {}+ when a W is deferred) {}", plan.backward_given ? "B, " : "",
+                        fmt::join(parts, "; "));
   }
   std::string out = fmt::format("zb-auto: W placed for {}; p2p {:g} ms (pipeline.zb_auto; not given: F = I = W = 1, "
-                                "nothing for deferring or sending)\n",
+                                "B (pipeline.zb_auto.b) = I + W, nothing for deferring or sending)\n",
                                 costs, plan.costs.p2p_latency);
-  out += fmt::format("  in flight (microbatches from F to W) at most {} per rank (pipeline.zb_auto.max_in_flight; "
+  out += fmt::format("  in flight (microbatches from F to W, or to B) at most {} per rank (pipeline.zb_auto.max_in_flight; "
                      "0 = pipeline.stages, never below 1F1B's p - rank)\n",
                      per_rank(plan.in_flight_limit));
   out += fmt::format("  chosen of {} placements simulated: {}\n", plan.candidates, plan.placement);
-  out += fmt::format("  W deferred (not right after its I) per rank: {} of {}; peak in flight {}\n",
-                     per_rank(plan.deferred_w), plan.program.num_microbatches, per_rank(plan.peak_in_flight));
+  if (plan.backward_split) {
+    out += fmt::format("  W deferred (not right after its I) per rank: {} of {}; peak in flight {}\n",
+                       per_rank(plan.deferred_w), plan.program.num_microbatches, per_rank(plan.peak_in_flight));
+  } else {
+    out += fmt::format("  no W: every backward runs unsplit (B), cheaper here than I then W; peak in flight {}\n",
+                       per_rank(plan.peak_in_flight));
+  }
   const auto versus = [&](double other) {
     return other > 0.0 ? fmt::format("{:+.1f}%", 100.0 * (plan.step_time - other) / other) : std::string("-");
   };

@@ -15,10 +15,10 @@
 namespace ppctl::schedule {
 
 /// The cost model zb-auto places W with, from params.zb_auto (config::ZbAutoSpec): for stage s, F = f,
-/// I = i, W = w, defer_penalty (each list's entry s, or its only entry), and B = i + w (what the backward
-/// costs unsplit, for comparing with 1F1B); p2p_latency as given, no gradient reduction. Throws
-/// ppctl::ScheduleError naming pipeline.zb_auto's key when a list has neither 1 nor params.ranks entries
-/// or a value is negative or not finite.
+/// I = i, W = w, defer_penalty (each list's entry s, or its only entry), and B = b (what the backward
+/// costs unsplit, which 1F1B runs; b empty, not given: i + w); p2p_latency as given, no gradient
+/// reduction. Throws ppctl::ScheduleError naming pipeline.zb_auto's key when a list has neither 1 nor
+/// params.ranks entries (b: nor 0) or a value is negative or not finite.
 CostModel zb_auto_cost_model(const ScheduleParams& params);
 
 /// Per rank r, the most microbatches it may hold activations for at once (from its F to its W, as
@@ -49,14 +49,18 @@ Program place_w(const ScheduleParams& params, const CostModel& costs, const std:
 
 /// What zb-auto chose, and what it was compared with.
 struct ZbAutoPlan {
-  Program program;                       ///< compute only, as generate_compute returns it
+  Program program;                       ///< compute only, as generate_compute returns it: F, I and W, or
+                                         ///< F and B when 1F1B (the backward not split) was chosen
   CostModel costs;                       ///< zb_auto_cost_model(params)
   std::vector<int64_t> in_flight_limit;  ///< zb_auto_in_flight_limits(params)
   std::string placement;                 ///< how the chosen program places W, in words
-  std::vector<int64_t> deferred_w;       ///< per rank: W not right after their I (charged defer_penalty)
+  std::vector<int64_t> deferred_w;       ///< per rank: W not right after their I (charged defer_penalty); 0 when
+                                         ///< the program has no W
+  bool backward_given = false;           ///< pipeline.zb_auto.b was given (costs' B is it, not I + W)
+  bool backward_split = true;            ///< the program runs I and W; false: 1F1B's unsplit B (cheaper under b)
   std::vector<int64_t> peak_in_flight;   ///< per rank: Simulation::peak_activations of the program
   double step_time = 0.0;                ///< simulated ms of `program` under `costs`
-  double one_f_one_b_step = 0.0;         ///< simulated ms of 1F1B (B unsplit, = I + W) under `costs`
+  double one_f_one_b_step = 0.0;         ///< simulated ms of 1F1B (B unsplit: b, or I + W) under `costs`
   double zb_h1_step = 0.0;               ///< simulated ms of ZB-H1 under `costs` (its deferred W charged)
   bool zb_h1_fits = false;               ///< ZB-H1 holds no more than in_flight_limit on every rank
   int64_t candidates = 0;                ///< programs simulated to choose
@@ -64,9 +68,11 @@ struct ZbAutoPlan {
 
 /// zb-auto for `params` (kind zb-auto, one stage per rank): of the candidates it simulates under
 /// zb_auto_cost_model(params), the first with the least step time. In this order: W right after its I
-/// (1F1B split; never slower than 1F1B), 1F1B itself, ZB-H1 (when it fits in_flight_limit); then place_w
-/// with ZB-H1's lags (r) and the most the limit allows, deferring only the W the cooldown can take (from
-/// m - min(p - r, m) - lag) or from microbatch 0, with fill infinite, 1, 0.5 and 0 (W into idle gaps never,
+/// (1F1B split; never slower than 1F1B when B = I + W), 1F1B itself (its B unsplit: chosen only when
+/// strictly faster, e.g. pipeline.zb_auto.b below I + W; the program then has B, no I nor W), ZB-H1 (when
+/// it fits in_flight_limit); then place_w with ZB-H1's lags (r) and the most the limit allows, deferring
+/// only the W the cooldown can take (from m - min(p - r, m) - lag) or from microbatch 0, with fill
+/// infinite, 1, 0.5 and 0 (W into idle gaps never,
 /// that fit it, half fit it, any); then a coordinate search from the best over each rank's lag and
 /// defer_from and the fill, until a round over every coordinate improves nothing. The candidates after
 /// the first three stop once about 3 million actions have been placed and simulated in all
@@ -75,9 +81,10 @@ struct ZbAutoPlan {
 /// most its limit. Throws ppctl::ScheduleError via check_params.
 ZbAutoPlan plan_zb_auto(const ScheduleParams& params);
 
-/// What `ppctl plan` prints for zb-auto: the costs used, the in-flight limits, the placement chosen and
-/// why (W deferred per rank, peaks, the simulated step against 1F1B's and ZB-H1's), several lines, each
-/// ending in '\n'.
+/// What `ppctl plan` prints for zb-auto: the costs used (B only when pipeline.zb_auto.b was given; not
+/// given it is I + W), the in-flight limits, the placement chosen and why (W deferred per rank, or that the
+/// backward runs unsplit when 1F1B was chosen; peaks; the simulated step against 1F1B's and ZB-H1's),
+/// several lines, each ending in '\n'.
 std::string format_zb_auto(const ZbAutoPlan& plan);
 
 }  // namespace ppctl::schedule

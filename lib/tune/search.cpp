@@ -326,18 +326,20 @@ void Search::place_zb_auto(const std::vector<Evaluated>& top) {
     });
     Knobs knobs{config::ScheduleKind::ZBAuto, 1, k.microbatches, k.micro_batch_size, k.split, k.recompute};
     auto changes = changes_of(knobs, spec_);
-    std::vector<double> f, i, w;
+    std::vector<double> f, i, w, b;
     for (const auto& stage : source->costs.stages) {
       f.push_back(stage.forward);
       i.push_back(stage.input_grad);
       w.push_back(stage.weight_grad);
+      b.push_back(stage.backward);  // B unsplit, for zb-auto's 1F1B candidate (often below I + W when measured)
     }
     set_split(changes, split_of(source->layout));
     const int64_t limit = spec_.pipeline.schedule == config::ScheduleKind::ZBAuto ? spec_.pipeline.zb_auto.max_in_flight : 0;
     drop(changes, "pipeline.zb_auto");
     changes.push_back({"pipeline.zb_auto",
-                       fmt::format("{{f: {}, i: {}, w: {}, defer_penalty: {:.6g}, p2p_latency: {:.6g}, max_in_flight: {}}}",
-                                   cost_list(f), cost_list(i), cost_list(w), options_.defer_penalty,
+                       fmt::format("{{f: {}, i: {}, w: {}, b: {}, defer_penalty: {:.6g}, p2p_latency: {:.6g}, "
+                                   "max_in_flight: {}}}",
+                                   cost_list(f), cost_list(i), cost_list(w), cost_list(b), options_.defer_penalty,
                                    options_.p2p_latency, limit)});
     Prepared candidate{knobs, changes, {}, nullptr, {}, {}, 0.0, order++};
     try {

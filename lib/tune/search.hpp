@@ -150,8 +150,8 @@ plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_
 /// pruned). A candidate over the memory limit is tried with the memory levers whose time the cost model does
 /// not predict (optimizer.distributed with dp > 1, runtime.precision bf16-params, both, bf16 from fp32), the first
 /// that fits.
-/// zb-auto is placed (its W from the candidate's own stage costs, written as pipeline.zb_auto with the
-/// split as pipeline.layers_per_stage) for the m, split and recompute of each 1f1b and zb-h1 in the top list,
+/// zb-auto is placed (its W from the candidate's own stage costs F, I, W and B, written as pipeline.zb_auto
+/// f, i, w and b, with the split as pipeline.layers_per_stage) for the m, split and recompute of each 1f1b and zb-h1 in the top list,
 /// when p x m <= 131072, and ranked when strictly faster than that entry. `spec_text` and `base_dir` are the spec's YAML and folder; `layout` and `program`
 /// the spec's own (job::prepare_job). Deterministic. Throws ppctl::ConfigError when `spec_text` is not a
 /// YAML mapping.

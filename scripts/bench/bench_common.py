@@ -79,16 +79,22 @@ def stage_costs(rank_costs, ranks, virtual_stages, schedule):
     return values
 
 
-def zb_auto_mapping(kept, deferred):
+def zb_auto_mapping(kept, deferred, fused=None):
     """pipeline.zb_auto as YAML flow text from two probe runs' per-rank mean costs (dicts of "F", "I", "W" ms):
     `kept` ran every W right after its I (zb-auto with a defer penalty above any step), `deferred` is zb-h1,
     which defers the W of ranks 1..p-1. Each of those ranks' defer penalty is the difference of their W (at
-    least 0); rank 0, which never defers under zb-h1, takes the others' mean penalty as a share of its W."""
+    least 0); rank 0, which never defers under zb-h1, takes the others' mean penalty as a share of its W.
+    `fused` (optional) are a third run's means, of 1f1b (dicts with "B" ms, the backward unsplit): given, the
+    mapping gets `b` (a rank without a B mean takes its I + W), so that zb-auto can choose 1F1B where B costs
+    less than I then W; not given, zb-auto takes B as I + W."""
     ranks = len(kept)
     penalty = [max(0.0, deferred[r].get("W", 0.0) - kept[r].get("W", 0.0)) for r in range(ranks)]
     shares = [penalty[r] / kept[r]["W"] for r in range(1, ranks) if kept[r].get("W")]
     if shares:
         penalty[0] = statistics.mean(shares) * kept[0].get("W", 0.0)
     text = lambda values: "[" + ", ".join(f"{v:.3f}" for v in values) + "]"  # noqa: E731
+    b = ""
+    if fused is not None:
+        b = ", b: " + text([fused[r].get("B") or kept[r].get("I", 0.0) + kept[r].get("W", 0.0) for r in range(ranks)])
     return (f"{{f: {text([k['F'] for k in kept])}, i: {text([k.get('I', 0.0) for k in kept])}, "
-            f"w: {text([k.get('W', 0.0) for k in kept])}, defer_penalty: {text(penalty)}}}")
+            f"w: {text([k.get('W', 0.0) for k in kept])}{b}, defer_penalty: {text(penalty)}}}")

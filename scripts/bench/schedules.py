@@ -25,7 +25,7 @@ CONFIGS = [
     ("gpipe p4", 4, "gpipe", 1),
     ("1f1b p4", 4, "1f1b", 1),
     ("zb-h1 p4", 4, "zb-h1", 1),
-    ("zb-auto p4", 4, "zb-auto", 1),  # after zb-h1 p4: its costs come from that row and a probe
+    ("zb-auto p4", 4, "zb-auto", 1),  # after 1f1b and zb-h1 p4: its costs come from those rows and a probe
     ("gpipe p2", 2, "gpipe", 1),
     ("1f1b p2", 2, "1f1b", 1),
     ("zb-h1 p2", 2, "zb-h1", 1),
@@ -92,17 +92,20 @@ def main():
     print(f"{'configuration':<24} {'sim step ms':>11} {'meas step ms':>12} {'ratio':>6} "
           f"{'sim bubble':>10} {'meas bubble':>11}   costs F,B,I,W ms (measured means)")
     zb_h1_costs = {}  # p -> the zb-h1 row's per-rank costs (its W deferred)
+    one_f_one_b_costs = {}  # p -> the 1f1b row's per-rank costs (its B unsplit: zb-auto's b)
     with tempfile.TemporaryDirectory() as workdir:
         for label, ranks, schedule, v in CONFIGS:
             zb_auto = ""
             if schedule == "zb-auto":
                 kept = run(f"{label} probe", ranks, schedule, v, args.steps, workdir, "{defer_penalty: 1000000}")[5]
-                zb_auto = zb_auto_mapping(kept, zb_h1_costs[ranks])
+                zb_auto = zb_auto_mapping(kept, zb_h1_costs[ranks], one_f_one_b_costs.get(ranks))
                 print(f"  {label}: pipeline.zb_auto {zb_auto}", flush=True)
             sim_step, sim_bubble, step, bubble, costs, per_rank = run(label, ranks, schedule, v, args.steps, workdir,
                                                                       zb_auto)
             if schedule == "zb-h1":
                 zb_h1_costs[ranks] = per_rank
+            if schedule == "1f1b":
+                one_f_one_b_costs[ranks] = per_rank
             print(f"{label:<24} {sim_step:>11.1f} {step:>12.1f} {step / sim_step:>6.2f} "
                   f"{sim_bubble:>10.3f} {bubble:>11.3f}   {costs}", flush=True)
 

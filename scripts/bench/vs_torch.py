@@ -7,7 +7,7 @@ SwiGLU, grouped-query attention, untied head; the peer builds it from transforme
 Schedules: every family both engines have (SCHEDULES; torch's classes in torch_pipelining_worker.py):
 gpipe, 1f1b, interleaved-1f1b and zbv with 2 stages per rank, zb-h1 (torch: ScheduleInterleavedZeroBubble
 with one stage per rank, its closest equivalent), and zb-auto (ppctl's W placed from costs; the peer runs
-the same class as for zb-h1). zb-auto's costs (pipeline.zb_auto) come from two short probe runs of ppctl
+the same class as for zb-h1). zb-auto's costs (pipeline.zb_auto) come from three short probe runs of ppctl
 before its rows (zb_auto_costs). A configuration whose model has fewer blocks than stages (p x v) is
 skipped with a note.
 
@@ -208,13 +208,14 @@ def simulated_step(spec, cfg, rank_costs):
 
 
 def zb_auto_costs(cfg, workdir):
-    """pipeline.zb_auto for a zb-auto configuration, as YAML text, from two probe runs of ppctl on its model
+    """pipeline.zb_auto for a zb-auto configuration, as YAML text, from three probe runs of ppctl on its model
     and stages (`--warmup` + 2 steps each): zb-auto with a defer penalty above any step runs every W right
     after its I, which gives each rank's F, I and W; zb-h1 defers the W of ranks 1..p-1, and the difference
     of their W (at least 0) is each of those ranks' defer penalty. Rank 0 never defers under zb-h1: it takes
-    the mean penalty of the others as a share of W. With one stage there is nothing to defer (penalty 0)."""
+    the mean penalty of the others as a share of W. With one stage there is nothing to defer (penalty 0).
+    1f1b runs the backward unsplit: its B is `b`, so zb-auto can choose 1F1B where B costs less than I + W."""
     means = {}
-    for schedule, extra in (("zb-auto", "{defer_penalty: 1000000}"), ("zb-h1", "")):
+    for schedule, extra in (("zb-auto", "{defer_penalty: 1000000}"), ("zb-h1", ""), ("1f1b", "")):
         probe = Config(cfg.model, cfg.stages, schedule, cfg.args)
         probe.label = f"{cfg.label} probe {schedule}"
         probe.zb_auto = extra
@@ -225,7 +226,7 @@ def zb_auto_costs(cfg, workdir):
         if code != 0 or len(timing) != cfg.stages:
             raise RunFailed(f"zb-auto's probe run ({schedule}) failed ({code}):\n{out[-3000:]}")
         means[schedule] = [timing[r] for r in range(cfg.stages)]
-    return zb_auto_mapping(means["zb-auto"], means["zb-h1"])
+    return zb_auto_mapping(means["zb-auto"], means["zb-h1"], means["1f1b"])
 
 
 def run_ppctl(cfg, workdir):

@@ -106,7 +106,8 @@ PY
     ;;
   zb_auto)
     # zb-auto: plan says which costs it placed W with and how each rank placed them; a penalty above any
-    # step keeps every W right after its I; verify passes (the job's workers build the same program).
+    # step keeps every W right after its I; verify passes (the job's workers build the same program); a B
+    # (b) below I + W runs 1F1B's unsplit program.
     tiny_job 4 1 ""
     sed -i 's/schedule: 1f1b, microbatches: 4/schedule: zb-auto, microbatches: 6, zb_auto: {f: 1, i: 1, w: 3}/' \
       "$WORK/job.yaml"
@@ -126,6 +127,19 @@ PY
     [ "$code" -eq 2 ] || fail "2 I costs for 4 stages: exit $code, expected 2"
     grep -q "pipeline.zb_auto.i: value \[1, 2\]: has 2 entries but pipeline.stages is 4" "$WORK/out" \
       || fail "the wrong list length is not named: $(cat "$WORK/out")"
+    # An unsplit backward B cheaper than I then W (b): 1F1B's program is chosen (every rank runs 6 x
+    # (F + I + W) = 18 ms split, 1F1B 9 x (F + B) = 16.2 ms); plan says so, verify passes, training runs.
+    sed -i 's/zb_auto: {i: \[1, 2\]}/zb_auto: {f: 1, i: 1, w: 1, b: 0.8}/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan with b exited $?"
+    grep -q "^zb-auto: W placed for F 1, I 1, W 1, B 0.8 ms per stage" "$WORK/out" \
+      || fail "plan does not show the B cost: $(grep '^zb-auto' "$WORK/out")"
+    grep -Eq "^  chosen of [0-9]+ placements simulated: 1F1B \(the backward not split\)" "$WORK/out" \
+      || fail "1F1B not chosen with B below I + W: $(grep 'chosen of' "$WORK/out")"
+    grep -q "^  no W: every backward runs unsplit (B)" "$WORK/out" || fail "plan does not say the backward is unsplit"
+    verify_passes "$WORK/job.yaml" "(loss)"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "train with b exited $?"
+    grep -q "step 1/1 | loss [0-9.]*" "$WORK/out" || fail "no loss line for the zb-auto run with b"
+    no_leftovers
     ;;
   custom_schedule)
     # A hand-written CSV (saved with a UTF-8 byte order mark, as some editors do) runs and meets the

@@ -148,11 +148,12 @@ TEST_CASE("a custom schedule needs schedule_file, resolved to an absolute readab
 TEST_CASE("pipeline.zb_auto: zb-auto's costs, one number for every stage or one per stage", "[config][schedule]") {
   const JobSpec given = parse_ok(with_data(
       "model: {layers: 4}\npipeline:\n  stages: 4\n  schedule: zb-auto\n  zb_auto: {f: 1.5, i: [0.1, 1, 1, 1], w: 2, "
-      "defer_penalty: 0.4, p2p_latency: 0.05, max_in_flight: 6}\n"));
+      "b: [1.5, 2.5, 2.5, 2.25], defer_penalty: 0.4, p2p_latency: 0.05, max_in_flight: 6}\n"));
   const ZbAutoSpec& z = given.pipeline.zb_auto;
   CHECK(z.forward == std::vector<double>{1.5});
   CHECK(z.input_grad == std::vector<double>{0.1, 1, 1, 1});
   CHECK(z.weight_grad == std::vector<double>{2});
+  CHECK(z.backward == std::vector<double>{1.5, 2.5, 2.5, 2.25});
   CHECK(z.defer_penalty == std::vector<double>{0.4});
   CHECK(z.p2p_latency == 0.05);
   CHECK(z.max_in_flight == 6);
@@ -161,9 +162,16 @@ TEST_CASE("pipeline.zb_auto: zb-auto's costs, one number for every stage or one 
   CHECK(defaults.forward == std::vector<double>{1.0});
   CHECK(defaults.input_grad == std::vector<double>{1.0});
   CHECK(defaults.weight_grad == std::vector<double>{1.0});
+  CHECK(defaults.backward.empty());  // b not given: B = I + W (schedule::zb_auto_cost_model)
   CHECK(defaults.defer_penalty == std::vector<double>{0.0});
   CHECK(defaults.p2p_latency == 0.0);
   CHECK(defaults.max_in_flight == 0);
+  // b as one number for every stage.
+  const ZbAutoSpec one_b =
+      parse_ok(with_data("model: {layers: 4}\npipeline:\n  stages: 2\n  schedule: zb-auto\n  zb_auto: {b: 1.25}\n"))
+          .pipeline.zb_auto;
+  CHECK(one_b.backward == std::vector<double>{1.25});
+  CHECK(one_b.input_grad == std::vector<double>{1.0});
 }
 
 TEST_CASE("pipeline.zb_auto: each problem names the key, the value, the rule and the fix", "[config][schedule]") {
@@ -174,10 +182,16 @@ TEST_CASE("pipeline.zb_auto: each problem names the key, the value, the rule and
 
   const Message unknown = only_problem(with_data(zb + "{f: 1, wg: 2}\n"));
   check(unknown, 5, "pipeline.zb_auto.wg", std::nullopt,
-        "unknown key: zb-auto takes f, i, w, defer_penalty, p2p_latency, max_in_flight");
+        "unknown key: zb-auto takes f, i, w, b, defer_penalty, p2p_latency, max_in_flight");
   CHECK(unknown.hint == "did you mean 'w'?");
 
   check(only_problem(with_data(zb + "{w: -1}\n")), 5, "pipeline.zb_auto.w", "-1", "must be in [0, 1000000000]");
+  const Message b_length = only_problem(with_data(zb + "{b: [1, 2, 3]}\n"));
+  check(b_length, 5, "pipeline.zb_auto.b", "[1, 2, 3]", "has 3 entries but pipeline.stages is 2");
+  CHECK(b_length.hint == "give one number for every stage, or 2 (one per stage, in stage order)");
+  check(only_problem(with_data(zb + "{b: -0.5}\n")), 5, "pipeline.zb_auto.b", "-0.5", "must be in [0, 1000000000]");
+  check(only_problem(with_data(zb + "{b: fast}\n")), 5, "pipeline.zb_auto.b", "\"fast\"", "must be a number");
+  check(only_problem(with_data(zb + "{b: [1, x]}\n")), 5, "pipeline.zb_auto.b[1]", "\"x\"", "must be a number");
   check(only_problem(with_data(zb + "{defer_penalty: [0.1, x]}\n")), 5, "pipeline.zb_auto.defer_penalty[1]",
         "\"x\"", "must be a number");
   check(only_problem(with_data(zb + "{max_in_flight: 1.5}\n")), 5, "pipeline.zb_auto.max_in_flight", "1.5",
@@ -194,6 +208,13 @@ TEST_CASE("pipeline.zb_auto: each problem names the key, the value, the rule and
         "job.yaml:3: pipeline.zb_auto: value {f: 1, i: 1, w: 2, defer_penalty: 0, p2p_latency: 0, max_in_flight: 0}: "
         "only applies to schedule zb-auto (pipeline.schedule is zb-h1) (fix: leave pipeline.zb_auto out, or set "
         "pipeline.schedule: zb-auto)");
+  // b, when written, is in the value too; still refused with another schedule.
+  const auto other_b = problems_of(with_data("pipeline:\n  schedule: 1f1b\n  zb_auto: {b: [1.5, 2]}\n"));
+  REQUIRE(other_b.size() == 1);
+  // (A value this long is cut, saying its length.)
+  CHECK_THAT(other_b[0], ContainsSubstring("pipeline.zb_auto: value {f: 1, i: 1, w: 1, b: [1.5, 2], defer_penalty: 0, "
+                                           "p2p_latency: 0, max_in_flight:... (83 bytes in all): only applies to "
+                                           "schedule zb-auto (pipeline.schedule is 1f1b)"));
 }
 
 TEST_CASE("an unreadable schedule_file is named", "[config][schedule]") {

@@ -1,7 +1,8 @@
 // Tests of zb-auto (schedule/zb_auto.hpp): W placed from costs. Over p 1..8, m 1..16 and costs that favour
 // deferring W, that forbid it (a penalty larger than any step), that measure a CPU's and a tight in-flight
 // limit: the program validates, it is never slower than 1F1B nor ZB-H1 under the costs it was built from,
-// and no rank holds more microbatches than its limit. A golden, place_w's two ends, the text, the errors.
+// and no rank holds more microbatches than its limit. A golden, place_w's two ends, the text, the errors;
+// an unsplit backward B (pipeline.zb_auto.b) below I + W, where 1F1B's program is chosen.
 #include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -211,9 +212,21 @@ TEST_CASE("zb-auto's cost model: per stage or one for all; bad lists and values 
   const CostModel costs = zb_auto_cost_model(params);
   REQUIRE(costs.stages.size() == 3);
   CHECK(costs.stages[2].input_grad == 2);
-  CHECK(costs.stages[2].backward == 3);  // B = I + W, for 1F1B
+  CHECK(costs.stages[2].backward == 3);  // b not given: B = I + W, for 1F1B
   CHECK(costs.stages[1].weight_grad == 1);
   CHECK(costs.p2p_latency == 0.25);
+  params.zb_auto.backward = {1.25, 1.5, 2.5};  // b given, per stage
+  const CostModel with_b = zb_auto_cost_model(params);
+  CHECK(with_b.stages[0].backward == 1.25);
+  CHECK(with_b.stages[2].backward == 2.5);
+  CHECK(with_b.stages[2].input_grad == 2);  // I and W as before
+  params.zb_auto.backward = {1.75};         // one for every stage
+  CHECK(zb_auto_cost_model(params).stages[1].backward == 1.75);
+  params.zb_auto.backward = {1, 2};
+  CHECK_THROWS_WITH(generate(params), ContainsSubstring("pipeline.zb_auto.b has 2 entries for 3 stages"));
+  params.zb_auto.backward = {-1};
+  CHECK_THROWS_WITH(generate(params), ContainsSubstring("pipeline.zb_auto.b[0] is -1"));
+  params.zb_auto.backward.clear();
 
   params.zb_auto.weight_grad = {1, 2};
   CHECK_THROWS_WITH(generate(params), ContainsSubstring("pipeline.zb_auto.w has 2 entries for 3 stages"));
@@ -223,6 +236,87 @@ TEST_CASE("zb-auto's cost model: per stage or one for all; bad lists and values 
   params.zb_auto.defer_penalty = {0};
   params.virtual_stages = 2;
   CHECK_THROWS_WITH(generate(params), ContainsSubstring("zb-auto runs one stage per rank"));
+}
+
+TEST_CASE("zb-auto with B (b) below I + W: 1F1B's unsplit program whenever it is the fastest") {
+  // F = I = W = 1 ms, B = 1.2 ms (on CPUs an unsplit backward costs less than I then W). A program that
+  // splits the backward runs m (F + I + W) on every rank, so where 1F1B's step is below that, only 1F1B
+  // (F and B, no I nor W) can be chosen.
+  int64_t fused = 0;
+  for (int64_t p = 1; p <= 8; ++p)
+    for (int64_t m = 1; m <= 16; ++m) {
+      ScheduleParams params = zb_auto(p, m, 1, 1, 1, 0.2);
+      params.zb_auto.backward = {1.2};
+      const ZbAutoPlan plan = check_plan(params);
+      CAPTURE(p, m);
+      CHECK(plan.backward_given);
+      int64_t b = 0, split = 0;
+      for (const RankProgram& actions : plan.program.ranks)
+        for (const Action& a : actions) {
+          b += a.kind == ActionKind::B;
+          split += a.kind == ActionKind::I || a.kind == ActionKind::W;
+        }
+      CHECK(plan.backward_split == (b == 0));
+      if (b > 0) {
+        ++fused;
+        CHECK(split == 0);
+        CHECK(plan.program.ranks == generate_compute({ScheduleKind::OneFOneB, p, 1, m, 0}).ranks);
+        CHECK(plan.step_time == plan.one_f_one_b_step);
+        CHECK(plan.deferred_w == std::vector<int64_t>(static_cast<size_t>(p), 0));
+        // At or below every other candidate: the split ones (W after its I, ZB-H1's lags) and ZB-H1 itself.
+        const std::vector<int64_t> zeros(static_cast<size_t>(p), 0);
+        std::vector<int64_t> lags;
+        for (int64_t r = 0; r < p; ++r) lags.push_back(r);
+        for (const WPlacement& placement : {WPlacement{zeros, zeros}, WPlacement{lags, zeros, 0.0}})
+          CHECK(plan.step_time <=
+                simulate(place_w(params, plan.costs, plan.in_flight_limit, placement), plan.costs).step_time);
+        CHECK(plan.step_time <= plan.zb_h1_step);
+      }
+      if (plan.one_f_one_b_step < static_cast<double>(m) * 3.0) CHECK(b > 0);
+    }
+  CHECK(fused > 0);
+}
+
+TEST_CASE("zb-auto with b not given places W as with b = I + W written: the same programs") {
+  for (int64_t p = 1; p <= 6; ++p)
+    for (int64_t m = 1; m <= 12; ++m) {
+      CAPTURE(p, m);
+      ScheduleParams absent = measured_like(p, m);
+      ScheduleParams given = absent;
+      for (int64_t s = 0; s < p; ++s)
+        given.zb_auto.backward.push_back(absent.zb_auto.input_grad[static_cast<size_t>(s)] +
+                                         absent.zb_auto.weight_grad[static_cast<size_t>(s)]);
+      const ZbAutoPlan a = plan_zb_auto(absent);
+      const ZbAutoPlan b = plan_zb_auto(given);
+      CHECK(a.program.ranks == b.program.ranks);
+      CHECK(a.step_time == b.step_time);
+      CHECK(a.placement == b.placement);
+      CHECK_FALSE(a.backward_given);
+      CHECK(b.backward_given);
+      // The split candidate comes first and wins ties: B = I + W never turns zb-auto into 1F1B.
+      CHECK(a.backward_split);
+    }
+}
+
+TEST_CASE("zb-auto's text with b given: B in the costs, and 1F1B chosen said so") {
+  ScheduleParams params = zb_auto(2, 8, 1, 1, 1, 0);
+  params.zb_auto.backward = {1.2};
+  const ZbAutoPlan plan = check_plan(params);
+  REQUIRE_FALSE(plan.backward_split);
+  const std::string text = format_zb_auto(plan);
+  CHECK_THAT(text, ContainsSubstring("W placed for F 1, I 1, W 1, B 1.2 ms per stage, W deferred +0 ms; p2p 0 ms"));
+  CHECK_THAT(text, ContainsSubstring("B (pipeline.zb_auto.b) = I + W"));
+  CHECK_THAT(text, ContainsSubstring("chosen of " + std::to_string(plan.candidates) +
+                                     " placements simulated: 1F1B (the backward not split)"));
+  CHECK_THAT(text, ContainsSubstring("no W: every backward runs unsplit (B), cheaper here than I then W"));
+  CHECK_THAT(text, ContainsSubstring("(+0.0% against it)"));
+  params.zb_auto.backward = {1.2, 1.5};
+  CHECK_THAT(format_zb_auto(plan_zb_auto(params)),
+             ContainsSubstring("costs per stage in ms (F, I, W, B, + when a W is deferred) 0: F 1 I 1 W 1 B 1.2 +0; "
+                               "1: F 1 I 1 W 1 B 1.5 +0"));
+  // Not given: no B in the costs (it is I + W).
+  CHECK_THAT(format_zb_auto(plan_zb_auto(zb_auto(2, 8, 1, 1, 1, 0))),
+             ContainsSubstring("W placed for F 1, I 1, W 1 ms per stage, W deferred"));
 }
 
 TEST_CASE("zb-auto stays quick on a large pipeline: p=64, m=256") {

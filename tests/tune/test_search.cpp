@@ -1,6 +1,7 @@
 // Tests of tune/search: the lower bound against the simulator, the search's determinism, its
-// memory limit, and that a listed configuration's lines give the step it printed under `ppctl plan`'s own path.
-// And the calibration on probe runs: compute_actions, the fit, the ranking by the predicted step.
+// memory limit, that a listed configuration's lines give the step it printed under `ppctl plan`'s own path,
+// that a zb-auto candidate's pipeline.zb_auto carries its stage costs, B included; and the calibration on
+// probe runs: compute_actions, the fit, the ranking by the predicted step.
 #include <catch2/catch_approx.hpp>
 #include <fmt/format.h>
 #include <catch2/catch_test_macros.hpp>
@@ -247,4 +248,32 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
     for (const auto& e : result.top) CHECK(e.step == e.simulated);
     CHECK_THAT(tune::format_tune(result, job.spec, options), ContainsSubstring("calibrated no: no probe run directory"));
   }
+
+TEST_CASE("a zb-auto candidate's pipeline.zb_auto gives B (b) beside F, I and W, from the same stage costs") {
+  test::TempDir dir;
+  const auto job = job_in(dir);
+  auto options = measured_options();
+  options.top = 20;  // room for the zb-auto candidates placed from the 1f1b and zb-h1 entries
+  const auto result = run(dir, job, options);
+  const tune::SpecEditor editor(kSpec, dir.path.string());
+  int64_t zb_auto = 0;
+  for (const auto& entry : result.top) {
+    if (entry.knobs.kind != config::ScheduleKind::ZBAuto) continue;
+    ++zb_auto;
+    const auto spec = editor.apply(entry.changes);
+    const auto& z = spec.pipeline.zb_auto;
+    // The same stage costs as the candidate's own (job_cost_model on its times): B as well as F, I and W.
+    const auto program = schedule::job_program(spec);
+    const auto layout = schedule::job_layout(spec, program);
+    const double factor = static_cast<double>(spec.pipeline.micro_batch_size) / job.spec.pipeline.micro_batch_size;
+    const auto costs = schedule::job_cost_model(spec, layout, tune::scaled(options.times, factor), options.p2p_latency);
+    REQUIRE(!z.backward.empty());
+    for (size_t s = 0; s < costs.stages.size(); ++s) {
+      CAPTURE(s);
+      const double b = z.backward[z.backward.size() == 1 ? 0 : s];
+      CHECK(b == Approx(costs.stages[s].backward).epsilon(1e-5));
+      CHECK(z.forward[z.forward.size() == 1 ? 0 : s] == Approx(costs.stages[s].forward).epsilon(1e-5));
+    }
+  }
+  CHECK(zb_auto > 0);
 }
