@@ -248,6 +248,7 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
     for (const auto& e : result.top) CHECK(e.step == e.simulated);
     CHECK_THAT(tune::format_tune(result, job.spec, options), ContainsSubstring("calibrated no: no probe run directory"));
   }
+}
 
 TEST_CASE("a zb-auto candidate's pipeline.zb_auto gives B (b) beside F, I and W, from the same stage costs") {
   test::TempDir dir;
