@@ -26,10 +26,6 @@ double thread_cpu_ms() {
   return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
 }
 
-/// A ParameterGather::ready call shorter than this found nothing in flight: it is not counted as a wait
-/// (StepResult::gather_wait_ms) nor traced, so a trace shows only the waits that held a forward back.
-constexpr double kTracedGatherWaitMs = 0.01;
-
 }  // namespace
 
 Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule::Program& program,
@@ -344,10 +340,12 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
 
   if (gather_ != nullptr) {  // this step's weights, after the input's wait
     const auto start = std::chrono::steady_clock::now();
-    gather_->ready(action.stage);
+    const bool in_flight = gather_->ready(action.stage);
     const auto end = std::chrono::steady_clock::now();
     const double waited = std::chrono::duration<double, std::milli>(end - start).count();
-    if (waited > kTracedGatherWaitMs) {  // shorter: nothing was in flight, the call only looked
+    // Counted and traced only when an all-gather was in flight: a call that only looked is no wait, however
+    // long a loaded machine made it (a threshold on its duration was: it counted preemptions as waits).
+    if (in_flight) {
       last_wait_end_ = end;
       gather_wait_ms_ += waited;
       if (tracing_) trace_->add(TraceRecorder::Kind::Wait, step_, action, start, end, "wait parameter all-gather");

@@ -49,8 +49,9 @@ struct StepResult {
   /// intra-op threads' share is not in it. On CUDA it is only the host's time to launch the kernels.
   std::array<double, 4> compute_cpu_ms{};
   double receive_wait_ms = 0.0;  ///< time blocked waiting for receives (not counted as compute)
-  /// Time forwards waited for the distributed optimizer's parameter all-gather (ParameterGather::ready),
-  /// ms, not counted as compute: about 0 when the all-gather finished under earlier work (overlapped).
+  /// Time forwards waited for the distributed optimizer's parameter all-gather (ParameterGather::ready calls
+  /// that found one in flight), ms, not counted as compute: about 0 when the all-gather finished under earlier
+  /// work (overlapped), exactly 0 when it was waited for at once (nothing in flight).
   double gather_wait_ms = 0.0;
   /// The most tensor bytes alive between two actions of the step, above those alive when it began:
   /// what forwards keep for their backwards (activations, or only checkpoints with recomputation),

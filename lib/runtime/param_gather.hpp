@@ -16,8 +16,9 @@ class ParameterGather {
   virtual ~ParameterGather() = default;
   /// Returns once every parameter of `stage` holds this step's values: waits for the stage's
   /// all-gathers still in flight (bounded by the group's timeout; throws ppctl::CommTimeout /
-  /// ppctl::CommError as Communicator::wait does). Cheap when nothing is in flight.
-  virtual void ready(int64_t stage) = 0;
+  /// ppctl::CommError as Communicator::wait does). Returns whether any was in flight (false: the
+  /// call only looked, nothing to wait for). Cheap when nothing is in flight.
+  virtual bool ready(int64_t stage) = 0;
 };
 
 }  // namespace ppctl::runtime

@@ -139,11 +139,12 @@ void DistributedOptimizer::step() {
   if (!overlap_) wait_all();
 }
 
-void DistributedOptimizer::ready(int64_t stage) {
+bool DistributedOptimizer::ready(int64_t stage) {
   const auto it = gathering_.find(stage);
-  if (it == gathering_.end()) return;
+  if (it == gathering_.end()) return false;
   for (const auto& op : it->second) data_parallel_.wait(op);
   gathering_.erase(it);
+  return true;
 }
 
 void DistributedOptimizer::wait_all() {

@@ -66,7 +66,7 @@ class DistributedOptimizer final : public StepOptimizer, public runtime::Paramet
   void step() override;
 
   /// Waits for `stage`'s parameter all-gathers still in flight (nothing when none is).
-  void ready(int64_t stage) override;
+  bool ready(int64_t stage) override;
   /// Waits for every stage's: before anything but a forward reads the weights (a checkpoint, the
   /// run's end).
   void wait_all() override;

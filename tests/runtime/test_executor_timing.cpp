@@ -1,11 +1,13 @@
 // Executor timing (runtime/executor.hpp, StepResult): an action's CPU time leaves out the time its
-// thread waited for a core, where its wall time (compute_ms) holds it.
+// thread waited for a core, where its wall time (compute_ms) holds it; a parameter all-gather wait counts
+// only when one was in flight, however long the call took.
 #include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
 
 #include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "support/whole_model_step.hpp"
@@ -50,7 +52,36 @@ class SpinnerOnSameCore {
   std::thread thread_;
 };
 
+/// A ParameterGather whose every call takes `ms` and reports `in_flight`: a slow lookup (a loaded machine
+/// preempting the thread) or a real wait.
+class SlowGather final : public runtime::ParameterGather {
+ public:
+  SlowGather(double ms, bool in_flight) : ms_(ms), in_flight_(in_flight) {}
+  bool ready(int64_t) override {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms_));
+    return in_flight_;
+  }
+  int64_t calls = 0;
+
+ private:
+  double ms_;
+  bool in_flight_;
+};
+
 }  // namespace
+
+TEST_CASE("a parameter all-gather wait counts only when one was in flight, however long the call took") {
+  const config::ModelSpec model{256, 2, 32, 4, 16, 0.0};
+  SlowGather looked(2.0, false);  // nothing in flight, yet each call took 2 ms (the old 10 us threshold counted it)
+  CHECK(test::whole_model_step(model, 4, 2, {}, &looked).result.gather_wait_ms == 0.0);
+  CHECK(looked.calls == 4);  // asked before each forward
+  SlowGather waited(2.0, true);
+  const double ms = test::whole_model_step(model, 4, 2, {}, &waited).result.gather_wait_ms;
+  CHECK(waited.calls == 4);
+  CHECK(ms >= 4 * 2.0);
+  CHECK(ms < 4 * 2.0 + 1000.0);  // milliseconds, not microseconds
+}
 
 TEST_CASE("an action's CPU time leaves out the time its thread waited for a core") {
   cpu_set_t before;

@@ -10,7 +10,7 @@
 namespace ppctl::test {
 
 WholeModelStep whole_model_step(const config::ModelSpec& model, int64_t microbatches, int64_t micro_batch_size,
-                                runtime::RecomputePolicy recompute) {
+                                runtime::RecomputePolicy recompute, runtime::ParameterGather* gather) {
   at::set_num_threads(1);
   config::JobSpec spec;
   spec.model = model;
@@ -23,6 +23,7 @@ WholeModelStep whole_model_step(const config::ModelSpec& model, int64_t microbat
   const int64_t seq_len = model.seq_len;
   runtime::Executor executor({{0, stage}}, program, 0, nullptr, {micro_batch_size, seq_len, model.hidden},
                              torch::kCPU, recompute);
+  executor.set_parameter_gather(gather);
   const runtime::MicrobatchSource data = [&](int64_t microbatch) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(100 + microbatch));
     auto tokens = torch::randint(0, model.vocab_size, {micro_batch_size, seq_len + 1}, gen, torch::kLong);

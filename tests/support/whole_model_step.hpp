@@ -18,8 +18,9 @@ struct WholeModelStep {
 
 /// One step of `model` (seed 5) over `microbatches` microbatches of `micro_batch_size` random token
 /// sequences (seeded per microbatch), with one intra-op thread and the given recomputation. The loss
-/// is scaled by 1 / microbatches. Throws what the executor throws.
+/// is scaled by 1 / microbatches; `gather`, when given, is the executor's ParameterGather (asked before each
+/// forward). Throws what the executor throws.
 WholeModelStep whole_model_step(const config::ModelSpec& model, int64_t microbatches, int64_t micro_batch_size,
-                                runtime::RecomputePolicy recompute = {});
+                                runtime::RecomputePolicy recompute = {}, runtime::ParameterGather* gather = nullptr);
 
 }  // namespace ppctl::test
