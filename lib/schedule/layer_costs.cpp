@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -168,7 +169,8 @@ std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t f
     const auto& step = record.value("step", nlohmann::json());
     const auto& seconds = record.value("step_time_s", nlohmann::json());
     if (!step.is_number_integer() || step.get<int64_t>() < first_step || !seconds.is_number()) continue;
-    steps.push_back(seconds.get<double>() * 1000.0);
+    const double ms = seconds.get<double>() * 1000.0;
+    if (std::isfinite(ms) && ms > 0.0) steps.push_back(ms);  // a hand-edited 0, negative or huge value: not a step
   }
   if (steps.empty()) return std::nullopt;
   return median(steps);

@@ -55,7 +55,7 @@ std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first
 /// The median wall time of one training step (ms) in a run's metrics.jsonl (observe/metrics_log.hpp: one JSON
 /// object per line; `"event": "step"` records carry `step`, `step_time_s` and `skipped`) over the steps >=
 /// `first_step` that were not skipped; nullopt when there is none. Lines that are not such records (the end
-/// record, a torn last line) are passed over.
+/// record, a torn last line) and step times that are not finite and positive are passed over.
 std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t first_step);
 
 /// `--layer-costs SOURCE`: run_layer_costs for a folder, else plan::read_cost_file. Throws

@@ -63,11 +63,14 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
                                    "{:.2f}",
                                    c.source, c.micro_batch_size, c.actions, c.measured, c.simulated));
     out += fmt::format("calibrated predicted step = simulated step {:+.4g} {} {:+.4g} {} x the compute actions of the "
-                       "busiest rank, fitted on the probes' measured step less the step simulated for their own "
+                       "busiest rank{}, fitted on the probes' measured step less the step simulated for their own "
                        "configuration ({}): the time outside the simulated schedule (optimizer step, norm and loss "
                        "all-reduces, data) and the host time between actions the simulator leaves out (on a shared "
                        "CPU, ranks competing for cores); configurations are ranked by it\n",
                        calibration.fixed_ms, options.unit, calibration.per_action_ms, options.unit,
+                       calibration.per_action_ms > 0.0
+                           ? fmt::format(" (at least {}: the fewest of the probes)", calibration.least_actions)
+                           : std::string(),
                        fmt::join(checks, "; "));
     if (!calibration.clamped.empty()) out += fmt::format("  clamped {}\n", calibration.clamped);
   } else if (options.measured) {

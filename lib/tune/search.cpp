@@ -519,8 +519,15 @@ Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options) {
       const auto program = schedule::job_program(probe.spec);
       const auto layout = schedule::job_layout(probe.spec, program);
       const auto costs = candidate_costs(options, spec.pipeline.micro_batch_size, probe.spec, layout);
-      out.probes.push_back({probe.source, mbs, compute_actions(program), probe.measured_ms,
-                            schedule::simulate(program, costs).step_time});
+      const double simulated = schedule::simulate(program, costs).step_time;
+      // Measured under half the simulated step: the run's metrics.jsonl and trace.json cannot both be right.
+      if (!(probe.measured_ms >= 0.5 * simulated)) {
+        out.skipped.push_back(fmt::format("{}: its measured step {:.4g} ms is under half its simulated {:.4g} ms (its "
+                                          "metrics.jsonl and trace.json disagree)",
+                                          probe.source, probe.measured_ms, simulated));
+        continue;
+      }
+      out.probes.push_back({probe.source, mbs, compute_actions(program), probe.measured_ms, simulated});
     } catch (const Error& e) {
       out.skipped.push_back(fmt::format("{}: its configuration cannot be simulated again: {}", probe.source, e.what()));
     }
@@ -542,6 +549,7 @@ Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options) {
   }
   out.per_action_ms = slope;
   out.fixed_ms = (a.measured - a.simulated) - slope * static_cast<double>(a.actions);
+  out.least_actions = std::min(a.actions, b.actions);
   return out;
 }
 

@@ -3,6 +3,7 @@
 // and estimated (schedule::estimate_memory). No torch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -89,9 +90,14 @@ struct Calibration {
   std::string clamped;               ///< why per_action_ms was set to 0 (the probes disagreed), or ""
   double fixed_ms = 0.0;             ///< 0 without any probe
   double per_action_ms = 0.0;        ///< 0 with one probe (or two with the same n)
+  int64_t least_actions = 0;         ///< the smaller probe's n: below it the per-action part is held there
   bool calibrated() const { return !probes.empty(); }
-  /// The time added to the simulated step of a program with `actions` compute actions on its busiest rank.
-  double at(int64_t actions) const { return fixed_ms + per_action_ms * static_cast<double>(actions); }
+  /// The time added to the simulated step of a program with `actions` compute actions on its busiest rank:
+  /// fixed + per_action x max(actions, least_actions) (fewer actions than any probe are not extrapolated
+  /// down, where the fit's fixed part may be negative).
+  double at(int64_t actions) const {
+    return fixed_ms + per_action_ms * static_cast<double>(std::max(actions, least_actions));
+  }
 };
 
 /// The most compute actions (F, B, I, W) any rank of `program` runs in one step.
@@ -121,7 +127,8 @@ double lower_bound(const schedule::Program& program, const schedule::CostModel& 
 /// fixed + per_action x compute_actions: through both probes when their action counts differ (a negative
 /// per-action slope, the probes disagreeing with the model, is clamped to 0 and fixed is their mean, named in
 /// Calibration::clamped), else fixed = the mean difference. A probe whose configuration cannot be laid out
-/// again, or whose micro batch size the search does not cost, is skipped with the reason. The idea of
+/// again, whose micro batch size the search does not cost, or whose measured step is under half its simulated
+/// step (its metrics and trace disagree), is skipped with the reason. The idea of
 /// taking the scheduler's costs from a profiled run is Zero Bubble's (arXiv 2401.10241 §3); the fit is ours.
 Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options);
 

@@ -119,11 +119,15 @@ TEST_CASE("metrics_step_ms: the median step_time_s of the step records from the 
       "{\"event\":\"step\",\"step\":3,\"step_time_s\":0.9,\"skipped\":true}\n"
       "{\"event\":\"step\",\"step\":4,\"step_time_s\":0.04}\n"
       "{\"event\":\"step\",\"step\":5,\"step_time_s\":0.03}\n"
+      "{\"event\":\"step\",\"step\":7,\"step_time_s\":0}\n"
+      "{\"event\":\"step\",\"step\":8,\"step_time_s\":-1.5}\n"
+      "{\"event\":\"step\",\"step\":9,\"step_time_s\":1e999}\n"
+      "{\"event\":\"step\",\"step\":10,\"step_time_s\":\"0.03\"}\n"
       "{\"event\":\"end\",\"step_time_s\":7.0}\n"
       "{\"event\":\"step\",\"step\":6,\"step_ti";  // a torn last line
   CHECK(schedule::metrics_step_ms(text, 2) == Approx(30.0));  // steps 2, 4, 5: not the skipped 3
   CHECK(schedule::metrics_step_ms(text, 1) == Approx(35.0));  // 5000, 20, 40, 30
-  CHECK(!schedule::metrics_step_ms(text, 7));
+  CHECK(!schedule::metrics_step_ms(text, 7));  // 0, negative, out of range, text: none is a step time
   CHECK(!schedule::metrics_step_ms("", 1));
   CHECK(!schedule::metrics_step_ms("not json\n[1, 2]\n", 1));
 }

@@ -64,11 +64,12 @@ TEST_CASE("format_tune lists each configuration with its step, bubble, peak and 
   result.calibration.probes = {{"runs/a", 4, 16, 30.0, 25.0}, {"runs/b", 1, 64, 52.0, 23.0}};
   result.calibration.fixed_ms = 0.5;
   result.calibration.per_action_ms = 0.25;
+  result.calibration.least_actions = 16;
   result.top[0].step = 12.3456 + 0.5 + 0.25 * 24;
   result.own.step = 26.5;
   const auto calibrated = tune::format_tune(result, spec, options);
   CHECK_THAT(calibrated, ContainsSubstring("calibrated predicted step = simulated step +0.5 ms +0.25 ms x the compute "
-                                           "actions of the busiest rank"));
+                                           "actions of the busiest rank (at least 16: the fewest of the probes)"));
   CHECK_THAT(calibrated, ContainsSubstring("runs/a (mbs 4, 16 compute actions on the busiest rank): measured 30.00, "
                                            "simulated 25.00; runs/b (mbs 1, 64"));
   CHECK_THAT(calibrated, ContainsSubstring("top 2 by predicted step (ms)"));

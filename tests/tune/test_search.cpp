@@ -196,7 +196,7 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
   auto other = job.spec;
   other.pipeline.microbatches = 8;
   other.pipeline.micro_batch_size = 2;
-  options.probe_runs = {{"a", job.spec, 0.0}, {"b", other, 0.0}};
+  options.probe_runs = {{"a", job.spec, 1e9}, {"b", other, 1e9}};  // measured: anything the fit keeps
   const auto simulated = tune::calibrate(job.spec, options);
   REQUIRE(simulated.probes.size() == 2);
   CHECK(simulated.probes[0].actions == 8);
@@ -219,13 +219,17 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
     CHECK(result.calibration.fixed_ms == Approx(10.0));
     CHECK(result.calibration.per_action_ms == Approx(0.5));
     CHECK(result.calibration.clamped.empty());
+    CHECK(result.calibration.least_actions == 8);
+    CHECK(result.calibration.at(2) == Approx(14.0));
     CHECK(result.own.step == Approx(sim_a + 14.0));  // the spec is probe a: predicted = measured
     const tune::SpecEditor editor(kSpec, dir.path.string());
     REQUIRE(result.top.size() == 5);
     for (size_t i = 0; i < result.top.size(); ++i) {
       const auto& e = result.top[i];
       const auto program = schedule::job_program(editor.apply(e.changes));
-      CHECK(e.step == Approx(e.simulated + 10.0 + 0.5 * static_cast<double>(tune::compute_actions(program))));
+      // Below the fewer of the probes' 8 actions the per-action part is held at 8 (not extrapolated down).
+      const auto n = std::max<int64_t>(tune::compute_actions(program), 8);
+      CHECK(e.step == Approx(e.simulated + 10.0 + 0.5 * static_cast<double>(n)));
       if (i > 0) CHECK(result.top[i - 1].step <= e.step + 1e-6);
     }
     const auto text = tune::format_tune(result, job.spec, options);
@@ -240,6 +244,17 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
     CHECK(result.calibration.per_action_ms == 0.0);
     CHECK(result.calibration.fixed_ms == Approx(6.0));
     CHECK_THAT(tune::format_tune(result, job.spec, options), ContainsSubstring("  clamped the probe with more actions"));
+  }
+  SECTION("a probe measured under half its simulated step (metrics and trace disagree): left out, said") {
+    options.probe_runs = {{"a", job.spec, sim_a + 10.0}, {"b", other, 0.4 * sim_b}};
+    const auto result = run(dir, job, options);
+    REQUIRE(result.calibration.probes.size() == 1);
+    CHECK(result.calibration.fixed_ms == Approx(10.0));
+    CHECK_THAT(tune::format_tune(result, job.spec, options),
+               ContainsSubstring("  not calibrated on b: its measured step") &&
+                   ContainsSubstring("is under half its simulated"));
+    options.probe_runs = {{"b", other, 0.0}};
+    CHECK(!run(dir, job, options).calibration.calibrated());
   }
   SECTION("no probe run: the simulated step, said") {
     options.probe_runs.clear();
