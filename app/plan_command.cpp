@@ -87,9 +87,12 @@ int run_tune(const std::string& spec_path, ppctl::job::PreparedJob& planned, con
       posts.push_back(*probe.transfer_post_ms);
       from.push_back(fmt::format("{:.4g} ms", *probe.transfer_post_ms));
     }
-    for (size_t k = 0; k < probes.size(); ++k)
+    for (size_t k = 0; k < probes.size(); ++k) {
       if (probes[k].run && probes[k].step_ms)
         tune.probe_runs.push_back({options.layer_costs[k], *probes[k].run, *probes[k].step_ms});
+      else if (probes[k].run)
+        tune.uncalibrated.push_back(fmt::format("{}: {}", options.layer_costs[k], probes[k].no_step));
+    }
     if (!posts.empty()) {
       std::sort(posts.begin(), posts.end());
       tune.transfer_post = posts[(posts.size() - 1) / 2];

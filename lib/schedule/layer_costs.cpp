@@ -71,6 +71,7 @@ std::vector<std::string> runtime_differences(const config::JobSpec& run, const c
   field("train.recompute", config::to_string(run.train.recompute), config::to_string(job.train.recompute));
   field("runtime.threads_per_worker", std::to_string(run.runtime.threads_per_worker),
         std::to_string(job.runtime.threads_per_worker));
+  field("pipeline.data_parallel", std::to_string(run.pipeline.data_parallel), std::to_string(job.pipeline.data_parallel));
   return out;
 }
 
@@ -160,6 +161,9 @@ std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first
   return median(durations);
 }
 
+/// The longest step time metrics_step_ms takes, ms (about 11.6 days; the spec's bound on any cost in ms).
+constexpr double kMaxStepMs = 1e9;
+
 std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t first_step) {
   std::vector<double> steps;
   std::istringstream lines(metrics_text);
@@ -170,7 +174,7 @@ std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t f
     const auto& seconds = record.value("step_time_s", nlohmann::json());
     if (!step.is_number_integer() || step.get<int64_t>() < first_step || !seconds.is_number()) continue;
     const double ms = seconds.get<double>() * 1000.0;
-    if (std::isfinite(ms) && ms > 0.0) steps.push_back(ms);  // a hand-edited 0, negative or huge value: not a step
+    if (ms > 0.0 && ms <= kMaxStepMs) steps.push_back(ms);  // a hand-edited 0, negative, huge or NaN: not a step
   }
   if (steps.empty()) return std::nullopt;
   return median(steps);
@@ -238,8 +242,16 @@ GivenLayerCosts run_layer_costs(const std::string& run_dir, const config::JobSpe
   out.micro_batch_size = run.pipeline.micro_batch_size;
   out.transfer_post_ms = trace_post_ms(*trace_text, first);
   // The first step carries start-up costs: never part of the measured step, even when it is all that was traced.
-  if (const auto metrics = read_text(dir / "metrics.jsonl"))
-    out.step_ms = metrics_step_ms(*metrics, std::max<int64_t>(first, 2));
+  const int64_t from = std::max<int64_t>(first, 2);
+  if (const auto metrics = read_text(dir / "metrics.jsonl")) {
+    out.step_ms = metrics_step_ms(*metrics, from);
+    if (!out.step_ms)
+      out.no_step = fmt::format("its metrics.jsonl has no step record from step {} on with a step_time_s in (0, 1e6] s "
+                                "(a run of one step, or the file is damaged)",
+                                from);
+  } else {
+    out.no_step = "it has no metrics.jsonl";
+  }
   if (first == last) out.notes.push_back("one step traced: its times include start-up costs");
   for (auto& note : runtime_differences(run, spec)) out.notes.push_back(std::move(note));
   out.run = std::move(run);

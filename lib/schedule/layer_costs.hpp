@@ -23,6 +23,7 @@ struct GivenLayerCosts {
   std::optional<double> transfer_post_ms;  ///< a run's median Post slice (posting one send or receive), ms
   std::optional<config::JobSpec> run;      ///< a run directory's own spec (its config.yaml); none for a file
   std::optional<double> step_ms;  ///< a run's measured step: metrics_step_ms of its metrics.jsonl, ms
+  std::string no_step;            ///< a run directory without step_ms: why (for the tuner's output)
 };
 
 /// Median time per action of each stage in a merged trace.json (runtime/trace.hpp's layout: complete
@@ -55,7 +56,7 @@ std::optional<double> trace_post_ms(const std::string& trace_text, int64_t first
 /// The median wall time of one training step (ms) in a run's metrics.jsonl (observe/metrics_log.hpp: one JSON
 /// object per line; `"event": "step"` records carry `step`, `step_time_s` and `skipped`) over the steps >=
 /// `first_step` that were not skipped; nullopt when there is none. Lines that are not such records (the end
-/// record, a torn last line) and step times that are not finite and positive are passed over.
+/// record, a torn last line) and step times outside (0, 1e9] ms (NaN, hand-edited values) are passed over.
 std::optional<double> metrics_step_ms(const std::string& metrics_text, int64_t first_step);
 
 /// `--layer-costs SOURCE`: run_layer_costs for a folder, else plan::read_cost_file. Throws

@@ -74,8 +74,8 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
                        fmt::join(checks, "; "));
     if (!calibration.clamped.empty()) out += fmt::format("  clamped {}\n", calibration.clamped);
   } else if (options.measured) {
-    out += "calibrated no: no probe run directory has a measured step (metrics.jsonl); configurations are ranked by "
-           "the simulated schedule alone\n";
+    out += "calibrated no: no probe run directory with a measured step (metrics.jsonl; a costs file has none); "
+           "configurations are ranked by the simulated schedule alone\n";
   }
   for (const auto& line : calibration.skipped) out += fmt::format("  not calibrated on {}\n", line);
   const auto predicted = [&](double step) {

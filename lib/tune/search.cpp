@@ -509,6 +509,7 @@ int64_t compute_actions(const schedule::Program& program) {
 
 Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options) {
   Calibration out;
+  out.skipped = options.uncalibrated;
   for (const auto& probe : options.probe_runs) {
     const int64_t mbs = probe.spec.pipeline.micro_batch_size;
     if (options.affine && !searched(*options.affine, mbs)) {
@@ -520,10 +521,11 @@ Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options) {
       const auto layout = schedule::job_layout(probe.spec, program);
       const auto costs = candidate_costs(options, spec.pipeline.micro_batch_size, probe.spec, layout);
       const double simulated = schedule::simulate(program, costs).step_time;
-      // Measured under half the simulated step: the run's metrics.jsonl and trace.json cannot both be right.
-      if (!(probe.measured_ms >= 0.5 * simulated)) {
-        out.skipped.push_back(fmt::format("{}: its measured step {:.4g} ms is under half its simulated {:.4g} ms (its "
-                                          "metrics.jsonl and trace.json disagree)",
+      // Measured under half or over ten times the simulated step: the run's metrics.jsonl and trace.json
+      // cannot both be right (a loaded 2-core machine measured up to 1.8 times: docs/benchmarks.md).
+      if (!(probe.measured_ms >= 0.5 * simulated && probe.measured_ms <= 10.0 * simulated)) {
+        out.skipped.push_back(fmt::format("{}: its measured step {:.4g} ms is not within 0.5-10 x its simulated {:.4g} "
+                                          "ms (its metrics.jsonl and trace.json disagree)",
                                           probe.source, probe.measured_ms, simulated));
         continue;
       }

@@ -43,6 +43,7 @@ struct TuneOptions {
   double grad_reduce = 0.0;   ///< CostModel::grad_reduce
   int64_t top = 5;            ///< configurations listed
   std::vector<ProbeRun> probe_runs;  ///< probes with a measured step: the search's calibration (calibrate())
+  std::vector<std::string> uncalibrated;  ///< probe run directories without one: "SOURCE: why", one line each
 };
 
 /// One configuration simulated.
@@ -127,8 +128,8 @@ double lower_bound(const schedule::Program& program, const schedule::CostModel& 
 /// fixed + per_action x compute_actions: through both probes when their action counts differ (a negative
 /// per-action slope, the probes disagreeing with the model, is clamped to 0 and fixed is their mean, named in
 /// Calibration::clamped), else fixed = the mean difference. A probe whose configuration cannot be laid out
-/// again, whose micro batch size the search does not cost, or whose measured step is under half its simulated
-/// step (its metrics and trace disagree), is skipped with the reason. The idea of
+/// again, whose micro batch size the search does not cost, or whose measured step is not within 0.5-10 x its
+/// simulated step (its metrics and trace disagree), is skipped with the reason, after options.uncalibrated. The idea of
 /// taking the scheduler's costs from a profiled run is Zero Bubble's (arXiv 2401.10241 §3); the fit is ours.
 Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options);
 

@@ -122,6 +122,7 @@ TEST_CASE("metrics_step_ms: the median step_time_s of the step records from the 
       "{\"event\":\"step\",\"step\":7,\"step_time_s\":0}\n"
       "{\"event\":\"step\",\"step\":8,\"step_time_s\":-1.5}\n"
       "{\"event\":\"step\",\"step\":9,\"step_time_s\":1e999}\n"
+      "{\"event\":\"step\",\"step\":9,\"step_time_s\":1e300}\n"
       "{\"event\":\"step\",\"step\":10,\"step_time_s\":\"0.03\"}\n"
       "{\"event\":\"end\",\"step_time_s\":7.0}\n"
       "{\"event\":\"step\",\"step\":6,\"step_ti";  // a torn last line
@@ -155,6 +156,7 @@ TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses ano
   CHECK_THAT(given.source, ContainsSubstring("steps 2-3") && ContainsSubstring("its split [1, 3, 2]"));
   CHECK(given.notes.empty());
   CHECK(!given.step_ms);  // no metrics.jsonl
+  CHECK(given.no_step == "it has no metrics.jsonl");
   REQUIRE(given.run);
   CHECK(given.run->pipeline.stages == 3);
   // With metrics.jsonl: the median measured step over the trace's steps used (2-3), in ms.
@@ -165,7 +167,9 @@ TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses ano
   // One step traced: its trace is used (with a note), its step time (start-up included) is not.
   test::write_checked(run / "trace.json", trace_of({0.7, 1.5, 7.0}, {1.8, 4.5, 7.0}, 1));
   test::write_checked(run / "metrics.jsonl", "{\"event\":\"step\",\"step\":1,\"step_time_s\":9.0}\n");
-  CHECK(!schedule::run_layer_costs(run.string(), spec).step_ms);
+  const auto one_step = schedule::run_layer_costs(run.string(), spec);
+  CHECK(!one_step.step_ms);
+  CHECK_THAT(one_step.no_step, ContainsSubstring("no step record from step 2 on"));
   test::write_checked(run / "trace.json", trace_of({0.7, 1.5, 7.0}, {1.8, 4.5, 7.0}, 3));
   // The same run planned with 2 stages and another runtime: fine, with a note.
   auto other = spec_in(dir, kSpec + "runtime: {precision: bf16}\n");

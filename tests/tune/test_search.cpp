@@ -196,14 +196,25 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
   auto other = job.spec;
   other.pipeline.microbatches = 8;
   other.pipeline.micro_batch_size = 2;
-  options.probe_runs = {{"a", job.spec, 1e9}, {"b", other, 1e9}};  // measured: anything the fit keeps
-  const auto simulated = tune::calibrate(job.spec, options);
-  REQUIRE(simulated.probes.size() == 2);
-  CHECK(simulated.probes[0].actions == 8);
-  CHECK(simulated.probes[1].actions == 16);
-  const double sim_a = simulated.probes[0].simulated;
-  const double sim_b = simulated.probes[1].simulated;
+  // Each probe's configuration as plain `ppctl plan --layer-costs` simulates it (times scaled to its size).
+  const auto simulate = [&](const config::JobSpec& spec) {
+    const auto program = schedule::job_program(spec);
+    const auto layout = schedule::job_layout(spec, program);
+    const double factor = static_cast<double>(spec.pipeline.micro_batch_size) / job.spec.pipeline.micro_batch_size;
+    return schedule::simulate(program, schedule::job_cost_model(spec, layout, tune::scaled(options.times, factor),
+                                                                options.p2p_latency))
+        .step_time;
+  };
+  const double sim_a = simulate(job.spec);
+  const double sim_b = simulate(other);
   CHECK(sim_a == Approx(run(dir, job, measured_options()).own.simulated));
+  options.probe_runs = {{"a", job.spec, 2.0 * sim_a}, {"b", other, 2.0 * sim_b}};
+  const auto checked = tune::calibrate(job.spec, options);
+  REQUIRE(checked.probes.size() == 2);
+  CHECK(checked.probes[0].actions == 8);
+  CHECK(checked.probes[1].actions == 16);
+  CHECK(checked.probes[0].simulated == Approx(sim_a));
+  CHECK(checked.probes[1].simulated == Approx(sim_b));
 
   SECTION("one probe: a constant") {
     options.probe_runs = {{"a", job.spec, sim_a + 10.0}};
@@ -245,16 +256,26 @@ TEST_CASE("calibration: fitted on the probes' measured steps, exact at each; the
     CHECK(result.calibration.fixed_ms == Approx(6.0));
     CHECK_THAT(tune::format_tune(result, job.spec, options), ContainsSubstring("  clamped the probe with more actions"));
   }
-  SECTION("a probe measured under half its simulated step (metrics and trace disagree): left out, said") {
-    options.probe_runs = {{"a", job.spec, sim_a + 10.0}, {"b", other, 0.4 * sim_b}};
-    const auto result = run(dir, job, options);
-    REQUIRE(result.calibration.probes.size() == 1);
-    CHECK(result.calibration.fixed_ms == Approx(10.0));
-    CHECK_THAT(tune::format_tune(result, job.spec, options),
-               ContainsSubstring("  not calibrated on b: its measured step") &&
-                   ContainsSubstring("is under half its simulated"));
+  SECTION("a probe measured under half or over 10 x its simulated step (metrics and trace disagree): left out, said") {
+    for (const double factor : {0.4, 10.5, 1e300}) {
+      options.probe_runs = {{"a", job.spec, sim_a + 10.0}, {"b", other, factor * sim_b}};
+      const auto result = run(dir, job, options);
+      REQUIRE(result.calibration.probes.size() == 1);
+      CHECK(result.calibration.fixed_ms == Approx(10.0));
+      CHECK_THAT(tune::format_tune(result, job.spec, options),
+                 ContainsSubstring("  not calibrated on b: its measured step") &&
+                     ContainsSubstring("is not within 0.5-10 x its simulated"));
+    }
     options.probe_runs = {{"b", other, 0.0}};
     CHECK(!run(dir, job, options).calibration.calibrated());
+  }
+  SECTION("a probe run directory without a measured step: said with why, before the others") {
+    options.probe_runs = {{"a", job.spec, sim_a + 10.0}};
+    options.uncalibrated = {"runs/b: it has no metrics.jsonl"};
+    const auto result = run(dir, job, options);
+    CHECK(result.calibration.fixed_ms == Approx(10.0));
+    CHECK_THAT(tune::format_tune(result, job.spec, options),
+               ContainsSubstring("  not calibrated on runs/b: it has no metrics.jsonl\n"));
   }
   SECTION("no probe run: the simulated step, said") {
     options.probe_runs.clear();
