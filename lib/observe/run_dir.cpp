@@ -112,7 +112,9 @@ void finish_run_directory(const RunDirectory& run, int world_size, bool traced) 
     if (!traced) {
       spdlog::info("no trace (observe.trace_steps is 0)");
     } else if (merge.path.empty()) {
-      spdlog::warn("no rank left a trace part in {}: no trace.json", run.path);
+      spdlog::warn("no rank left a trace part in {}: no trace.json (observe.trace_steps counts from step 1, so a run "
+                   "resumed past it traces nothing; otherwise the ranks failed before writing it)",
+                   run.path);
     } else if (merge.ranks_missing.empty()) {
       spdlog::info("trace of {} ranks written to {} (open it in https://ui.perfetto.dev)",
                    merge.ranks_merged.size(), merge.path);

@@ -7,13 +7,14 @@ RUNS_DIR must hold exactly one run directory. Checked: config.yaml is the spec's
 rank<R>.log per rank (none for --without-rank) holding that rank's lines, no launcher.log (with --local, the local
 launcher's: one), metrics.jsonl with one step line per step F..N (F = 1 unless given: a resumed run) and an end
 line (with --stopped-by, one saying the run stopped early on SIGNAL after step N with a checkpoint), and trace.json
-with events of every pipeline rank 0..P-1 (but those without a part) whose slices nest on every track
+(none when F is past the spec's observe.trace_steps: a resumed run traces only steps up to it) with events of every pipeline rank 0..P-1 (but those without a part) whose slices nest on every track
 (trace_nesting.py), no trace parts left. Prints the folder;
 exits 1 naming the first thing wrong.
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 from trace_nesting import nesting_problems
@@ -73,6 +74,13 @@ def main():
     leftovers = sorted(f for f in files if f.startswith("trace.rank"))
     if leftovers:
         fail(f"trace parts left after the merge: {leftovers}")
+    # observe.trace_steps (default 20) counts from step 1: a run resumed past it traces nothing.
+    found = re.search(r"trace_steps:\s*(\d+)", open(args.spec).read())
+    if args.first_step > (int(found.group(1)) if found else 20):
+        if os.path.exists(os.path.join(run, "trace.json")):
+            fail(f"trace.json written by a run that started at step {args.first_step}, past observe.trace_steps")
+        print(run)
+        return
     events = json.load(open(os.path.join(run, "trace.json")))["traceEvents"]
     # A rank's schedule is on track R; its gradient reductions (category "reduce") on track
     # pipeline + R, "rank R collectives".
