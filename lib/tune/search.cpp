@@ -131,6 +131,10 @@ class Search {
   void prepare(const Knobs& knobs, int64_t order);
   std::shared_ptr<const schedule::Program> program_of(const config::JobSpec& spec, const Knobs& knobs);
   schedule::CostModel costs_of(const config::JobSpec& spec, const plan::Layout& layout) const;
+  /// Calibration::at(compute_actions(program)); 0 without a calibration (the actions are not counted then).
+  double offset_of(const schedule::Program& program) const {
+    return calibration_.calibrated() ? calibration_.at(compute_actions(program)) : 0.0;
+  }
   std::optional<Evaluated> evaluate(const Prepared& candidate, double kth, double own_step);
   void place_zb_auto(const std::vector<Evaluated>& top);
   std::vector<Evaluated> best() const;
@@ -212,7 +216,7 @@ void Search::prepare(const Knobs& knobs, int64_t order) {
   if (knobs.kind == config::ScheduleKind::ZBH1)
     zb_auto_combos_[{knobs.microbatches, knobs.split, knobs.recompute}] = order;
   candidate.costs = costs_of(candidate.spec, candidate.layout);
-  candidate.offset = calibration_.at(compute_actions(*candidate.program));
+  candidate.offset = offset_of(*candidate.program);
   candidate.bound = lower_bound(*candidate.program, candidate.costs) + candidate.offset;
   prepared_.push_back(std::move(candidate));
 }
@@ -351,7 +355,7 @@ void Search::place_zb_auto(const std::vector<Evaluated>& top) {
       continue;
     }
     candidate.costs = costs_of(candidate.spec, candidate.layout);
-    candidate.offset = calibration_.at(compute_actions(*candidate.program));
+    candidate.offset = offset_of(*candidate.program);
     candidate.bound = lower_bound(*candidate.program, candidate.costs) + candidate.offset;
     const auto top_now = best();
     const double kth = static_cast<int64_t>(top_now.size()) < options_.top ? std::numeric_limits<double>::infinity()
@@ -381,7 +385,7 @@ TuneResult Search::run(const plan::Layout& own_layout, const schedule::Program& 
     const auto costs = costs_of(spec_, own_layout);
     const auto simulation = schedule::simulate(own_program, costs);
     result.own.simulated = simulation.step_time;
-    result.own.step = simulation.step_time + calibration_.at(compute_actions(own_program));
+    result.own.step = simulation.step_time + offset_of(own_program);
     result.own.bubble = simulation.mean_bubble_fraction;
     for (const auto& r : schedule::estimate_memory(spec_, own_layout, own_program))
       result.own.peak_bytes = std::max(result.own.peak_bytes, r.total());
