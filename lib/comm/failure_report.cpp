@@ -28,19 +28,41 @@ std::optional<FailureReport> decode_failure(const std::string& text) {
   }
 }
 
-bool publish_failure(const RendezvousInfo& info, std::chrono::milliseconds timeout,
-                     const FailureReport& report) {
+namespace {
+
+/// Sets `key` to `text` in the store through a client of its own, and reads it back (the server has then
+/// processed the set). False, logged at debug level as `what`, when the store cannot be reached.
+bool publish(const RendezvousInfo& info, std::chrono::milliseconds timeout, const std::string& key,
+             const std::string& text, const char* what) {
   if (info.host_store) return false;
   try {
     const auto store = join_store(info, timeout);
-    const auto text = encode_failure(report);
-    store->set(failure_key(info.rank), std::vector<uint8_t>(text.begin(), text.end()));
-    store->get(failure_key(info.rank));  // a round trip: the server has processed the set
+    store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+    store->get(key);
     return true;
   } catch (const std::exception& e) {
-    spdlog::debug("cannot publish this rank's failure: {}", error_text(e));
+    spdlog::debug("cannot publish this rank's {}: {}", what, error_text(e));
     return false;
   }
+}
+
+}  // namespace
+
+bool publish_failure(const RendezvousInfo& info, std::chrono::milliseconds timeout,
+                     const FailureReport& report) {
+  return publish(info, timeout, failure_key(info.rank), encode_failure(report), "failure");
+}
+
+std::string stop_key(int rank) { return fmt::format("ppctl/stopped/{}", rank); }
+
+bool publish_stop(const RendezvousInfo& info, std::chrono::milliseconds timeout, int exit_code) {
+  return publish(info, timeout, stop_key(info.rank), nlohmann::json{{"exit_code", exit_code}}.dump(), "stop");
+}
+
+std::optional<int> decode_stop(const std::string& text) {
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("exit_code") || !json["exit_code"].is_number_integer()) return std::nullopt;
+  return json["exit_code"].get<int>();
 }
 
 }  // namespace ppctl::comm

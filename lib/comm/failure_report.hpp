@@ -1,6 +1,7 @@
 // A failing worker's cause, published through the job's rendezvous store (key ppctl/failure/<rank>)
 // so the launcher's final line carries it and blames the rank that failed first rather than a peer
-// that failed because of it (issue 12, F2 and F5). The header is torch-free; c10d is in the .cpp.
+// that failed because of it (issue 12, F2 and F5); and a stopped worker's exit code (ppctl/stopped/<rank>),
+// so a second Ctrl-C while it exits is not taken for a failure. The header is torch-free; c10d is in the .cpp.
 #pragma once
 
 #include <chrono>
@@ -32,5 +33,17 @@ std::optional<FailureReport> decode_failure(const std::string& text);
 /// when the store cannot be reached; never throws.
 bool publish_failure(const RendezvousInfo& info, std::chrono::milliseconds timeout,
                      const FailureReport& report);
+
+/// The store key of rank `rank`'s stop report: "ppctl/stopped/<rank>".
+std::string stop_key(int rank);
+
+/// Sets rank info.rank's stop report, the code it is about to exit with after stopping on a signal
+/// (launch::kExitStoppedResumable once its checkpoint is complete, else 128 + the signal), as publish_failure
+/// sets a failure report (same client, timeout and round trip). Call it after the rank's last collective:
+/// from then on nothing is lost by ending it. Returns false when the store cannot be reached; never throws.
+bool publish_stop(const RendezvousInfo& info, std::chrono::milliseconds timeout, int exit_code);
+
+/// The exit code in a stop report's text; nullopt when it is not one (never throws).
+std::optional<int> decode_stop(const std::string& text);
 
 }  // namespace ppctl::comm

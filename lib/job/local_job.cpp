@@ -72,8 +72,16 @@ launch::LaunchResult run_attempt(const config::JobSpec& spec, launch::LaunchOpti
     }
     return std::nullopt;
   };
-  spdlog::info("rendezvous store on {}:{}; starting {} workers", options.master_addr,
-               options.master_port, options.world_size);
+  options.stopped_as = [&store](int rank) -> std::optional<int> {
+    try {
+      if (const auto text = store.try_get(comm::stop_key(rank))) return comm::decode_stop(*text);
+    } catch (const Error& e) {
+      spdlog::warn("cannot read rank {}'s stop report: {}", rank, e.what());
+    }
+    return std::nullopt;
+  };
+  spdlog::info("rendezvous store on {}:{}; starting {} worker{}", options.master_addr,
+               options.master_port, options.world_size, options.world_size == 1 ? "" : "s");
   return launch::run_workers(options);
 }
 

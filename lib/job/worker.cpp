@@ -6,11 +6,13 @@
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 
 #include "comm/communicator.hpp"
+#include "comm/failure_report.hpp"
 #include "comm/progress_board.hpp"
 #include "comm/rendezvous.hpp"
 #include "config/load.hpp"
@@ -35,6 +37,9 @@ namespace ppctl::job {
 using observe::RunObserver;
 using observe::run_directory_from_env;
 namespace {
+
+/// How long a stopped worker tries to reach the launcher's store: it is on this machine and up.
+constexpr std::chrono::milliseconds kStopReportTimeout{3000};
 
 torch::Device worker_device(const config::JobSpec& spec, int local_rank) {
   if (spec.runtime.device == config::Device::Cpu) return torch::kCPU;
@@ -217,7 +222,13 @@ int run_worker(const WorkerOptions& options) {
     if (group != nullptr) group->barrier();
   }
   if (end.stop_signal == 0) return 0;
-  return end.checkpointed ? launch::kExitStoppedResumable : 128 + end.stop_signal;
+  const int code = end.checkpointed ? launch::kExitStoppedResumable : 128 + end.stop_signal;
+  // Its stop is complete (checkpoint written, last barrier passed): a second signal to the local launcher while
+  // this process exits then ends the job with this code rather than as a failure. Under torchrun or Slurm
+  // (`identity`) no launcher of ours reads the store.
+  if (!options.identity) comm::publish_stop(info, kStopReportTimeout, code);
+  spdlog::info("stop complete: exiting with code {}", code);
+  return code;
 }
 
 }  // namespace ppctl::job

@@ -298,8 +298,15 @@ class Workers {
 
   /// From now on a worker exiting with one of `codes` has stopped as asked, not failed.
   void accept_stop_codes(std::vector<int> codes) { stopped_codes_ = std::move(codes); }
-  /// The code of the last worker that stopped as asked; 0 when none.
+  /// Whether a worker exiting with `code` now has stopped as asked (accept_stop_codes).
+  bool accepts_stop_code(int code) const {
+    return std::find(stopped_codes_.begin(), stopped_codes_.end(), code) != stopped_codes_.end();
+  }
+  /// The code of the last worker that stopped as asked (or was ended after reporting one: note_stopped);
+  /// 0 when none.
   int stopped_code() const { return stopped_code_; }
+  /// Records `code` as the stop code (workers ended after they reported stopping: all_reported_stop).
+  void note_stopped(int code) { stopped_code_ = code; }
 
   /// Asks every running worker to stop at its next step boundary on behalf of `sig`.
   void forward_stop(int sig) const {
@@ -388,6 +395,41 @@ Blame choose_blame(const std::vector<Ended>& ended, const std::vector<std::optio
   return {ended.front().rank, ended.front().status, causes.at(static_cast<size_t>(ended.front().rank))};
 }
 
+/// "1 worker", "4 workers".
+std::string count_text(int n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
+/// When every running worker has reported (options.stopped_as) that it finished its stop with a code the
+/// launcher accepts as a stop, so that it is only exiting: the code the job ends with (kExitStoppedResumable
+/// only when every worker, exited or reported, stopped with a checkpoint). Nothing otherwise.
+std::optional<int> all_reported_stop(const Workers& workers, const LaunchOptions& options) {
+  if (!options.stopped_as) return std::nullopt;
+  int code = workers.stopped_code() != 0 ? workers.stopped_code() : kExitStoppedResumable;
+  for (const int rank : workers.running_ranks()) {
+    const auto reported = options.stopped_as(rank);
+    if (!reported || !workers.accepts_stop_code(*reported)) return std::nullopt;
+    if (*reported != kExitStoppedResumable) code = *reported;
+  }
+  return code;
+}
+
+/// The result of a job whose workers all stopped on the forwarded signal `forwarded`: their stop code
+/// (kExitStoppedResumable when they wrote a checkpoint), logged.
+LaunchResult stopped_result(const Workers& workers, int forwarded) {
+  LaunchResult result;
+  result.exit_code = workers.stopped_code();
+  result.stop_signal = forwarded;
+  result.interrupted = true;
+  result.message = fmt::format("interrupted ({}): {} stopped, {}", stop_signal_name(forwarded),
+                               workers.started() == 1 ? std::string("the worker")
+                                                      : fmt::format("all {} workers", workers.started()),
+                               result.exit_code == kExitStoppedResumable
+                                   ? fmt::format("with a checkpoint (exit code {}: resumable with --resume auto)",
+                                                 kExitStoppedResumable)
+                                   : std::string("without a checkpoint"));
+  spdlog::warn("{}", result.message);
+  return result;
+}
+
 }  // namespace
 
 LaunchResult run_workers(const LaunchOptions& options) {
@@ -429,17 +471,26 @@ LaunchResult run_workers(const LaunchOptions& options) {
     if (const int sig = StopSignalScope::caught(); options.forward_stop_signals && sig != 0 && forwarded == 0) {
       forwarded = sig;
       caught_then = StopSignalScope::count();
-      spdlog::warn("interrupted ({}): asking the {} workers to stop at the next step boundary (train.on_signal; "
-                   "another signal stops them at once)", stop_signal_name(sig), workers.running());
+      spdlog::warn("interrupted ({}): asking {} to stop at the next step boundary (train.on_signal; "
+                   "another signal stops them at once)", stop_signal_name(sig), count_text(workers.running(), "worker"));
       workers.accept_stop_codes({kExitStoppedResumable, 128 + sig});
       workers.forward_stop(sig);
     }
     if (const int sig = StopSignalScope::caught(); sig != 0 && (forwarded == 0 || StopSignalScope::count() > caught_then)) {
       const int running = workers.running();
-      spdlog::warn("interrupted ({}): stopping {} workers", stop_signal_name(sig), running);
+      if (const auto code = forwarded != 0 ? all_reported_stop(workers, options) : std::nullopt) {
+        // Every rank still running has finished its stop (checkpoint and last collective done) and is only
+        // exiting: ending them loses nothing, and the job ends as their own exits would have ended it.
+        spdlog::warn("interrupted again ({}): the {} still exiting had already stopped; ending {}",
+                     stop_signal_name(sig), count_text(running, "worker"), running == 1 ? "it" : "them");
+        workers.stop(options.grace);
+        workers.note_stopped(*code);
+        return stopped_result(workers, forwarded);
+      }
+      spdlog::warn("interrupted ({}): stopping {}", stop_signal_name(sig), count_text(running, "worker"));
       workers.stop(options.grace);
       result.exit_code = 128 + sig;
-      result.message = fmt::format("interrupted ({}): stopped {} workers", stop_signal_name(sig), running);
+      result.message = fmt::format("interrupted ({}): stopped {}", stop_signal_name(sig), count_text(running, "worker"));
       result.interrupted = true;
       return result;
     }
@@ -481,20 +532,9 @@ LaunchResult run_workers(const LaunchOptions& options) {
     }
     sleep_for(kPollInterval);
   }
-  if (forwarded != 0 && workers.stopped_code() != 0) {
-    result.exit_code = workers.stopped_code();
-    result.stop_signal = forwarded;
-    result.interrupted = true;
-    result.message = fmt::format("interrupted ({}): all {} workers stopped, {}", stop_signal_name(forwarded),
-                                 workers.started(),
-                                 result.exit_code == kExitStoppedResumable
-                                     ? fmt::format("with a checkpoint (exit code {}: resumable with --resume auto)",
-                                                   kExitStoppedResumable)
-                                     : std::string("without a checkpoint"));
-    spdlog::warn("{}", result.message);
-    return result;
-  }
-  result.message = fmt::format("all {} workers finished", workers.started());
+  if (forwarded != 0 && workers.stopped_code() != 0) return stopped_result(workers, forwarded);
+  result.message = workers.started() == 1 ? std::string("the worker finished")
+                                          : fmt::format("all {} workers finished", workers.started());
   spdlog::info("{}", result.message);
   return result;
 }

@@ -43,6 +43,10 @@ struct LaunchOptions {
   /// kExitStoppedResumable or 128 + that signal then has stopped, not failed. False: the launcher stops them
   /// itself (SIGTERM, then SIGKILL after `grace`) on the first signal.
   bool forward_stop_signals = false;
+  /// With forward_stop_signals: the exit code rank `rank` has reported it stops with, once it has finished its
+  /// stop (its checkpoint complete, its last collective done; comm::publish_stop), or nothing. A second signal
+  /// that finds every running rank reported only hurries their exit: the job ends as if they had exited.
+  std::function<std::optional<int>(int rank)> stopped_as;
 };
 
 /// How the job ended.
@@ -72,7 +76,8 @@ struct LaunchResult {
 ///   call) -> without forward_stop_signals the same shutdown, exit_code 128 + signal, interrupted set; with
 ///   it the signal is forwarded, and once every worker has stopped by itself exit_code is theirs
 ///   (kExitStoppedResumable when they wrote a checkpoint) and stop_signal and interrupted are set; a second
-///   signal meanwhile stops them as without the option.
+///   signal meanwhile stops them as without the option, unless every rank still running has already reported
+///   its stop (`stopped_as`): they are then ended and the result is the same as when they exit by themselves.
 /// Returns only after every worker has been reaped (no orphans, no zombies).
 /// Throws ppctl::LaunchError if a worker cannot be started (e.g. executable missing).
 LaunchResult run_workers(const LaunchOptions& options);

@@ -61,7 +61,7 @@ case "$CASE" in
     wait_bounded "$launcher" 120
     echo "signal to exit: $(( ($(date +%s%N) - start) / 1000000 )) ms" >&2
     [ "$rc" -eq 75 ] || fail "exit code $rc after SIGUSR1, expected 75"
-    grep -q "interrupted (SIGUSR1): asking the 2 workers to stop at the next step boundary" "$WORK/out" \
+    grep -q "interrupted (SIGUSR1): asking 2 workers to stop at the next step boundary" "$WORK/out" \
       || fail "the launcher does not say what it got and does"
     grep -q "\[rank 1\] warning: got SIGUSR1 (forwarded by the launcher): the job stops at the next step" "$WORK/out" \
       || fail "a worker does not say what it got"
@@ -79,6 +79,29 @@ case "$CASE" in
     python3 "$ROOT/tests/support/check_run_dir.py" "$WORK/second" --spec "$WORK/job.yaml" --first-step $((step + 1)) \
       --steps 40 --world 2 --pipeline 2 --local || fail "the resumed run's directory is not finished"
     same_losses "$WORK/ref" "$WORK/first/run" "$WORK/second/run"
+    no_leftovers
+    ;;
+  signal_twice)
+    # A second Ctrl-C once every rank has finished its stop (checkpoint complete, its report published) but
+    # has not exited yet (that takes 0.35-0.55 s): the job still ends as stopped with a checkpoint, exit 75,
+    # not "training failed" with 130. Landing after they exited would give 75 too; what must not be is 130.
+    tiny_job 2 100000 "checkpoint: {dir: ckpt}"
+    sed -i 's/log_interval: 5/log_interval: 1/' "$WORK/job.yaml"
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 &
+    launcher=$!
+    wait_for_line "step 3/" 120
+    kill -INT "$launcher"
+    for _ in $(seq 1 1200); do
+      [ "$(grep -c "stop complete: exiting with code 75" "$WORK/out")" -ge 2 ] && break
+      sleep 0.01
+    done
+    kill -INT "$launcher" 2>/dev/null || true
+    wait_bounded "$launcher" 120
+    [ "$rc" -eq 75 ] || { cat "$WORK/out" >&2; fail "exit code $rc after a second SIGINT that came after the stop, expected 75"; }
+    grep -q "training failed" "$WORK/out" && fail "the stopped job is reported as failed"
+    grep -q "training stopped: interrupted (SIGINT): all 2 workers stopped, with a checkpoint (exit code 75" "$WORK/out" \
+      || fail "no final line for the stop"
+    latest_step "$WORK/ckpt" > /dev/null
     no_leftovers
     ;;
   signal_torchrun)

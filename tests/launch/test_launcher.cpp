@@ -472,3 +472,44 @@ TEST_CASE("with cause_of, a rank that reported nothing (killed) is blamed before
   CHECK(result.message == "rank 1 was killed by signal 9 (Killed)");
   check_no_worker_left(dir.path, 2);
 }
+
+TEST_CASE("a second signal once every running rank has reported its stop ends the job as stopped, not failed") {
+  // The workers (sleeping, their stop signals held) stand for ranks that finished their stop and are exiting:
+  // stopped_as says what each reported. Every world size, including one worker ("1 worker", not "1 workers").
+  const int world_size = GENERATE(1, 3);
+  const int reported = GENERATE(ppctl::launch::kExitStoppedResumable, 128 + SIGINT);
+  const bool all_reported = GENERATE(true, false);
+  INFO("world size " << world_size << ", reported " << reported << ", all reported " << all_reported);
+  TempDir dir;
+  LaunchOptions options = worker_job(dir.path, std::vector<std::string>(static_cast<size_t>(world_size), "sleep"));
+  options.forward_stop_signals = true;
+  options.stopped_as = [&](int rank) -> std::optional<int> {
+    if (!all_reported && rank == world_size - 1) return std::nullopt;  // this one is still writing
+    return reported;
+  };
+  std::thread sender([&] {
+    if (!wait_for_reports(dir.path, world_size, 10s)) return;
+    kill(getpid(), SIGINT);  // forwarded: ask them to stop
+    std::this_thread::sleep_for(300ms);
+    kill(getpid(), SIGINT);  // a second Ctrl-C while they exit
+  });
+  const LaunchResult result = run_workers(options);
+  sender.join();
+  CHECK(result.interrupted);
+  CHECK_FALSE(result.failed_rank.has_value());
+  const std::string who = world_size == 1 ? "the worker" : "all 3 workers";
+  if (all_reported) {
+    CHECK(result.exit_code == reported);
+    CHECK(result.stop_signal == SIGINT);
+    CHECK(result.message == "interrupted (SIGINT): " + who + " stopped, " +
+                                (reported == ppctl::launch::kExitStoppedResumable
+                                     ? "with a checkpoint (exit code 75: resumable with --resume auto)"
+                                     : "without a checkpoint"));
+  } else {
+    CHECK(result.exit_code == 128 + SIGINT);
+    CHECK(result.stop_signal == 0);
+    CHECK(result.message == "interrupted (SIGINT): stopped " +
+                                std::string(world_size == 1 ? "1 worker" : "3 workers"));
+  }
+  check_no_worker_left(dir.path, world_size);
+}
