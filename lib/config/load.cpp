@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -262,6 +263,32 @@ int first_tab_indented_line(const std::string& text, int last) {
   return 0;
 }
 
+/// The line of the first TOML table header (`[job]`, `[[blend]]`) when `text` reads as TOML: such a header and a
+/// `key = value` line, each on a line of its own. 0 when it does not (YAML has neither at the left margin of a
+/// spec: `[a, b]` is a list, and `key = value` a plain string, neither valid where a section starts).
+int toml_table_line(const std::string& text) {
+  static const std::regex header(R"(^\s*\[\[?\s*[A-Za-z0-9_.\-" ]+\s*\]\]?\s*(#.*)?$)");
+  static const std::regex assignment(R"(^\s*[A-Za-z0-9_.\-"]+\s*=\s*\S)");
+  std::istringstream lines(text);
+  int line = 0, first_header = 0;
+  bool assigns = false;
+  for (std::string row; std::getline(lines, row);) {
+    ++line;
+    if (first_header == 0 && std::regex_search(row, header)) first_header = line;
+    assigns = assigns || std::regex_search(row, assignment);
+  }
+  return assigns ? first_header : 0;
+}
+
+/// Whether `text` has a line that starts a YAML document (`---`) or ends one (`...`).
+bool has_document_marker(const std::string& text) {
+  static const std::regex marker(R"(^(---|\.\.\.)(\s.*)?$)");
+  std::istringstream lines(text);
+  for (std::string row; std::getline(lines, row);)
+    if (std::regex_search(row, marker)) return true;
+  return false;
+}
+
 }  // namespace
 
 JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir,
@@ -269,6 +296,15 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   Problems problems(source_name);
   if (yaml_text.size() > kMaxSpecBytes) refuse_oversized_spec(source_name, yaml_text.size());
   std::vector<YAML::Node> documents;
+  if (const int line = toml_table_line(yaml_text); line > 0) {
+    // torchtitan's job files are TOML: YAML would report the first `key = value` as a syntax error.
+    problems.add(line, "", std::nullopt,
+                 "the file is TOML ([table] headers and key = value lines, as torchtitan's configs), not YAML",
+                 "write the job spec in YAML: a section name ending in ':' at the left margin and 'key: value' lines "
+                 "indented below it; `ppctl help` lists the sections and fields, and the spec names torchtitan's keys "
+                 "where they differ");
+    problems.throw_if_any();
+  }
   try {
     refuse_stuck_documents(yaml_text);
     documents = YAML::LoadAll(yaml_text);
@@ -300,7 +336,7 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
 
   if (documents.empty() || documents[0].IsNull()) {
     problems.add(1, "", std::nullopt, "the spec is empty",
-                 "write at least data: {path: ...}; configs/README.md has a full example");
+                 "write at least data: {path: ...}; configs/example.yaml is a full example");
   } else if (!documents[0].IsMap()) {
     problems.add(line_of(documents[0]), "", describe(documents[0]),
                  "the spec must be a mapping of sections (model, pipeline, data, optimizer, train, eval, checkpoint, runtime, observe)",
@@ -308,10 +344,15 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   } else {
     Loader(spec, context, overrides).read(documents[0]);
   }
-  if (documents.size() > 1) {
+  if (documents.size() > 1 && has_document_marker(yaml_text)) {
     problems.add(line_of(documents[1]), "", std::nullopt,
                  fmt::format("the file holds {} YAML documents; a spec is one", documents.size()),
                  "remove the '---' separator and everything after it, or merge the documents");
+  } else if (documents.size() > 1) {  // `{...}` followed by another `{...}`: two JSON objects, say
+    problems.add(line_of(documents[1]), "", describe(documents[1]),
+                 fmt::format("a second top-level value starts here ({} in all); a spec is one mapping",
+                             documents.size()),
+                 "merge them into one mapping of sections (in JSON, one {...} object holding every section)");
   }
   problems.throw_if_any();
   return spec;

@@ -212,3 +212,28 @@ TEST_CASE("absurd list lengths are refused before their entries are read, naming
   CHECK(!layers.value);
   CHECK(layers.rule == "a list of 10001 entries, more than the 10000 that ppctl reads (model.layers is at most 10000)");
 }
+
+TEST_CASE("a file in another format is named: TOML, or a second top-level value", "[config][document]") {
+  // torchtitan's job files are TOML.
+  const auto toml = problems_of("# torchtitan job\n[job]\ndump_folder = \"./outputs\"\n\n[model]\nname = \"llama3\"\n"
+                                "[[extra]]\nflavor = \"debugmodel\"\n");
+  REQUIRE(toml.size() == 1);
+  CHECK_THAT(toml[0], StartsWith("job.yaml:2: the file is TOML ([table] headers and key = value lines"));
+  CHECK(toml[0].find("not YAML") != std::string::npos);
+  CHECK(toml[0].find("'---'") == std::string::npos);
+  // Two JSON objects, one after the other: no '---' to remove.
+  for (const std::string& text : {std::string("{\"model\": {\"layers\": 2}}\n{\"train\": {\"steps\": 3}}\n"),
+                                  std::string("{\"model\": {\"layers\": 2}}{\"train\": {\"steps\": 3}}\n")}) {
+    INFO(text);
+    const auto json = problems_of(text);
+    REQUIRE_FALSE(json.empty());
+    CHECK(json.back().find("a second top-level value starts here (2 in all); a spec is one mapping") !=
+          std::string::npos);
+    CHECK(json.back().find("'---'") == std::string::npos);
+  }
+  // YAML that merely holds '=' or brackets is read as YAML (its one problem, a misspelt key, is YAML's).
+  const auto yaml = problems_of(with_data("model: {layers: 2, hiden: 3}\ntrain: {seed: 3}  # a = b\n") +
+                                "pipeline:\n  layers_per_stage: [1, 1]\n  stages: 2\n  schedule: \"[x] = y\"\n");
+  REQUIRE(yaml.size() == 2);
+  for (const auto& p : yaml) CHECK(p.find("TOML") == std::string::npos);
+}
