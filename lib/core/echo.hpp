@@ -33,4 +33,9 @@ inline constexpr std::size_t kMaxLabelChars = 4352;
 /// hundreds of KB typed by mistake).
 std::string echo_label(std::string_view label);
 
+/// `word` as one word of a POSIX shell command line that ppctl prints for the user to paste (`srun ... ppctl
+/// train PATH`): as it is when it holds only characters no shell treats specially (letters, digits and
+/// `_ . / + - : = @ , %`), else in single quotes with each `'` written `'\''`; "" becomes `''`.
+std::string shell_word(std::string_view word);
+
 }  // namespace ppctl::core

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/echo.hpp"
+
 namespace ppctl::plan {
 
 int64_t tasks_per_node(int64_t world_size, int64_t max_per_node) {
@@ -16,7 +18,8 @@ int64_t tasks_per_node(int64_t world_size, int64_t max_per_node) {
 
 std::string format_slurm_resources(const config::JobSpec& spec, int64_t world_size) {
   const int64_t threads = spec.runtime.threads_per_worker;
-  const std::string& job = spec.source.empty() ? std::string("JOB.yaml") : spec.source;
+  // Quoted for the shell: the lines are pasted as they are, and a path may hold spaces or quotes.
+  const std::string job = spec.source.empty() ? std::string("JOB.yaml") : core::shell_word(spec.source);
   if (spec.runtime.device == config::Device::Cuda) {
     const int64_t g = tasks_per_node(world_size, 8);
     const int64_t nodes = world_size / g;

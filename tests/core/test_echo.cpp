@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/echo.hpp"
+#include "support/shell_words.hpp"
 
 using ppctl::core::echo_label;
 using ppctl::core::echo_value;
@@ -67,4 +68,19 @@ TEST_CASE("echo_value cuts after escaping nothing it should not; echo_label keep
   CHECK(label.find(std::string(300, 'p') + "/\\x1b[2J/config.json") != std::string::npos);
   CHECK(label.find("bytes in all") == std::string::npos);
   CHECK(echo_label(std::string(ppctl::core::kMaxLabelChars + 1, 'k')).find("bytes in all") != std::string::npos);
+}
+
+TEST_CASE("shell_word gives bash back every path as one word, plain ones unquoted") {
+  using ppctl::core::shell_word;
+  CHECK(shell_word("configs/example.yaml") == "configs/example.yaml");
+  CHECK(shell_word("/scratch/run-1/job_v2.yaml") == "/scratch/run-1/job_v2.yaml");
+  for (const std::string path : {"my jobs/job 1.yaml", "it's.yaml", "$(touch pwned).yaml", "a\"b`c`.yaml", "",
+                                 "tab\there", "semi;colon&amp|pipe", "*glob?[x]", "~user/job.yaml", "new\nline",
+                                 "'''", "back\\slash", "!history", "{a,b}.yaml", "$HOME/job.yaml"}) {
+    INFO("[" << path << "] written as [" << shell_word(path) << "]");
+    const auto words = ppctl::test::shell_words(shell_word(path) + " next");
+    REQUIRE(words.size() == 2);
+    CHECK(words[0] == path);
+    CHECK(words[1] == "next");
+  }
 }
