@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,33 @@ void check_output(const std::string& prefix) {
   }
 }
 
+/// A SentencePiece model (Llama 2's tokenizer.model) given as --tokenizer, or a model folder that holds one and
+/// no tokenizer.json: refused with the --model that reads it, instead of the JSON reader's complaint.
+void refuse_sentencepiece_as_json(const std::string& path) {
+  std::error_code ec;
+  fs::path model;
+  if (fs::is_directory(path, ec)) {
+    if (fs::exists(fs::path(path) / "tokenizer.json", ec) || !fs::is_regular_file(fs::path(path) / "tokenizer.model", ec))
+      return;
+    model = fs::path(path) / "tokenizer.model";
+  } else if (fs::is_regular_file(path, ec)) {
+    // A serialized SentencePiece ModelProto starts with its first piece (field 1, length-delimited: byte 0x0a);
+    // JSON starts with '{' (or white space).
+    std::ifstream in(path, std::ios::binary);
+    const int first = in.get();
+    if (fs::path(path).extension() != ".model" && first != 0x0a) return;
+    model = path;
+  } else {
+    return;
+  }
+  throw PrepareError(fmt::format("--tokenizer {}: {} a SentencePiece model (as Llama 2 and Mistral ship "
+                                 "tokenizer.model), which --tokenizer does not read: it takes a Hugging Face "
+                                 "tokenizer.json (fix: --model {}, with the default --tokenizer sentencepiece)",
+                                 core::echo_label(path), fs::is_directory(path, ec) ? "the folder holds no "
+                                 "tokenizer.json, only" : "this is",
+                                 core::echo_label(model.string())));
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
   if (options.tokenizer == "bytes") {
     if (!options.model.empty()) {
@@ -61,6 +89,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
                                    "(fix: drop --model)",
                                    core::echo_label(options.model), core::echo_label(options.tokenizer)));
   }
+  refuse_sentencepiece_as_json(options.tokenizer);
   return load_hf_tokenizer(options.tokenizer);
 }
 

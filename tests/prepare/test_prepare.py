@@ -132,6 +132,19 @@ def group_sentencepiece(tmp):
         check_sidecar(prefix, with_eod, "sentencepiece", sp.get_piece_size(), sp.eos_id(), model)
         no_leftovers(tmp)
         print(f"sentencepiece ({trainer}): {sum(map(len, expected))} ids equal Python sentencepiece's")
+    # A SentencePiece model given as --tokenizer (Llama 2's tokenizer.model, under any name), or a model folder
+    # holding only one: pointed to --model with its path, nothing written.
+    folder = os.path.join(tmp, "llama2-style")
+    os.mkdir(folder)
+    shutil.copy(models["python"], os.path.join(folder, "tokenizer.model"))
+    renamed = os.path.join(tmp, "tok.bin")
+    shutil.copy(models["python"], renamed)
+    out_dir = os.path.join(tmp, "out")
+    os.mkdir(out_dir)
+    for given, model in ((os.path.join(folder, "tokenizer.model"), os.path.join(folder, "tokenizer.model")),
+                         (renamed, renamed), (folder, os.path.join(folder, "tokenizer.model"))):
+        expect_bad(["--tokenizer", given, "--input", jsonl, "--output", os.path.join(out_dir, "ds")],
+                   "SentencePiece model", f"--model {model}", folder=out_dir)
     # Setup's model (vocabulary 4096, Debian's spm_train) on a real fortune file, when setup made it.
     model = os.path.expanduser("~/.cache/ppctl/tokenizers/fortunes-4096.model")
     source = "/usr/share/games/fortunes/fortunes.u8"
