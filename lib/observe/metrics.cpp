@@ -98,6 +98,7 @@ std::string metrics_end_line(const RunSummary& summary) {
             {"checkpointed", summary.checkpointed},
             {"peak_memory_bytes", summary.peak_memory_bytes},
             {"stages", summary.stages},
+            {"ranks", summary.ranks},
             {"memory_kind", summary.memory_kind}};
   const auto& b = summary.bubbles;
   line["bubble_measured"] = b ? json(b->measured) : json(nullptr);

@@ -74,17 +74,19 @@ std::string metrics_json_line(const StepMetrics& metrics);
 /// What the end of a run summarises (the last line of metrics.jsonl).
 struct RunSummary {
   int64_t steps = 0;
-  std::vector<int64_t> peak_memory_bytes;       ///< per rank
+  std::vector<int64_t> peak_memory_bytes;       ///< per pipeline rank of replica 0
   std::vector<std::vector<int64_t>> stages;     ///< per rank, the stages it holds
   std::string memory_kind;                      ///< "cuda allocated" or "cpu max resident set"
   std::optional<BubbleReport> bubbles;          ///< none when no step was timed (a 1-step run)
   std::string stopped_by;  ///< the signal the run stopped early on ("SIGUSR1"; train.on_signal); empty = none
   bool checkpointed = false;  ///< with stopped_by: a checkpoint of the last step was written
+  std::vector<int64_t> ranks;  ///< the global rank of each peak_memory_bytes and stages entry (replica 0's pipeline)
 };
 
 /// The last line of metrics.jsonl: `event` "end", `steps` (completed), `stopped_by` (the signal's name, or null
 /// when the run was not stopped early), `checkpointed` (at that stop), `peak_memory_bytes` and `stages` (per
-/// rank, indexed by rank), `memory_kind`, and from `bubbles` (null without them): `bubble_measured`,
+/// pipeline rank of replica 0, indexed by pipeline rank: with data parallelism only replica 0 reports), `ranks`
+/// (the global rank of each entry, as the rank logs name them), `memory_kind`, and from `bubbles` (null without them): `bubble_measured`,
 /// `bubble_planned`, `bubble_simulated` (per rank) and `step_ms_measured`, `step_ms_simulated`.
 std::string metrics_end_line(const RunSummary& summary);
 

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "observe/tensorboard_scalars.hpp"
+#include "plan/parallel.hpp"
 #include "runtime/memory.hpp"
 
 namespace ppctl::observe {
@@ -166,9 +168,11 @@ void RunObserver::finish(comm::Communicator* comm) {
       summary.stages.at(static_cast<size_t>(program_.stage_to_rank[s])).push_back(static_cast<int64_t>(s));
     std::vector<RankTiming> timings(ranks);
     std::vector<std::string> mib;
+    const int64_t dp = std::max<int64_t>(spec_.pipeline.data_parallel, 1);  // resolved by the worker
     for (size_t r = 0; r < ranks; ++r) {
       const double* v = &all[r * kSlot];
       summary.peak_memory_bytes.push_back(std::llround(v[0]));
+      summary.ranks.push_back(plan::global_rank({0, static_cast<int64_t>(r)}, dp));
       mib.push_back(fmt::format("{:.1f}", v[0] / (1024.0 * 1024.0)));
       timings[r].steps = std::llround(v[1]);
       timings[r].schedule_ms = v[2];
@@ -177,7 +181,12 @@ void RunObserver::finish(comm::Communicator* comm) {
         timings[r].compute_count[k] = std::llround(v[7 + k]);
       }
     }
-    spdlog::info("peak memory per rank ({}): {} MiB", summary.memory_kind, fmt::join(mib, ", "));
+    if (dp == 1) {
+      spdlog::info("peak memory per rank ({}): {} MiB", summary.memory_kind, fmt::join(mib, ", "));
+    } else {
+      spdlog::info("peak memory of replica 0's pipeline, global ranks {} ({}): {} MiB (the other replicas run the "
+                   "same stages)", fmt::join(summary.ranks, ", "), summary.memory_kind, fmt::join(mib, ", "));
+    }
     if (timing_.steps > 0) {
       summary.bubbles = compare_bubbles(program_, timings);
       spdlog::info("{}", format_bubble_report(*summary.bubbles));

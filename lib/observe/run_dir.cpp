@@ -105,9 +105,9 @@ std::optional<std::string> run_directory_from_env() {
   return std::string(dir);
 }
 
-void finish_run_directory(const RunDirectory& run, int world_size, bool traced) {
+void finish_run_directory(const RunDirectory& run, int world_size, bool traced, int64_t data_parallel) {
   try {
-    const auto merge = traced ? observe::merge_trace_parts(run.path, world_size, run.origin_us)
+    const auto merge = traced ? observe::merge_trace_parts(run.path, world_size, run.origin_us, data_parallel)
                               : observe::TraceMerge{};
     if (!traced) {
       spdlog::info("no trace (observe.trace_steps is 0)");
@@ -116,8 +116,12 @@ void finish_run_directory(const RunDirectory& run, int world_size, bool traced) 
                    "resumed past it traces nothing; otherwise the ranks failed before writing it)",
                    run.path);
     } else if (merge.ranks_missing.empty()) {
-      spdlog::info("trace of {} ranks written to {} (open it in https://ui.perfetto.dev)",
-                   merge.ranks_merged.size(), merge.path);
+      spdlog::info("trace of {} written to {} (open it in https://ui.perfetto.dev)",
+                   data_parallel > 1 ? fmt::format("replica 0's {} pipeline ranks (the {} replicas run the same "
+                                                   "schedule)", merge.ranks_merged.size(), data_parallel)
+                                     : fmt::format("{} rank{}", merge.ranks_merged.size(),
+                                                   merge.ranks_merged.size() == 1 ? "" : "s"),
+                   merge.path);
     } else {
       spdlog::warn("trace written to {} without rank(s) {}: they left no trace part (failed or "
                    "killed before writing it)",

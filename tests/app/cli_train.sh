@@ -220,6 +220,33 @@ PY
     grep -q "tied embedding on stage" "$WORK/out" && fail "untied job logged tied copies"
     no_leftovers
     ;;
+  dp_records)
+    # dp 2 x pp 2: only replica 0 writes metrics and traces. Its records say so and use the global ranks the
+    # rank logs use (replica 0's pipeline is global ranks 0 and 2): the end record's peak_memory_bytes has a
+    # `ranks` list, the trace's tracks and the SVG rows are named by global rank.
+    tiny_job 2 3 "observe: {trace_steps: 3}"
+    sed -i 's/micro_batch_size: 4}/micro_batch_size: 4, data_parallel: 2}/' "$WORK/job.yaml"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/out" 2>&1 || fail "train exited $?"
+    grep -q "trace of replica 0's 2 pipeline ranks (the 2 replicas run the same schedule)" "$WORK/out" \
+      || fail "the trace line does not say whose ranks it holds"
+    grep -q "\[rank 2\] info: peak memory of replica 0's pipeline, global ranks 0, 2" "$WORK/out" \
+      || fail "the peak memory line does not name the global ranks"
+    "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/dp.svg" --svg-from "$WORK/run" > /dev/null 2>&1 || fail "plan --svg-from exited $?"
+    python3 - "$WORK" <<'PY' || fail "the records do not name the global ranks"
+import json, sys
+work = sys.argv[1]
+end = [json.loads(l) for l in open(f"{work}/run/metrics.jsonl")][-1]
+assert end["event"] == "end" and end["ranks"] == [0, 2] and len(end["peak_memory_bytes"]) == 2, end
+events = json.load(open(f"{work}/run/trace.json"))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+assert names[0] == "rank 0 (pipeline rank 0 of replica 0)" and names[1] == "rank 2 (pipeline rank 1 of replica 0)", names
+svg = open(f"{work}/dp.svg").read()
+assert "rank 2 (pipeline rank 1 of replica 0)" in svg, svg[:500]
+for rank in (0, 1, 2, 3):  # every worker's log, by global rank
+    assert f"[rank {rank}] info: " in open(f"{work}/out").read(), rank
+PY
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

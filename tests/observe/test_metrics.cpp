@@ -110,6 +110,7 @@ TEST_CASE("metrics.jsonl lines parse back with every field; MFU only with a peak
     writer.write(metrics_json_line(m));
     writer.write(metrics_json_line(no_peak));
     RunSummary summary{20, {100, 200}, {{0, 3}, {1, 2}}, "cpu max resident set", std::nullopt};
+    summary.ranks = {0, 2};  // dp 2: replica 0's pipeline ranks are global ranks 0 and 2
     writer.write(metrics_end_line(summary));
     summary.bubbles = BubbleReport{{0.5, 0.25}, {0.2, 0.2}, {0.3, 0.1}, 12.5, 10.0};
     writer.write(metrics_end_line(summary));
@@ -150,6 +151,7 @@ TEST_CASE("metrics.jsonl lines parse back with every field; MFU only with a peak
   CHECK(end["event"] == "end");
   CHECK(end["peak_memory_bytes"] == nlohmann::json::array({100, 200}));
   CHECK(end["stages"] == nlohmann::json::parse("[[0, 3], [1, 2]]"));
+  CHECK(end["ranks"] == nlohmann::json::array({0, 2}));
   CHECK(end["memory_kind"] == "cpu max resident set");
   CHECK(end["bubble_measured"].is_null());
   CHECK(end["step_ms_simulated"].is_null());
