@@ -1,5 +1,5 @@
-// ppctl, the light front of the command line: runs `ppctl plan` itself, without LibTorch (loading its ~480 MB
-// of libraries took longer than planning a 1,024-rank job), and replaces itself (exec: same pid, arguments,
+// ppctl, the light front of the command line: runs `ppctl plan` and `ppctl help` itself, without LibTorch (loading
+// its ~480 MB of libraries took longer than planning a 1,024-rank job), and replaces itself (exec: same pid, arguments,
 // environment and signals) with ppctl-torch, beside it, for every other command, --help and --version, after
 // checking that this user can read the LibTorch library ppctl-torch was linked against (PPCTL_TORCH_LIBRARY).
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "command_line.hpp"
+#include "help_command.hpp"
 #include "core/log.hpp"
 #include "launch/library_access.hpp"
 #include "launch/sibling.hpp"
@@ -25,7 +26,8 @@ std::string what_text(const std::exception& e) { return e.what(); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "plan") != 0) {
+  const bool light = argc >= 2 && (std::strcmp(argv[1], "plan") == 0 || std::strcmp(argv[1], "help") == 0);
+  if (!light) {
     // The loader would fail with a bare exit 127 after the exec: say which folder this user cannot read.
     if (const auto why = ppctl::launch::library_unreachable(PPCTL_TORCH_LIBRARY, std::getenv("LD_LIBRARY_PATH"))) {
       std::cerr << "error: cannot run " << (argc < 2 ? std::string("ppctl") : std::string("`ppctl ") + argv[1] + "`")
@@ -46,7 +48,11 @@ int main(int argc, char** argv) {
   ppctl::app::describe_ppctl(app);
   std::string spec_path;
   ppctl::app::PlanOptions plan_options;
-  ppctl::app::add_plan_command(app, spec_path, plan_options);
+  auto* plan = ppctl::app::add_plan_command(app, spec_path, plan_options);
+  ppctl::app::HelpOptions help_options;
+  ppctl::app::add_help_command(app, help_options);
   if (const auto code = ppctl::app::parse_arguments(app, argc, argv)) return *code;
-  return ppctl::app::run_command([&] { return ppctl::app::run_plan(spec_path, plan_options); }, what_text);
+  return ppctl::app::run_command(
+      [&] { return *plan ? ppctl::app::run_plan(spec_path, plan_options) : ppctl::app::run_help(help_options); },
+      what_text);
 }

@@ -22,6 +22,7 @@
 #include "comm/launch_env.hpp"
 #include "config/load.hpp"
 #include "command_line.hpp"
+#include "help_command.hpp"
 #include "core/echo.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -205,7 +206,8 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
         *shared->made, static_cast<int>(planned.program.num_ranks()), planned.spec.observe.trace_steps > 0,
         code == 0 || ppctl::launch::WorkerSignalScope::caught() != 0 || code == ppctl::launch::kExitStoppedResumable
             ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))
-            : std::chrono::seconds(3));
+            : std::chrono::seconds(3),
+        planned.layout.data_parallel);
   }
   return code;
 }
@@ -264,7 +266,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
                                                 spec_path, extra, worker_env);
   // With data parallelism only replica 0 (its pipeline ranks) traces and writes metrics.
   ppctl::observe::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
-                                       planned.spec.observe.trace_steps > 0);
+                                       planned.spec.observe.trace_steps > 0, planned.layout.data_parallel);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else if (result.stop_signal != 0) {
@@ -342,6 +344,8 @@ int main(int argc, char** argv) {
   std::string spec_path;
   ppctl::app::PlanOptions plan_options;
   auto* plan = ppctl::app::add_plan_command(app, spec_path, plan_options);
+  ppctl::app::HelpOptions help_options;
+  auto* help = ppctl::app::add_help_command(app, help_options);
 
   std::optional<int64_t> steps;
   const auto [steps_lo, steps_hi] = ppctl::config::integer_field_range("train.steps");
@@ -453,6 +457,7 @@ int main(int argc, char** argv) {
 
   return ppctl::app::run_command([&]() -> int {
     if (*plan) return ppctl::app::run_plan(spec_path, plan_options);
+    if (*help) return ppctl::app::run_help(help_options);
     if (*train) {
       return cmd_train(spec_path, steps,
                        resume->count() > 0 ? std::optional<std::string>(resume_path) : std::nullopt,

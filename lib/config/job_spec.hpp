@@ -1,5 +1,5 @@
 // The job spec as plain structs: what `ppctl train` and `ppctl plan` read from YAML. No torch here.
-// Every field: meaning, unit, default, allowed range. configs/README.md documents the same for users.
+// Every field: meaning, unit, default, allowed range. docs/spec-reference.md is generated from the schema.
 #pragma once
 
 #include <cstdint>

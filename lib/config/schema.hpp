@@ -47,7 +47,7 @@ enum class FieldType {
 struct Field {
   std::string key;
   FieldType type;
-  std::string doc;                   ///< what the value means, in one line (configs/README.md tells the rest)
+  std::string doc;                   ///< what the value means, in one line (docs/job-spec.md tells the rest)
   std::string default_text;          ///< the JobSpec member's initial value as YAML writes it; "" when none
   std::optional<IntRange> ints;      ///< Integer and Integers: the values allowed (for each entry)
   std::optional<RealRange> reals;    ///< Real and Reals: the values allowed (for each entry)
@@ -59,6 +59,7 @@ struct Field {
 struct Section {
   std::string name;
   std::vector<Field> fields;
+  std::string doc;  ///< what the section holds, in one line (the reference's heading text)
 
   /// The keys of `fields`, in order.
   std::vector<std::string> keys() const;
