@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <optional>
 
@@ -16,6 +18,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "job/prepared_job.hpp"
+#include "observe/timeline_svg.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "schedule/split_time.hpp"
@@ -54,6 +57,33 @@ ppctl::schedule::CostModel zb_auto_costs(const ppctl::schedule::ZbAutoPlan& zb, 
 }
 
 /// `ppctl plan --tune`: the search on the prepared job, under its layer costs (or the FLOP model's).
+/// --svg: the simulated step, or with --svg-from a step of that run's trace.json, drawn to options.svg_path.
+void write_svg(const PlanOptions& options, const ppctl::job::PreparedJob& planned,
+               const ppctl::schedule::Simulation& simulation) {
+  const auto& spec = planned.spec;
+  const std::string shape = fmt::format("{}, {} rank{}, {} microbatches", ppctl::config::to_string(spec.pipeline.schedule),
+                                        planned.program.num_ranks(), planned.program.num_ranks() == 1 ? "" : "s",
+                                        planned.program.num_microbatches);
+  ppctl::observe::Timeline timeline;
+  if (options.svg_from.empty()) {
+    timeline = ppctl::observe::planned_timeline(
+        simulation, fmt::format("{}: {}: simulated step {:.2f} ms", spec.source, shape, simulation.step_time));
+  } else {
+    const auto file = (std::filesystem::path(options.svg_from) / "trace.json").string();
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      throw ppctl::PlanError(fmt::format("--svg-from {}: no readable trace.json in it (fix: give the run directory of "
+                                         "a `ppctl train` with observe.trace_steps > 0)",
+                                         options.svg_from));
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    timeline = ppctl::observe::measured_timeline(text, file, options.svg_step, "");
+    timeline.title = fmt::format("{}: {}: step {} measured, {:.2f} ms", file, shape, timeline.step, timeline.step_ms);
+  }
+  ppctl::core::write_file_atomically(options.svg_path, ppctl::observe::timeline_svg(timeline));
+  std::cout << "timeline drawn to " << options.svg_path << " (open it in a browser)\n";
+}
+
 int run_tune(const std::string& spec_path, ppctl::job::PreparedJob& planned, const PlanOptions& options) {
   ppctl::tune::TuneOptions tune;
   if (options.memory_gib > 0) {
@@ -154,7 +184,21 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
   auto* tune = plan->add_flag("--tune", plan_options.tune,
                                "Search schedule, microbatches, split and recompute for the fastest configurations "
                                "that fit; print the top 5 with the spec lines for each (exit 4: none fits)");
-  tune->excludes("--costs")->excludes("--balance")->excludes("--timeline")->excludes("--trace")->excludes("--comm");
+  auto* svg = plan->add_option("--svg", plan_options.svg_path,
+                               "Draw the timeline as an SVG picture in this file: the simulated step, or with "
+                               "--svg-from a measured one; ranks by time, F/B/I/W coloured, bubbles blank")
+                  ->check(writable_file_check());
+  auto* svg_from = plan->add_option("--svg-from", plan_options.svg_from,
+                                    "With --svg: draw a step of this run directory's trace.json (measured) "
+                                    "instead of the simulated step")
+                       ->type_name("RUN_DIR")
+                       ->needs(svg);
+  plan->add_option("--svg-step", plan_options.svg_step,
+                   "With --svg-from: the traced step to draw (default: the last step every rank traced)")
+      ->check(number_check(1.0, false))
+      ->needs(svg_from);
+  tune->excludes("--costs")->excludes("--balance")->excludes("--timeline")->excludes("--trace")->excludes("--comm")
+      ->excludes(svg);
   plan->add_option("--memory-gib", plan_options.memory_gib,
                    "With --tune: the most GiB a pipeline rank may hold (default runtime.device_memory_gib)")
       ->check(number_check(0.0, true))
@@ -205,6 +249,7 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
                                        ppctl::schedule::to_chrome_trace(simulation));
     std::cout << "trace written to " << options.trace_path << " (open it in https://ui.perfetto.dev)\n";
   }
+  if (!options.svg_path.empty()) write_svg(options, planned, simulation);
   return 0;
 }
 

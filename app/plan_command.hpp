@@ -2,6 +2,8 @@
 // share it: the light `ppctl`, which plans without loading LibTorch, and `ppctl-torch` (every command).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,9 @@ struct PlanOptions {
   std::vector<std::string> layer_costs;  // --layer-costs: costs files or previous runs' run directories (2: --tune's probes)
   bool tune = false;        // --tune: search for the fastest configurations that fit (tune/search.hpp)
   double memory_gib = 0.0;  // --memory-gib: the tuner's limit per pipeline rank, GiB; 0 = runtime.device_memory_gib
+  std::string svg_path;     // --svg: draw the timeline (simulated, or --svg-from's measured step) as SVG
+  std::string svg_from;     // --svg-from: a run directory whose trace.json gives the measured timeline
+  std::optional<int64_t> svg_step;  // --svg-step: which traced step --svg-from draws (default the last complete one)
 };
 
 /// Adds the `plan` subcommand to `app`; parsing writes the spec path into `spec_path` and the options into
@@ -33,7 +38,8 @@ struct PlanOptions {
 CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& options);
 
 /// Runs `ppctl plan`: prepares the job (job::prepare_job: the whole spec validated, the program built and
-/// checked), simulates one step and prints the plan to stdout (plus the timeline, the trace file, as asked).
+/// checked), simulates one step and prints the plan to stdout (plus the timeline, the trace file and the SVG
+/// timeline, observe/timeline_svg.hpp, as asked).
 /// With schedule zb-auto it also prints how W was placed (schedule::format_zb_auto), and without --costs or
 /// --layer-costs simulates with pipeline.zb_auto's costs (--p2p-latency and --defer-penalty replace theirs).
 /// With --tune it prints the tuner's report instead (tune::format_tune) and returns 4 when no configuration fits.

@@ -61,6 +61,42 @@ assert sorted(e["name"] for e in events if e.get("cat") == "REDUCE_GRAD") == [f"
 PY
     python3 "$ROOT/tests/support/trace_nesting.py" "$WORK/trace.json" || fail "slices of the plan's trace do not nest"
     ;;
+  plan_svg)
+    # The timeline as SVG: the simulated step of the example (well-formed, one box per action), and a measured
+    # step of a traced run (--svg-from), with clear refusals for a folder without a trace or an untraced step.
+    "$PPCTL" plan "$ROOT/configs/example.yaml" --svg "$WORK/plan.svg" > "$WORK/out" 2>&1 || fail "plan --svg exited $?"
+    grep -q "timeline drawn to $WORK/plan.svg" "$WORK/out" || fail "plan does not say where the picture went"
+    tiny_job 2 3 "observe: {trace_steps: 3}"
+    "$PPCTL" train "$WORK/job.yaml" --run-dir "$WORK/run" > "$WORK/train.out" 2>&1 || fail "train exited $?"
+    "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/measured.svg" --svg-from "$WORK/run" > "$WORK/out" 2>&1 \
+      || fail "plan --svg-from exited $?"
+    "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/step1.svg" --svg-from "$WORK/run" --svg-step 1 > "$WORK/out" 2>&1 \
+      || fail "plan --svg-step 1 exited $?"
+    python3 - "$WORK" <<'PY' || fail "the SVG timelines are not what was planned and traced"
+import re, sys, xml.etree.ElementTree as ET
+work = sys.argv[1]
+ns = "{http://www.w3.org/2000/svg}"
+def boxes(name):
+    root = ET.parse(f"{work}/{name}").getroot()  # well-formed XML, or this raises
+    titles = [t.text for t in root.iter(ns + "title")]
+    return root, [t for t in titles if re.match(r"^[0-9]+[FBIW][0-9]+ ", t)]
+root, plan = boxes("plan.svg")
+assert len(plan) == 4 * 8 * 2, len(plan)  # F and B per stage and microbatch
+assert "simulated step 33.00 ms" in ET.tostring(root, encoding="unicode")
+for name, step in (("measured.svg", 3), ("step1.svg", 1)):
+    root, measured = boxes(name)
+    text = ET.tostring(root, encoding="unicode")
+    assert f"step {step} measured" in text, (name, text[:300])
+    assert len(measured) == 2 * 4 * 2, (name, len(measured))  # 2 stages x 4 microbatches x F, B
+PY
+    "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/x.svg" --svg-from "$WORK" > "$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "--svg-from a folder without trace.json did not exit 2"
+    grep -q "no readable trace.json in it" "$WORK/out" || fail "no reason for the refused --svg-from"
+    "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/x.svg" --svg-from "$WORK/run" --svg-step 9 > "$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "an untraced --svg-step did not exit 2"
+    grep -q "step 9 is not traced (the trace holds steps 1, 2, 3;" "$WORK/out" || fail "no list of the traced steps"
+    [ ! -e "$WORK/x.svg" ] || fail "a refused --svg wrote a file"
+    ;;
   plan_stage_costs)
     # --costs per stage: 4 equal groups simulate the same step as one group; a count that is not
     # 4 or 4 per stage is refused with exit code 2.
