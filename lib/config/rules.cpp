@@ -384,7 +384,7 @@ void check_schedule_file(SpecState& s) {
     s.c.problems.add(
         schedule->second.line, path, std::nullopt,
         "required key is missing: schedule custom reads its actions from a CSV file",
-        "add pipeline.schedule_file: my_schedule.csv (one row of actions per rank; see configs/README.md)");
+        "add pipeline.schedule_file: my_schedule.csv (one row of actions per rank; see docs/schedules.md, custom)");
     return;
   }
   const fs::path file = resolve_against(s.c.base_dir, p.schedule_file);

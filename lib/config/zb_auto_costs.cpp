@@ -42,7 +42,7 @@ bool read_costs(Context& c, const Entry& e, std::vector<double>& out) {
 bool read_zb_auto(Context& c, const Entry& e, ZbAutoSpec& out) {
   if (!e.value.IsMap()) {
     c.bad(e, "must be a mapping of zb-auto's costs in ms",
-          "write e.g. zb_auto: {f: 1, i: 1, w: 1, b: 1.5, defer_penalty: 0.2} (see configs/README.md, zb-auto)");
+          "write e.g. zb_auto: {f: 1, i: 1, w: 1, b: 1.5, defer_penalty: 0.2} (see docs/schedules.md, zb-auto)");
     return false;
   }
   ZbAutoSpec z = out;

@@ -1,5 +1,5 @@
 // The name and layout mapping between Hugging Face tensors (GPT2LMHeadModel, LlamaForCausalLM) and
-// ppctl's parameters (model::StageModule::named_parameters; README.md and configs/README.md list them).
+// ppctl's parameters (model::StageModule::named_parameters; docs/fine-tuning.md lists them).
 // Torch-free: the launcher checks a folder's tensors against the spec before anything spawns.
 #pragma once
 

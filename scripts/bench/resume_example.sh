@@ -15,7 +15,7 @@ spec() {
   sed -e "s/^  stages: 4/  stages: $2/" -e 's/^  log_interval: 25/  log_interval: 1\n  recompute: full/' \
       -e 's/^  weight_decay: 0.1/  weight_decay: 0.1\n  lr_schedule: cosine\n  warmup_steps: 30\n  min_lr: 0.0002\n  clip_grad_norm: 1.0/' \
       -e 's|^  path: \(.*\)|  path: \1\n  eval_fraction: 0.02|' \
-      "$ROOT/configs/example.yaml" > "$WORK/$1/job.yaml"
+      -e '/^checkpoint:/,/^$/d' "$ROOT/configs/example.yaml" > "$WORK/$1/job.yaml"
   printf 'eval: {interval: 100, batches: 4}\ncheckpoint: {dir: ckpt, interval: 100, keep: 3}\n' >> "$WORK/$1/job.yaml"
 }
 

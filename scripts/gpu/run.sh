@@ -50,6 +50,7 @@ variant() {  # $1 = name, $2 = stages, $3 = backend
       -e "s#^  device: .*#  device: cuda#" \
       -e "s#^  backend: .*#  backend: $3#" \
       -e "s#^  layers: .*#  layers: 4#" \
+      -e "s#^  dir: .*#  dir: $OUT/checkpoints-$1#" \
       "$ROOT/configs/example.yaml" > "$OUT/$1.yaml"
   echo "== $1: $2 stage(s), backend $3, $STEPS steps"
   "$PPCTL" plan "$OUT/$1.yaml" | head -n 8

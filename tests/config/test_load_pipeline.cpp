@@ -123,7 +123,7 @@ TEST_CASE("a custom schedule needs schedule_file, resolved to an absolute readab
   const Message missing = only_problem(with_data("pipeline:\n  stages: 1\n  schedule: custom\n"), dir.str());
   check(missing, 3, "pipeline.schedule_file", std::nullopt,
         "required key is missing: schedule custom reads its actions from a CSV file");
-  CHECK_THAT(missing.hint, ContainsSubstring("configs/README.md"));
+  CHECK_THAT(missing.hint, ContainsSubstring("docs/schedules.md"));
 
   const Message absent =
       only_problem(with_data("pipeline:\n  schedule: custom\n  schedule_file: nope.csv\n"), dir.str());

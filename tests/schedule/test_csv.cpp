@@ -187,9 +187,9 @@ TEST_CASE("program_hash: equal programs hash equal; moving one action changes it
   CHECK(program_hash(tiny) != program_hash(parse_csv("0F0,0I0,0W0\n", "split.csv")));
 }
 
-TEST_CASE("the CSV example in configs/README.md loads and validates") {
+TEST_CASE("the CSV example in docs/schedules.md loads and validates") {
   const std::string csv =
-      test::first_code_block(std::string(PPCTL_SOURCE_DIR) + "/configs/README.md", "csv");
+      test::first_code_block(std::string(PPCTL_SOURCE_DIR) + "/docs/schedules.md", "csv");
   REQUIRE_FALSE(csv.empty());
   const Program program = parse_csv(csv, "README.md");
   CHECK(program.num_ranks() == 2);
