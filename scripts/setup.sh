@@ -7,7 +7,7 @@ set -euo pipefail
 TORCH_VERSION=2.11.0
 # The venv holds LibTorch, which a build links against (its RUNPATH points into the venv). The default, in
 # this user's cache, serves this user; PPCTL_VENV outside any home (e.g. /opt/ppctl/venv) is an install that
-# every user can run (README: "Installs shared by several users"), made readable by everyone below.
+# every user can run (docs/launching.md, "Installs shared by several users"), made readable by everyone below.
 VENV="${PPCTL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ppctl/venv}"
 # What setup makes (venv, tokenizer) is readable by every user whatever the caller's umask; a home of mode
 # 0700 still keeps the default venv private.

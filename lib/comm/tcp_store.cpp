@@ -83,7 +83,7 @@ bool is_wildcard(const sockaddr* address) {
 }
 
 /// Warns (once per process) that the store listens on every interface because the address given is
-/// the wildcard; README "Exposure".
+/// the wildcard; docs/launching.md, "Rendezvous, ports and exposure".
 void warn_wildcard(const std::string& host, int port, const StoreRole& role) {
   static std::atomic<bool> warned{false};
   if (warned.exchange(true)) return;

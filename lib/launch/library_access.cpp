@@ -79,7 +79,7 @@ std::optional<std::string> library_unreachable(const std::string& library, const
                 "the build), or build ppctl again against the env you have"
               : "install the virtual env where every user can read it and build against it: "
                 "`PPCTL_VENV=/opt/ppctl/venv scripts/setup.sh`, then scripts/build.sh with a new PPCTL_BUILD_DIR "
-                "(README: \"Installs shared by several users\"); or build ppctl as this user";
+                "(docs/launching.md, \"Installs shared by several users\"); or build ppctl as this user";
   return fmt::format("ppctl-torch loads LibTorch from {} (the virtual env this ppctl was built with), and {} cannot "
                      "read it: {} (fix: {})",
                      file.parent_path().string(), user_text(), *why, fix);

@@ -144,7 +144,7 @@ plan::LayerTimes scaled(const plan::LayerTimes& times, double factor);
 /// probes, else `times` scaled by mbs / `spec_mbs` (the spec's micro_batch_size; proportional model).
 plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_t spec_mbs);
 
-/// The search (docs: README `ppctl plan --tune`). Candidates: schedules gpipe, 1f1b, interleaved-1f1b with
+/// The search (docs/planning.md, "Letting ppctl choose"). Candidates: schedules gpipe, 1f1b, interleaved-1f1b with
 /// v 2, 3, 4, zb-h1, zbv, and zb-auto; every m dividing the global batch per replica (m x micro_batch_size of
 /// `spec`) with micro_batch_size = that batch / m (with two probes, only sizes affine.hpp's searched() takes;
 /// the others counted as ruled out); the uniform split, balance auto's, and with measured times

@@ -1,4 +1,4 @@
-"""A ppctl checkpoint's unit files read by PyTorch's own torch.load, as configs/README.md tells users to.
+"""A ppctl checkpoint's unit files read by PyTorch's own torch.load, as docs/operations.md tells users to.
 Usage: test_torch_load.py PPCTL
 
 One short run (2 stages, 3 steps, a checkpoint at the end), then each unit file is loaded with torch.load's
