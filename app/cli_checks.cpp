@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -58,17 +62,27 @@ CLI::Validator integer_check(int64_t lo, int64_t hi) {
       fmt::format("INT in [{}, {}]", lo, hi));
 }
 
-CLI::Validator writable_file_check() {
+CLI::Validator writable_file_check(const std::string& example) {
   return CLI::Validator(
-      [](std::string& path) -> std::string {
+      [example](std::string& path) -> std::string {
         std::error_code ignored;
         if (path.empty()) return "the file name is empty";
+        const std::string shown = core::echo_label(path);
         if (std::filesystem::is_directory(path, ignored) || path.back() == '/') {
-          return path + " is a folder (fix: name a file, e.g. " + path + "/plan.json)";
+          std::string inside = path;
+          while (inside.size() > 1 && inside.back() == '/') inside.pop_back();
+          return shown + " is a folder (fix: name a file, e.g. " + core::echo_label(inside + "/" + example) + ")";
         }
         const auto folder = std::filesystem::path(path).parent_path();
         if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
-          return "folder " + folder.string() + " does not exist";
+          return "folder " + core::echo_label(folder.string()) + " does not exist (fix: create it, or name a file "
+                 "in a folder that exists)";
+        }
+        // The write itself comes after the work (a plan, a search): refuse a folder it cannot write now.
+        const std::string where = folder.empty() ? std::string(".") : folder.string();
+        if (::access(where.c_str(), W_OK | X_OK) != 0) {
+          return "cannot write into folder " + core::echo_label(where) + ": " + std::strerror(errno) +
+                 " (fix: name a file in a folder you may write)";
         }
         return "";
       },

@@ -15,7 +15,12 @@ CLI::App* add_help_command(CLI::App& app, HelpOptions& options) {
   auto* help = app.add_subcommand("help", "Describe the job spec's fields: ppctl help [SECTION|FIELD], e.g. "
                                           "ppctl help pipeline.schedule");
   help->add_option("topic", options.topic, "A section (pipeline), a field (pipeline.schedule) or a bare key "
-                                           "(microbatches); none: every field");
+                                           "(microbatches); none: every field")
+      ->check(CLI::Validator(
+          [](std::string& topic) -> std::string {
+            return topic.empty() ? "the topic is empty (fix: `ppctl help` without a topic lists every field)" : "";
+          },
+          "TOPIC"));
   help->add_flag("--markdown", options.markdown,
                  "Print the whole field reference as Markdown (what docs/spec-reference.md holds)")
       ->excludes(help->get_option("topic"));

@@ -241,6 +241,19 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   if (!planned.spec.checkpoint.dir.empty()) {
     ppctl::checkpoint::check_checkpoint_dir_writable(planned.spec.checkpoint.dir,
                                                      ppctl::job::spec_field_location(planned, "checkpoint.dir"));
+    // A fresh start into a folder that holds an earlier run's checkpoints: they are kept, and this run's join
+    // them (`latest` then names this run's), which is rarely what was meant.
+    std::error_code ec;
+    const auto latest = std::filesystem::path(planned.spec.checkpoint.dir) / "latest";
+    if (!resume && std::filesystem::exists(latest, ec)) {
+      std::ifstream in(latest);
+      std::string name;
+      std::getline(in, name);
+      spdlog::warn("checkpoint.dir {} already holds checkpoints of an earlier run (latest: {}); this run starts at "
+                   "step 1 and writes its own beside them (fix: `--resume auto` to continue that run, or another "
+                   "checkpoint.dir to keep them apart)",
+                   ppctl::core::echo_label(planned.spec.checkpoint.dir), ppctl::core::echo_label(name));
+    }
   }
   if (!dump_gradients.empty()) {  // testing: every worker dumps step 1's gradients and stops
     extra.push_back("--dump-gradients");

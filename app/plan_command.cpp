@@ -7,6 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,8 +20,10 @@
 #include "command_line.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/echo.hpp"
 #include "job/prepared_job.hpp"
 #include "observe/timeline_svg.hpp"
+#include "plan/parallel.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
 #include "schedule/split_time.hpp"
@@ -56,34 +61,99 @@ ppctl::schedule::CostModel zb_auto_costs(const ppctl::schedule::ZbAutoPlan& zb, 
   return costs;
 }
 
-/// `ppctl plan --tune`: the search on the prepared job, under its layer costs (or the FLOP model's).
 /// --svg: the simulated step, or with --svg-from a step of that run's trace.json, drawn to options.svg_path.
+/// Rows are named as the rank logs name ranks (replica 0's pipeline under data parallelism).
 void write_svg(const PlanOptions& options, const ppctl::job::PreparedJob& planned,
                const ppctl::schedule::Simulation& simulation) {
   const auto& spec = planned.spec;
-  const std::string shape = fmt::format("{}, {} rank{}, {} microbatches", ppctl::config::to_string(spec.pipeline.schedule),
-                                        planned.program.num_ranks(), planned.program.num_ranks() == 1 ? "" : "s",
-                                        planned.program.num_microbatches);
+  const int64_t ranks = planned.program.num_ranks();
+  const int64_t dp = std::max<int64_t>(planned.layout.data_parallel, 1);
+  const std::string layout = dp == 1 ? fmt::format("{} rank{}", ranks, ranks == 1 ? "" : "s")
+                                     : fmt::format("pp {} x dp {} ({} ranks; replica 0 drawn)", ranks, dp, ranks * dp);
   ppctl::observe::Timeline timeline;
   if (options.svg_from.empty()) {
     timeline = ppctl::observe::planned_timeline(
-        simulation, fmt::format("{}: {}: simulated step {:.2f} ms", spec.source, shape, simulation.step_time));
+        simulation, fmt::format("{}: {}, {}, {} microbatches: simulated step {:.2f} ms", spec.source,
+                                ppctl::config::to_string(spec.pipeline.schedule), layout,
+                                planned.program.num_microbatches, simulation.step_time));
   } else {
     const auto file = (std::filesystem::path(options.svg_from) / "trace.json").string();
     std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      throw ppctl::PlanError(fmt::format("--svg-from {}: no readable trace.json in it (fix: give the run directory of "
-                                         "a `ppctl train` with observe.trace_steps > 0)",
-                                         options.svg_from));
-    }
+    if (!in) throw ppctl::PlanError(fmt::format("{}: cannot read it: {}", file, std::strerror(errno)));
+
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     timeline = ppctl::observe::measured_timeline(text, file, options.svg_step, "");
-    timeline.title = fmt::format("{}: {}: step {} measured, {:.2f} ms", file, shape, timeline.step, timeline.step_ms);
+    timeline.title = fmt::format("{}: step {} measured, {:.2f} ms{}", file, timeline.step, timeline.step_ms,
+                                 dp > 1 ? " (replica 0)" : "");
+    if (static_cast<int64_t>(timeline.slices.size()) != ranks) {
+      spdlog::warn("--svg-from {}: the run traced {} pipeline ranks, {} plans {}: the picture is the run's, drawn as "
+                   "it ran",
+                   options.svg_from, timeline.slices.size(), spec.source, ranks);
+    }
+  }
+  if (options.svg_from.empty() || dp > 1) {
+    timeline.rank_names.clear();
+    for (int64_t r = 0; r < static_cast<int64_t>(timeline.slices.size()); ++r)
+      timeline.rank_names.push_back(ppctl::plan::replica0_rank_name(r, dp));
   }
   ppctl::core::write_file_atomically(options.svg_path, ppctl::observe::timeline_svg(timeline));
   std::cout << "timeline drawn to " << options.svg_path << " (open it in a browser)\n";
 }
 
+/// Before anything is planned: --svg names an .svg file that replaces no input or other output (the spec, the
+/// trace it draws from, the --trace file), and --svg-from a run directory holding trace.json. Throws
+/// ppctl::PlanError naming the option, its value and the fix.
+void check_svg_target(const std::string& spec_path, const PlanOptions& options) {
+  namespace fs = std::filesystem;
+  const auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  const std::string& svg = options.svg_path;
+  std::string extension = fs::path(svg).extension().string();
+  for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (extension != ".svg") {
+    throw ppctl::PlanError(fmt::format("--svg {}: the picture is SVG, but the name ends in '{}' (fix: name it "
+                                       "{}.svg)",
+                                       ppctl::core::echo_label(svg), ppctl::core::echo_label(extension),
+                                       ppctl::core::echo_label(fs::path(svg).replace_extension().string())));
+  }
+  if (!options.svg_from.empty()) {
+    const fs::path run(options.svg_from);
+    std::error_code ec;
+    if (!fs::exists(run, ec)) {
+      throw ppctl::PlanError(fmt::format("--svg-from {}: no such folder (fix: give the run directory of a `ppctl "
+                                         "train`, e.g. runs/<spec name>-<time>)",
+                                         ppctl::core::echo_label(options.svg_from)));
+    }
+    if (!fs::is_directory(run, ec)) {
+      throw ppctl::PlanError(fmt::format("--svg-from {}: a file, not a run directory (fix: give the folder{})",
+                                         ppctl::core::echo_label(options.svg_from),
+                                         run.filename() == "trace.json"
+                                             ? " holding it: --svg-from " + ppctl::core::echo_label(
+                                                                                  run.parent_path().string())
+                                             : " that holds trace.json"));
+    }
+    if (!fs::is_regular_file(run / "trace.json", ec)) {
+      throw ppctl::PlanError(fmt::format("--svg-from {}: no trace.json in it (fix: train with observe.trace_steps > "
+                                         "0, and let the run end: a run killed before it ends merges no trace)",
+                                         ppctl::core::echo_label(options.svg_from)));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> others{{spec_path, "the spec"}};
+  if (!options.svg_from.empty())
+    others.push_back({(fs::path(options.svg_from) / "trace.json").string(), "the trace --svg-from reads"});
+  if (!options.trace_path.empty()) others.push_back({options.trace_path, "the --trace file"});
+  for (const auto& [path, what] : others) {
+    if (same(svg, path)) {
+      throw ppctl::PlanError(fmt::format("--svg {} is {} (fix: name another file for the picture)",
+                                         ppctl::core::echo_label(svg), what));
+    }
+  }
+}
+
+/// `ppctl plan --tune`: the search on the prepared job, under its layer costs (or the FLOP model's).
 int run_tune(const std::string& spec_path, ppctl::job::PreparedJob& planned, const PlanOptions& options) {
   ppctl::tune::TuneOptions tune;
   if (options.memory_gib > 0) {
@@ -187,15 +257,22 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
   auto* svg = plan->add_option("--svg", plan_options.svg_path,
                                "Draw the timeline as an SVG picture in this file: the simulated step, or with "
                                "--svg-from a measured one; ranks by time, F/B/I/W coloured, bubbles blank")
-                  ->check(writable_file_check());
+                  ->check(writable_file_check("plan.svg"));
   auto* svg_from = plan->add_option("--svg-from", plan_options.svg_from,
                                     "With --svg: draw a step of this run directory's trace.json (measured) "
                                     "instead of the simulated step")
                        ->type_name("RUN_DIR")
+                       ->check(CLI::Validator(
+                           [](std::string& dir) -> std::string {
+                             return dir.empty() ? "the run directory is empty (fix: name the run directory of a "
+                                                  "`ppctl train`, or leave --svg-from out for the simulated step)"
+                                                : "";
+                           },
+                           "RUN_DIR"))
                        ->needs(svg);
   plan->add_option("--svg-step", plan_options.svg_step,
                    "With --svg-from: the traced step to draw (default: the last step every rank traced)")
-      ->check(number_check(1.0, false))
+      ->check(integer_check(1, 1'000'000'000))
       ->needs(svg_from);
   tune->excludes("--costs")->excludes("--balance")->excludes("--timeline")->excludes("--trace")->excludes("--comm")
       ->excludes(svg);
@@ -212,6 +289,7 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
                                        options.layer_costs.size(),
                                        options.tune ? ", or twice with --tune (two micro batch sizes)" : " without --tune"));
   }
+  if (!options.svg_path.empty()) check_svg_target(spec_path, options);
   auto planned = ppctl::job::prepare_job(spec_path);
   if (options.tune) return run_tune(spec_path, planned, options);
   if (options.balance) {

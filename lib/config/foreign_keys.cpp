@@ -92,6 +92,19 @@ const std::vector<ForeignKey>& foreign_keys() {
       {"min_lr_factor", "torchtitan", "optimizer.min_lr", "ppctl takes the floor itself: lr x factor"},
       {"dump_folder", "torchtitan", "observe.runs_dir", ""},
       {"enable_checkpoint", "torchtitan", "checkpoint.dir", "checkpoints are on when a folder is given"},
+      // Hugging Face's Trainer, DeepSpeed and nanoGPT (GPT-2's config.json names too).
+      {"learning_rate", "Hugging Face Trainer", "optimizer.lr", ""},
+      {"max_steps", "Hugging Face Trainer", "train.steps", ""},
+      {"gradient_accumulation_steps", "Hugging Face Trainer", "pipeline.microbatches",
+       "each microbatch is one accumulated micro batch"},
+      {"train_micro_batch_size_per_gpu", "DeepSpeed", "pipeline.micro_batch_size", ""},
+      {"train_batch_size", "DeepSpeed", "pipeline.microbatches",
+       "the global batch is micro_batch_size x microbatches x data_parallel sequences"},
+      {"pipeline_parallel_size", "DeepSpeed", "pipeline.stages", ""},
+      {"n_layer", "nanoGPT", "model.layers", ""},
+      {"n_embd", "nanoGPT", "model.hidden", ""},
+      {"n_head", "nanoGPT", "model.heads", ""},
+      {"block_size", "nanoGPT", "model.seq_len", ""},
   };
   return table;
 }

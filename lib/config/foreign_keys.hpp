@@ -11,7 +11,7 @@ namespace ppctl::config {
 /// One argument of another tool and where its meaning lives in a ppctl job spec.
 struct ForeignKey {
   std::string name;    ///< as the other tool spells it, underscores (Megatron-LM's --num-layers is num_layers)
-  std::string tool;    ///< "Megatron-LM" or "torchtitan"
+  std::string tool;    ///< "Megatron-LM", "torchtitan", "Hugging Face Trainer", "DeepSpeed" or "nanoGPT"
   std::string target;  ///< the ppctl key as section.key, e.g. "model.layers"; "" when ppctl has no counterpart
   std::string note;    ///< how the meaning differs or what to do instead; may be ""
 };

@@ -334,7 +334,15 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   Context context{problems, fs::absolute(base_dir.empty() ? "." : base_dir).lexically_normal().string()};
   if (context.base_dir.size() > 1 && context.base_dir.back() == '/') context.base_dir.pop_back();
 
-  if (documents.empty() || documents[0].IsNull()) {
+  // `{...}` then another `{...}` (two JSON objects, say): the first alone is not the spec meant, so its missing
+  // keys would only mislead; the second value is the one problem.
+  const bool second_value = documents.size() > 1 && !has_document_marker(yaml_text);
+  if (second_value) {
+    problems.add(line_of(documents[1]), "", describe(documents[1]),
+                 fmt::format("a second top-level value starts here ({} in all); a spec is one mapping",
+                             documents.size()),
+                 "merge them into one mapping of sections (in JSON, one {...} object holding every section)");
+  } else if (documents.empty() || documents[0].IsNull()) {
     problems.add(1, "", std::nullopt, "the spec is empty",
                  "write at least data: {path: ...}; configs/example.yaml is a full example");
   } else if (!documents[0].IsMap()) {
@@ -344,15 +352,10 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& source_n
   } else {
     Loader(spec, context, overrides).read(documents[0]);
   }
-  if (documents.size() > 1 && has_document_marker(yaml_text)) {
+  if (documents.size() > 1 && !second_value) {
     problems.add(line_of(documents[1]), "", std::nullopt,
                  fmt::format("the file holds {} YAML documents; a spec is one", documents.size()),
                  "remove the '---' separator and everything after it, or merge the documents");
-  } else if (documents.size() > 1) {  // `{...}` followed by another `{...}`: two JSON objects, say
-    problems.add(line_of(documents[1]), "", describe(documents[1]),
-                 fmt::format("a second top-level value starts here ({} in all); a spec is one mapping",
-                             documents.size()),
-                 "merge them into one mapping of sections (in JSON, one {...} object holding every section)");
   }
   problems.throw_if_any();
   return spec;

@@ -10,6 +10,7 @@
 #include "config/foreign_keys.hpp"
 #include "config/schema.hpp"
 #include "config/suggest.hpp"
+#include "core/echo.hpp"
 #include "core/error.hpp"
 
 namespace ppctl::config {
@@ -149,7 +150,9 @@ std::string spec_help(const std::string& topic) {
       fix = "`ppctl help` lists every section and field";
     }
   }
-  throw ConfigError({fmt::format("ppctl help: '{}' is not a section or field of the job spec (fix: {})", topic, fix)});
+  // The topic as typed, escaped and cut (core::echo_value): a terminal must not act on what it holds.
+  throw ConfigError({fmt::format("ppctl help: '{}' is not a section or field of the job spec (fix: {})",
+                                 core::echo_value(topic), fix)});
 }
 
 }  // namespace ppctl::config

@@ -472,7 +472,8 @@ LaunchResult run_workers(const LaunchOptions& options) {
       forwarded = sig;
       caught_then = StopSignalScope::count();
       spdlog::warn("interrupted ({}): asking {} to stop at the next step boundary (train.on_signal; "
-                   "another signal stops them at once)", stop_signal_name(sig), count_text(workers.running(), "worker"));
+                   "another signal stops them at once)",
+                   stop_signal_name(sig), count_text(workers.running(), "worker"));
       workers.accept_stop_codes({kExitStoppedResumable, 128 + sig});
       workers.forward_stop(sig);
     }
@@ -490,7 +491,8 @@ LaunchResult run_workers(const LaunchOptions& options) {
       spdlog::warn("interrupted ({}): stopping {}", stop_signal_name(sig), count_text(running, "worker"));
       workers.stop(options.grace);
       result.exit_code = 128 + sig;
-      result.message = fmt::format("interrupted ({}): stopped {}", stop_signal_name(sig), count_text(running, "worker"));
+      result.message =
+          fmt::format("interrupted ({}): stopped {}", stop_signal_name(sig), count_text(running, "worker"));
       result.interrupted = true;
       return result;
     }

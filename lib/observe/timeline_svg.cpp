@@ -16,7 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kLabelWidth = 120;  // rank names, left of the plot
+constexpr double kMinLabelWidth = 120;  // rank names, left of the plot (wider for longer names)
+constexpr double kCharWidth = 6.5;      // of an 11 px sans-serif character, about
 constexpr double kPlotWidth = 880;
 constexpr double kBubbleWidth = 110;  // "bubble 23 %", right of the plot
 constexpr double kRowHeight = 24;
@@ -44,7 +45,7 @@ const char* fill_of(const TimelineSlice& slice) {
   switch (slice.action.kind) {
     case schedule::ActionKind::F: return "#4e79a7";
     case schedule::ActionKind::B: return "#59a14f";
-    case schedule::ActionKind::I: return "#8cd17d";
+    case schedule::ActionKind::I: return "#76b7b2";
     case schedule::ActionKind::W: return "#f28e2b";
     default: return "#bab0ac";
   }
@@ -82,6 +83,11 @@ Timeline planned_timeline(const schedule::Simulation& simulation, std::string ti
 Timeline measured_timeline(const std::string& trace_json, const std::string& source, std::optional<int64_t> step,
                            std::string title) {
   const json trace = json::parse(trace_json, nullptr, /*allow_exceptions=*/false);
+  if (trace.is_discarded()) {
+    throw PlanError(fmt::format("{}: not valid JSON, truncated or corrupt (fix: let the run finish merging its "
+                                "trace, or train again with observe.trace_steps > 0)",
+                                source));
+  }
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array()) {
     throw PlanError(fmt::format("{}: not a ppctl trace (no traceEvents list; fix: give the run directory of a "
                                 "`ppctl train` with observe.trace_steps > 0)",
@@ -167,6 +173,9 @@ Timeline measured_timeline(const std::string& trace_json, const std::string& sou
 }
 
 std::string timeline_svg(const Timeline& timeline) {
+  double label_width = kMinLabelWidth;
+  for (const auto& name : timeline.rank_names)
+    label_width = std::max(label_width, 16 + kCharWidth * static_cast<double>(name.size()));
   const double span = timeline.step_ms > 0 ? timeline.step_ms : 1.0;
   const double scale = kPlotWidth / span;
   std::vector<double> row_top;
@@ -177,14 +186,15 @@ std::string timeline_svg(const Timeline& timeline) {
     y += kRowHeight + (reductions ? kReductionHeight + 2 : 0) + kRowGap;
   }
   const double axis_y = y;
-  const double height = axis_y + 60;
-  const double width = kLabelWidth + kPlotWidth + kBubbleWidth;
+  const double height = axis_y + 76;
+  const double width = label_width + kPlotWidth + kBubbleWidth;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{2:.0f}\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{3}</text>\n",
-      width, height, kLabelWidth, xml(timeline.title));
+      width, height, label_width, xml(timeline.title));
+  bool several_stages = false;  // some rank holds more than one stage: its later ones are drawn lighter
   for (std::size_t r = 0; r < timeline.slices.size(); ++r) {
     const auto& row = timeline.slices[r];
     const double top = row_top[r];
@@ -195,15 +205,16 @@ std::string timeline_svg(const Timeline& timeline) {
       stages.insert(s.action.stage);
       busy += s.end_ms - s.start_ms;
     }
+    several_stages = several_stages || stages.size() > 1;
     const std::string name = r < timeline.rank_names.size() ? timeline.rank_names[r] : fmt::format("rank {}", r);
-    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", kLabelWidth - 8,
+    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", label_width - 8,
                        top + kRowHeight / 2 + 4, xml(name));
     // The row's frame: what no box covers is idle time, the bubble.
     svg += fmt::format("<rect x=\"{:.0f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"#f4f4f4\" "
                        "stroke=\"#cccccc\"/>\n",
-                       kLabelWidth, top, kPlotWidth, kRowHeight);
+                       label_width, top, kPlotWidth, kRowHeight);
     for (const auto& s : row) {
-      const double x = kLabelWidth + s.start_ms * scale;
+      const double x = label_width + s.start_ms * scale;
       const double w = std::max(0.5, (s.end_ms - s.start_ms) * scale);
       const double box_top = s.reduction ? top + kRowHeight + 2 : top;
       const double box_height = s.reduction ? kReductionHeight : kRowHeight;
@@ -222,30 +233,35 @@ std::string timeline_svg(const Timeline& timeline) {
       }
     }
     const double bubble = std::clamp(1.0 - busy / span, 0.0, 1.0);
-    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\">bubble {:.0f} %</text>\n", kLabelWidth + kPlotWidth + 8,
+    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\">bubble {:.0f} %</text>\n", label_width + kPlotWidth + 8,
                        top + kRowHeight / 2 + 4, 100 * bubble);
   }
   // Time axis.
   const double step = tick_step(span);
   svg += fmt::format("<line x1=\"{0:.0f}\" y1=\"{1:.1f}\" x2=\"{2:.0f}\" y2=\"{1:.1f}\" stroke=\"#333333\"/>\n",
-                     kLabelWidth, axis_y, kLabelWidth + kPlotWidth);
+                     label_width, axis_y, label_width + kPlotWidth);
   for (double t = 0; t <= span * (1 + 1e-9); t += step) {
-    const double x = kLabelWidth + t * scale;
+    const double x = label_width + t * scale;
     svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\" stroke=\"#333333\"/>"
                        "<text x=\"{0:.2f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4:g}</text>\n",
                        x, axis_y, axis_y + 4, axis_y + 16, t);
   }
-  svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\">ms</text>\n", kLabelWidth + kPlotWidth + 8, axis_y + 16);
+  svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\">ms</text>\n", label_width + kPlotWidth + 8, axis_y + 16);
   // Legend.
-  double lx = kLabelWidth;
+  double lx = label_width;
   const double ly = axis_y + 34;
   for (const auto& [fill, label] : std::vector<std::pair<const char*, const char*>>{
-           {"#4e79a7", "F forward"}, {"#59a14f", "B backward"}, {"#8cd17d", "I input gradient"},
+           {"#4e79a7", "F forward"}, {"#59a14f", "B backward"}, {"#76b7b2", "I input gradient"},
            {"#f28e2b", "W weight gradient"}, {"#b07aa1", "gradient reduction"}, {"#f4f4f4", "idle (bubble)"}}) {
     svg += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#cccccc\"/>"
                        "<text x=\"{:.0f}\" y=\"{:.0f}\">{}</text>\n",
                        lx, ly - 10, fill, lx + 16, ly, label);
     lx += 140;
+  }
+  if (several_stages) {
+    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\">lighter boxes: a rank's later stages (virtual stages), same "
+                       "kind</text>\n",
+                       label_width, ly + 18);
   }
   svg += "</svg>\n";
   return svg;

@@ -42,9 +42,9 @@ Timeline planned_timeline(const schedule::Simulation& simulation, std::string ti
 Timeline measured_timeline(const std::string& trace_json, const std::string& source, std::optional<int64_t> step,
                            std::string title);
 
-/// The timeline as a standalone SVG document: a row per rank with its boxes (F blue, B green, I light green,
-/// W orange, reductions purple, each numbered by microbatch; a stage number too when a rank holds several
-/// stages), idle time blank, each row's idle share ("bubble 23 %") at its right, a time axis in ms and a
+/// The timeline as a standalone SVG document: a row per rank with its boxes (F blue, B green, I teal, W orange,
+/// reductions purple, each numbered by microbatch; a rank's later stages lighter, said in the legend), idle time
+/// blank, each row's idle share ("bubble 23 %") at its right, a time axis in ms and a
 /// legend. Deterministic: the same timeline gives the same bytes.
 std::string timeline_svg(const Timeline& timeline);
 

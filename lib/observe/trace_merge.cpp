@@ -21,12 +21,6 @@ namespace ppctl::observe {
 using nlohmann::json;
 using runtime::trace_part_name;
 
-std::string trace_track_name(int pipeline_rank, int64_t data_parallel) {
-  if (data_parallel <= 1) return fmt::format("rank {}", pipeline_rank);
-  return fmt::format("rank {} (pipeline rank {} of replica 0)", plan::global_rank({0, pipeline_rank}, data_parallel),
-                     pipeline_rank);
-}
-
 TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t origin_us, int64_t data_parallel) {
   namespace fs = std::filesystem;
   TraceMerge merge;
@@ -35,7 +29,7 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
   std::vector<fs::path> merged_files;
   std::set<int> collective_tracks;  // ranks whose collectives track is named
   for (int rank = 0; rank < world_size; ++rank) {
-    events.push_back(schedule::chrome_named_track(rank, trace_track_name(rank, data_parallel)));
+    events.push_back(schedule::chrome_named_track(rank, plan::replica0_rank_name(rank, data_parallel)));
     const fs::path part = fs::path(run_dir) / trace_part_name(rank);
     std::ifstream in(part, std::ios::binary);
     json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -60,7 +54,7 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
       event["tid"] = collective ? world_size + rank : rank;
       if (collective && collective_tracks.insert(rank).second) {
         events.push_back(schedule::chrome_named_track(world_size + rank,
-                                                      trace_track_name(rank, data_parallel) + " collectives"));
+                                                      plan::replica0_rank_name(rank, data_parallel) + " collectives"));
       }
       events.push_back(std::move(event));
       ++merge.events;

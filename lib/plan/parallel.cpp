@@ -35,6 +35,11 @@ int64_t global_rank(RankCoords coords, int64_t dp_size) { return coords.pp * dp_
 
 RankCoords rank_coords(int64_t rank, int64_t dp_size) { return {rank % dp_size, rank / dp_size}; }
 
+std::string replica0_rank_name(int64_t pp, int64_t dp_size) {
+  if (dp_size <= 1) return fmt::format("rank {}", pp);
+  return fmt::format("rank {} (pipeline rank {} of replica 0)", global_rank({0, pp}, dp_size), pp);
+}
+
 std::vector<int64_t> pipeline_group(int64_t dp, int64_t dp_size, int64_t pp_size) {
   std::vector<int64_t> ranks;
   for (int64_t pp = 0; pp < pp_size; ++pp) ranks.push_back(global_rank({dp, pp}, dp_size));

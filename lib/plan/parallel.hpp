@@ -30,6 +30,10 @@ int64_t global_rank(RankCoords coords, int64_t dp_size);
 /// The inverse of global_rank.
 RankCoords rank_coords(int64_t rank, int64_t dp_size);
 
+/// How records that hold replica 0 only (metrics, traces, timelines) name pipeline rank `pp`: "rank P" when
+/// dp_size is 1, else "rank G (pipeline rank P of replica 0)" with G its global rank, as the rank logs name it.
+std::string replica0_rank_name(int64_t pp, int64_t dp_size);
+
 /// The global ranks of replica `dp`'s pipeline, by pipeline rank (its p2p group).
 std::vector<int64_t> pipeline_group(int64_t dp, int64_t dp_size, int64_t pp_size);
 /// The global ranks holding pipeline rank `pp` in every replica, by dp rank (its gradient

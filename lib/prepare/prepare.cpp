@@ -46,15 +46,17 @@ void refuse_sentencepiece_as_json(const std::string& path) {
   std::error_code ec;
   fs::path model;
   if (fs::is_directory(path, ec)) {
-    if (fs::exists(fs::path(path) / "tokenizer.json", ec) || !fs::is_regular_file(fs::path(path) / "tokenizer.model", ec))
-      return;
+    const fs::path folder(path);
+    if (fs::exists(folder / "tokenizer.json", ec) || !fs::is_regular_file(folder / "tokenizer.model", ec)) return;
     model = fs::path(path) / "tokenizer.model";
   } else if (fs::is_regular_file(path, ec)) {
-    // A serialized SentencePiece ModelProto starts with its first piece (field 1, length-delimited: byte 0x0a);
-    // JSON starts with '{' (or white space).
+    // JSON starts with '{' after any white space; a serialized SentencePiece ModelProto with its first piece
+    // (field 1, length-delimited: byte 0x0a, '\n'), and the length that follows is no '{'.
     std::ifstream in(path, std::ios::binary);
-    const int first = in.get();
-    if (fs::path(path).extension() != ".model" && first != 0x0a) return;
+    const int first = in.peek();
+    int c = in.get();
+    while (c == ' ' || c == '\t' || c == '\r' || c == '\n') c = in.get();
+    if (c == '{' || (fs::path(path).extension() != ".model" && first != 0x0a)) return;
     model = path;
   } else {
     return;

@@ -59,9 +59,14 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
+    // A model folder (Llama 2's, as downloaded) holds its SentencePiece model as tokenizer.model.
+    const fs::path inside = fs::path(path) / "tokenizer.model";
+    const bool folder_with_model = fs::is_directory(path, ec) && fs::is_regular_file(inside, ec);
     throw PrepareError(fmt::format(
-        "--model {}: {} (fix: name a SentencePiece .model file, e.g. one spm_train wrote)", core::echo_label(path),
-        fs::exists(path, ec) ? "not a regular file" : "no such file"));
+        "--model {}: {} (fix: {})", core::echo_label(path),
+        folder_with_model ? "a folder" : fs::exists(path, ec) ? "not a regular file" : "no such file",
+        folder_with_model ? "name the model file in it: --model " + core::echo_label(inside.string())
+                          : std::string("name a SentencePiece .model file, e.g. one spm_train wrote")));
   }
   // Read it ourselves first so an unreadable file gets the system's reason, not the library's.
   const std::string bytes = read_input_file(path, "--model");

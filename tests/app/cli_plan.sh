@@ -91,11 +91,35 @@ for name, step in (("measured.svg", 3), ("step1.svg", 1)):
 PY
     "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/x.svg" --svg-from "$WORK" > "$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "--svg-from a folder without trace.json did not exit 2"
-    grep -q "no readable trace.json in it" "$WORK/out" || fail "no reason for the refused --svg-from"
+    grep -q "no trace.json in it" "$WORK/out" || fail "no reason for the refused --svg-from"
     "$PPCTL" plan "$WORK/job.yaml" --svg "$WORK/x.svg" --svg-from "$WORK/run" --svg-step 9 > "$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "an untraced --svg-step did not exit 2"
     grep -q "step 9 is not traced (the trace holds steps 1, 2, 3;" "$WORK/out" || fail "no list of the traced steps"
     [ ! -e "$WORK/x.svg" ] || fail "a refused --svg wrote a file"
+    # Each bad --svg / --svg-from / --svg-step is refused before anything is written, naming it and a fix; the
+    # spec, the trace read and the --trace file are never overwritten.
+    cp "$WORK/run/trace.json" "$WORK/trace.before"
+    head -c 2000 "$WORK/run/trace.json" > "$WORK/cut.json"; mkdir -p "$WORK/cut"; cp "$WORK/cut.json" "$WORK/cut/trace.json"
+    while IFS='|' read -r args needle; do
+      # shellcheck disable=SC2086  # $args: several words
+      eval "\"\$PPCTL\" plan \"\$WORK/job.yaml\" $args" > "$WORK/out" 2>&1; rc=$?
+      [ "$rc" -eq 2 ] || fail "plan $args: exit $rc, expected 2"
+      needle="${needle//\$WORK/$WORK}"
+      grep -qF -- "$needle" "$WORK/out" || { cat "$WORK/out" >&2; fail "plan $args: no '$needle'"; }
+    done <<'CASES'
+--svg "$WORK/job.yaml"|the picture is SVG, but the name ends in '.yaml'
+--svg "$WORK/pic.png"|(fix: name it $WORK/pic.svg)
+--svg "$WORK/run/trace.svg" --trace "$WORK/run/trace.svg"|is the --trace file
+--svg "$WORK/x.svg" --svg-from ""|the run directory is empty
+--svg "$WORK/x.svg" --svg-from "$WORK/none"|no such folder
+--svg "$WORK/x.svg" --svg-from "$WORK/run/trace.json"|a file, not a run directory (fix: give the folder holding it: --svg-from $WORK/run)
+--svg "$WORK/x.svg" --svg-from "$WORK/cut"|not valid JSON, truncated or corrupt
+--svg "$WORK/x.svg" --svg-from "$WORK/run" --svg-step 1e3|--svg-step
+--svg "$WORK"|is a folder (fix: name a file, e.g. $WORK/plan.svg)
+CASES
+    cmp -s "$WORK/trace.before" "$WORK/run/trace.json" || fail "a refused --svg changed the run's trace"
+    [ ! -e "$WORK/x.svg" ] && [ ! -e "$WORK/pic.png" ] || fail "a refused --svg wrote a file"
+    head -c 5 "$WORK/job.yaml" | grep -q "model" || fail "the spec was overwritten"
     ;;
   plan_stage_costs)
     # --costs per stage: 4 equal groups simulate the same step as one group; a count that is not

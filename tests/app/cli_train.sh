@@ -247,6 +247,19 @@ for rank in (0, 1, 2, 3):  # every worker's log, by global rank
 PY
     no_leftovers
     ;;
+  checkpoint_dir_reused)
+    # A fresh start into a checkpoint.dir that holds an earlier run's checkpoints is warned about, naming the
+    # latest and the fixes; --resume auto (continuing it) is not.
+    tiny_job 2 2 "checkpoint: {dir: ckpt}"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "first train exited $?"
+    grep -q "already holds checkpoints" "$WORK/out" && fail "warned on an empty checkpoint.dir"
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "second train exited $?"
+    grep -q "checkpoint.dir $WORK/ckpt already holds checkpoints of an earlier run (latest: step-0*2); this run starts at step 1" \
+      "$WORK/out" || { cat "$WORK/out" >&2; fail "no warning for a fresh start into a used checkpoint.dir"; }
+    timeout 300 "$PPCTL" train "$WORK/job.yaml" --resume auto --steps 3 > "$WORK/out" 2>&1 || fail "--resume auto exited $?"
+    grep -q "already holds checkpoints" "$WORK/out" && fail "warned when continuing with --resume auto"
+    no_leftovers
+    ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

@@ -226,7 +226,7 @@ TEST_CASE("a file in another format is named: TOML, or a second top-level value"
                                   std::string("{\"model\": {\"layers\": 2}}{\"train\": {\"steps\": 3}}\n")}) {
     INFO(text);
     const auto json = problems_of(text);
-    REQUIRE_FALSE(json.empty());
+    REQUIRE(json.size() == 1);  // the first object's missing keys would only mislead
     CHECK(json.back().find("a second top-level value starts here (2 in all); a spec is one mapping") !=
           std::string::npos);
     CHECK(json.back().find("'---'") == std::string::npos);

@@ -81,6 +81,14 @@ TEST_CASE("an unknown help topic names it and the fix", "[reference]") {
   CHECK_THAT(help_error("interval"), ContainsSubstring("eval.interval, checkpoint.interval"));
   CHECK_THAT(help_error("qwertyuiop"), ContainsSubstring("`ppctl help` lists every section and field"));
   CHECK_THAT(help_error("qwertyuiop"), ContainsSubstring("'qwertyuiop'"));
+  CHECK_THAT(help_error("learning_rate"), ContainsSubstring("optimizer.lr"));  // Hugging Face Trainer's name
+  CHECK_THAT(help_error("n_layer"), ContainsSubstring("model.layers"));       // nanoGPT's
+  // What the user typed is shown escaped and cut: no control character reaches the terminal.
+  const std::string evil = help_error("pipe\x1b[31mline\a");
+  CHECK(evil.find('\x1b') == std::string::npos);
+  CHECK(evil.find('\a') == std::string::npos);
+  CHECK_THAT(evil, ContainsSubstring("pipe\\x1b[31mline\\x07"));
+  CHECK(help_error(std::string(5000, 'x')).size() < 1000);
 }
 
 TEST_CASE("the markdown escapes a '|' inside a cell", "[reference]") {

@@ -65,9 +65,9 @@ std::string synthetic_trace(int ranks, int steps, int skip_step = 0) {
 }  // namespace
 
 TEST_CASE("a simulated step is drawn box for box, with each rank's bubble", "[timeline_svg]") {
-  const auto [kind, v] = GENERATE(std::pair{config::ScheduleKind::OneFOneB, 1}, std::pair{config::ScheduleKind::ZBH1, 1},
-                                  std::pair{config::ScheduleKind::ZBV, 2},
-                                  std::pair{config::ScheduleKind::Interleaved1F1B, 2});
+  const auto [kind, v] =
+      GENERATE(std::pair{config::ScheduleKind::OneFOneB, 1}, std::pair{config::ScheduleKind::ZBH1, 1},
+               std::pair{config::ScheduleKind::ZBV, 2}, std::pair{config::ScheduleKind::Interleaved1F1B, 2});
   schedule::ScheduleParams params;
   params.kind = kind;
   params.ranks = 4;
@@ -98,6 +98,8 @@ TEST_CASE("a simulated step is drawn box for box, with each rank's bubble", "[ti
   REQUIRE(bubbles.size() == simulation.bubble_fraction.size());
   for (std::size_t r = 0; r < bubbles.size(); ++r)
     CHECK(std::stoi(bubbles[r][1]) == static_cast<int>(std::lround(100 * simulation.bubble_fraction[r])));
+  // A rank holding several stages draws its later ones lighter, and the legend says so.
+  CHECK((svg.find("lighter boxes: a rank's later stages") != std::string::npos) == (v > 1));
   // Same timeline, same bytes.
   CHECK(svg == observe::timeline_svg(observe::planned_timeline(simulation, "job <a&b>")));
 }
@@ -124,11 +126,33 @@ TEST_CASE("a measured step: the last complete one by default, times from its sta
 TEST_CASE("a measured step that is not there, or a file that is no trace, is refused naming it", "[timeline_svg]") {
   CHECK_THAT(plan_error([] { observe::measured_timeline(synthetic_trace(2, 3), "run/trace.json", 7, "t"); }),
              ContainsSubstring("run/trace.json: step 7 is not traced (the trace holds steps 1, 2, 3;"));
-  for (const std::string text : {"not json", "[1, 2]", "{\"traceEvents\": 3}"}) {
+  // Cut or corrupt JSON (a run killed while it wrote, a truncated copy) is named as such.
+  const std::string whole = synthetic_trace(2, 3);
+  for (const std::string text : {std::string("not json"), whole.substr(0, whole.size() / 2)}) {
+    CHECK_THAT(plan_error([&] { observe::measured_timeline(text, "x.json", std::nullopt, "t"); }),
+               ContainsSubstring("x.json: not valid JSON, truncated or corrupt"));
+  }
+  for (const std::string text : {"[1, 2]", "{\"traceEvents\": 3}"}) {
     INFO(text);
     CHECK_THAT(plan_error([&] { observe::measured_timeline(text, "x.json", std::nullopt, "t"); }),
                ContainsSubstring("x.json: not a ppctl trace"));
   }
   CHECK_THAT(plan_error([] { observe::measured_timeline("{\"traceEvents\": []}", "x.json", std::nullopt, "t"); }),
              ContainsSubstring("x.json: no traced F, B, I or W slices"));
+}
+
+TEST_CASE("long rank names widen the label column instead of being cut", "[timeline_svg]") {
+  schedule::ScheduleParams params;
+  params.ranks = 2;
+  params.microbatches = 2;
+  auto timeline = observe::planned_timeline(schedule::simulate(schedule::generate(params), {}), "t");
+  const auto narrow = observe::timeline_svg(timeline);
+  timeline.rank_names = {"rank 0 (pipeline rank 0 of replica 0)", "rank 2 (pipeline rank 1 of replica 0)"};
+  const auto wide = observe::timeline_svg(timeline);
+  // The label is right-aligned at the plot's left edge minus 8: that x must leave room for the whole name.
+  const std::regex label("<text x=\"([0-9]+)\" y=\"[0-9.]+\" text-anchor=\"end\">rank 2 \\(pipeline");
+  std::smatch m;
+  REQUIRE(std::regex_search(wide, m, label));
+  CHECK(std::stod(m[1]) >= 6.0 * timeline.rank_names[1].size());
+  CHECK(narrow.find("<text x=\"112\"") != std::string::npos);  // the default column: 120 - 8
 }

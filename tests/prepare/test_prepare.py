@@ -145,6 +145,16 @@ def group_sentencepiece(tmp):
                          (renamed, renamed), (folder, os.path.join(folder, "tokenizer.model"))):
         expect_bad(["--tokenizer", given, "--input", jsonl, "--output", os.path.join(out_dir, "ds")],
                    "SentencePiece model", f"--model {model}", folder=out_dir)
+    # --model given the folder: pointed to the file inside it.
+    expect_bad(["--model", folder, "--input", jsonl, "--output", os.path.join(out_dir, "ds")], "a folder",
+               f"--model {os.path.join(folder, 'tokenizer.model')}", folder=out_dir)
+    # A tokenizer.json that starts with a newline (as 0x0a does a SentencePiece model) is still read as JSON.
+    spaced = os.path.join(tmp, "spaced.json")
+    with open(spaced, "w") as f:
+        f.write("\n  {\"model\": 7}\n")
+    err = expect_bad(["--tokenizer", spaced, "--input", jsonl, "--output", os.path.join(out_dir, "ds")], "spaced.json",
+                     folder=out_dir)
+    assert "SentencePiece" not in err, err
     # Setup's model (vocabulary 4096, Debian's spm_train) on a real fortune file, when setup made it.
     model = os.path.expanduser("~/.cache/ppctl/tokenizers/fortunes-4096.model")
     source = "/usr/share/games/fortunes/fortunes.u8"
