@@ -73,6 +73,12 @@ CLI::Validator writable_file_check(const std::string& example) {
           while (inside.size() > 1 && inside.back() == '/') inside.pop_back();
           return shown + " is a folder (fix: name a file, e.g. " + core::echo_label(inside + "/" + example) + ")";
         }
+        const auto status = std::filesystem::symlink_status(path, ignored);
+        if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+            !std::filesystem::is_symlink(status)) {
+          return shown + " is a device, FIFO or socket, which writing the file would replace (fix: name a regular "
+                 "file)";
+        }
         const auto folder = std::filesystem::path(path).parent_path();
         if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
           return "folder " + core::echo_label(folder.string()) + " does not exist (fix: create it, or name a file "

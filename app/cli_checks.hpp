@@ -16,8 +16,8 @@ CLI::Validator number_check(double min, bool strict);
 /// CLI11 alone reads `010` as octal 8 and takes `0x3` or `+3`.
 CLI::Validator integer_check(int64_t lo, int64_t hi);
 
-/// CLI11 check: a path where a file can be written (not a folder; its folder exists and this user may write
-/// into it). `example` is the file name the fix suggests inside a folder given by mistake (plan.json).
+/// CLI11 check: a path where a file can be written (not a folder, device, FIFO or socket; its folder exists and
+/// this user may write into it). `example` is the file name the fix suggests inside a folder given by mistake (plan.json).
 CLI::Validator writable_file_check(const std::string& example = "plan.json");
 
 }  // namespace ppctl::app

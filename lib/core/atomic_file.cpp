@@ -37,6 +37,17 @@ void sync_directory(const std::filesystem::path& folder) {
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
+  // The rename would replace whatever `path` is: a device such as /dev/full, a FIFO or a socket would be lost
+  // (as root, for every process of the machine). Only a regular file, or a link, is replaced.
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+      !std::filesystem::is_symlink(status)) {
+    const char* kind = std::filesystem::is_directory(status) ? "a folder" : "a device, FIFO or socket";
+    throw Error(fmt::format("cannot write {}: it is {}, not a regular file, and writing would replace it (fix: "
+                            "name a regular file)",
+                            path.string(), kind));
+  }
   const auto tmp = std::filesystem::path(path.string() + fmt::format(".tmp.{}", ::getpid()));
   {
     Fd file{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};

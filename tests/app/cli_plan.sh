@@ -99,6 +99,7 @@ PY
     # Each bad --svg / --svg-from / --svg-step is refused before anything is written, naming it and a fix; the
     # spec, the trace read and the --trace file are never overwritten.
     cp "$WORK/run/trace.json" "$WORK/trace.before"
+    mkfifo "$WORK/fifo.svg"
     head -c 2000 "$WORK/run/trace.json" > "$WORK/cut.json"; mkdir -p "$WORK/cut"; cp "$WORK/cut.json" "$WORK/cut/trace.json"
     while IFS='|' read -r args needle; do
       # shellcheck disable=SC2086  # $args: several words
@@ -116,10 +117,12 @@ PY
 --svg "$WORK/x.svg" --svg-from "$WORK/cut"|not valid JSON, truncated or corrupt
 --svg "$WORK/x.svg" --svg-from "$WORK/run" --svg-step 1e3|--svg-step
 --svg "$WORK"|is a folder (fix: name a file, e.g. $WORK/plan.svg)
+--svg "$WORK/fifo.svg"|is a device, FIFO or socket, which writing the file would replace
 CASES
     cmp -s "$WORK/trace.before" "$WORK/run/trace.json" || fail "a refused --svg changed the run's trace"
     [ ! -e "$WORK/x.svg" ] && [ ! -e "$WORK/pic.png" ] || fail "a refused --svg wrote a file"
     head -c 5 "$WORK/job.yaml" | grep -q "model" || fail "the spec was overwritten"
+    [ -p "$WORK/fifo.svg" ] || fail "a FIFO given as --svg was replaced"
     ;;
   plan_stage_costs)
     # --costs per stage: 4 equal groups simulate the same step as one group; a count that is not

@@ -2,6 +2,8 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <string>
 
@@ -34,6 +36,26 @@ TEST_CASE("failed writes and reads name the file") {
   CHECK_THROWS_WITH(core::write_file_atomically(missing, "x"),
                     Catch::Matchers::ContainsSubstring(missing.string()));
   CHECK_THROWS_WITH(core::read_file(missing), Catch::Matchers::ContainsSubstring(missing.string()));
+}
+
+TEST_CASE("write_file_atomically never replaces a folder, device, FIFO or socket with a file") {
+  const test::TempDir temp("ppctl_atomic_file_test_");
+  const auto fifo = temp.path / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(core::write_file_atomically(fifo, "x"),
+                    Catch::Matchers::ContainsSubstring(fifo.string() + ": it is a device, FIFO or socket"));
+  CHECK(fs::is_fifo(fifo));
+  const auto folder = temp.path / "folder";
+  fs::create_directory(folder);
+  CHECK_THROWS_WITH(core::write_file_atomically(folder, "x"), Catch::Matchers::ContainsSubstring("it is a folder"));
+  CHECK(fs::is_directory(folder));
+  // A character device (as /dev/full): refused by the same rule, and left as it is. Read-only use of /dev/null.
+  CHECK_THROWS_WITH(core::write_file_atomically("/dev/null", "x"),
+                    Catch::Matchers::ContainsSubstring("/dev/null: it is a device, FIFO or socket"));
+  CHECK(fs::is_character_file("/dev/null"));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(temp.path)) ++entries;
+  CHECK(entries == 2);  // no temporary left
 }
 
 TEST_CASE("fnv1a64 matches the published FNV-1a test vectors and sees a one-bit change") {
