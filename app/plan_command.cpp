@@ -8,11 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <iostream>
 #include <optional>
 
@@ -78,11 +74,7 @@ void write_svg(const PlanOptions& options, const ppctl::job::PreparedJob& planne
                                 planned.program.num_microbatches, simulation.step_time));
   } else {
     const auto file = (std::filesystem::path(options.svg_from) / "trace.json").string();
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw ppctl::PlanError(fmt::format("{}: cannot read it: {}", file, std::strerror(errno)));
-
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    timeline = ppctl::observe::measured_timeline(text, file, options.svg_step, "");
+    timeline = ppctl::observe::measured_timeline(ppctl::core::read_file(file), file, options.svg_step, "");
     timeline.title = fmt::format("{}: step {} measured, {:.2f} ms{}", file, timeline.step, timeline.step_ms,
                                  dp > 1 ? " (replica 0)" : "");
     if (static_cast<int64_t>(timeline.slices.size()) != ranks) {
