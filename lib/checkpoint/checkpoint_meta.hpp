@@ -16,7 +16,7 @@
 
 namespace ppctl::checkpoint {
 
-/// The fields that decide the learning rate of every step (train/lr_schedule.hpp): the schedule's
+/// The fields that decide the learning rate of every step (optim/lr_schedule.hpp): the schedule's
 /// horizon. Recorded so that a resume that would change the rate of the remaining steps is refused.
 struct CheckpointSchedule {
   config::LrSchedule lr_schedule = config::LrSchedule::Constant;  ///< optimizer.lr_schedule

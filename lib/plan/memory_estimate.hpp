@@ -72,7 +72,7 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
 /// From what the ops of model/gpt2.cpp, model/llama.cpp and model/stage.cpp allocate and free
 /// (t tokens, h hidden, f = ffn_hidden_of, v = vocab_size, a = matmul element bytes as above, g =
 /// bytes of a weight's gradient as autograd hands it to .grad: 4 with fp32 weights, 2 under
-/// bf16-params, whose bf16 gradient AccumulateGrad adds into the fp32 buffer, train/grad_buffers.hpp):
+/// bf16-params, whose bf16 gradient AccumulateGrad adds into the fp32 buffer, optim/grad_buffers.hpp):
 /// - F with the graph kept: the head's fp32 logits (4 t v; + 2 t v of bf16 logits under bf16 and
 ///   bf16-params), alive next to the log-softmax cross_entropy keeps; a block's: the proj / fc2
 ///   (o / down) output before its residual add, a t h.

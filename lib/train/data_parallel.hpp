@@ -1,5 +1,5 @@
 // Data parallelism across pipeline replicas: the process groups of a dp x pp job (the gradient
-// reduction over them is train/grad_buffers.hpp).
+// reduction over them is optim/grad_buffers.hpp).
 #pragma once
 
 #include <memory>
@@ -17,7 +17,7 @@ struct WorkerGroups {
   std::unique_ptr<comm::Communicator> pipeline;       ///< this replica's p ranks; group rank = pp rank
   std::unique_ptr<comm::Communicator> data_parallel;  ///< this pipeline rank in every replica; = dp rank
   /// With tied embeddings on two pipeline ranks: the ranks holding the first or the last stage, in
-  /// every replica (2 x dp ranks; train/grad_buffers.hpp sums the tied copies over them); null
+  /// every replica (2 x dp ranks; optim/grad_buffers.hpp sums the tied copies over them); null
   /// elsewhere, and when one pipeline rank holds both stages.
   std::unique_ptr<comm::Communicator> embedding;
 };

@@ -13,10 +13,10 @@
 #include "launch/stop_signals.hpp"
 #include "schedule/simulate.hpp"
 #include "train/eval.hpp"
-#include "train/distributed_optimizer.hpp"
-#include "train/grad_buffers.hpp"
-#include "train/grad_norm.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/distributed_optimizer.hpp"
+#include "optim/grad_buffers.hpp"
+#include "optim/grad_norm.hpp"
+#include "optim/lr_schedule.hpp"
 #include "train/microbatches.hpp"
 #include "train/oracle.hpp"
 #include "train/resume.hpp"
@@ -90,7 +90,7 @@ void poison_gradients(const std::map<int64_t, std::vector<torch::Tensor>>& owned
 
 /// train.on_nonfinite for a step with a NaN or infinite loss or gradient (the same `stats` on every
 /// rank): `stop` throws, `skip` logs a warning (once per occurrence, on every rank) and returns.
-void handle_nonfinite(config::NonFinitePolicy policy, const GradientStats& stats, int64_t step,
+void handle_nonfinite(config::NonFinitePolicy policy, const optim::GradientStats& stats, int64_t step,
                       int64_t steps) {
   if (policy == config::NonFinitePolicy::Stop) {
     throw Error(
@@ -146,8 +146,8 @@ TrainingEnd run_training(LoopContext& ctx) {
     spdlog::info("note: optimizer.distributed shards over the data-parallel group; with dp 1 there is nothing to "
                  "shard, so every rank keeps its whole AdamW state as without it");
   }
-  GradientBuffers gradients(ctx.stages, ctx.data_parallel, spec.model.tie_embeddings ? ctx.embedding : nullptr,
-                            bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size), distributed);
+  optim::GradientBuffers gradients(ctx.stages, ctx.data_parallel, spec.model.tie_embeddings ? ctx.embedding : nullptr,
+                            optim::bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size), distributed);
   const int64_t sequences_per_step =
       ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;  // the global batch
   // A checkpoint loads into the fp32 parameters and an AdamW over them (its per-parameter format); the
@@ -157,22 +157,22 @@ TrainingEnd run_training(LoopContext& ctx) {
   if (!ctx.resume_from.empty()) {
     meta = read_checkpoint_meta(ctx.resume_from);
     check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
-    loaded = make_optimizer(ctx.stages, spec.optimizer);
+    loaded = optim::make_optimizer(ctx.stages, spec.optimizer);
     load_checkpoint(ctx.resume_from, meta, ctx.stages, *loaded);
   }
   // AdamW over every parameter, or over this replica's shard (then the parameters move into buffers
   // laid out as the gradients'); over the parameters themselves, or over fp32 main copies of them
   // (runtime.precision bf16-params: the parameters become bf16 here).
   const bool bf16_weights = spec.runtime.precision == config::Precision::Bf16Params;
-  std::unique_ptr<StepOptimizer> step_optimizer;
-  DistributedOptimizer* sharded = nullptr;
+  std::unique_ptr<optim::StepOptimizer> step_optimizer;
+  optim::DistributedOptimizer* sharded = nullptr;
   if (distributed) {
-    auto owner = std::make_unique<DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel, spec.optimizer,
+    auto owner = std::make_unique<optim::DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel, spec.optimizer,
                                                         spec.runtime.overlap_param_gather, bf16_weights, loaded.get());
     sharded = owner.get();
     step_optimizer = std::move(owner);
   } else {
-    step_optimizer = std::make_unique<ReplicatedOptimizer>(ctx.stages, spec.optimizer, bf16_weights, loaded.get());
+    step_optimizer = std::make_unique<optim::ReplicatedOptimizer>(ctx.stages, spec.optimizer, bf16_weights, loaded.get());
   }
   loaded.reset();
   torch::optim::AdamW& optimizer = step_optimizer->local();
@@ -211,7 +211,7 @@ TrainingEnd run_training(LoopContext& ctx) {
   const auto save = [&](int64_t step, double lr) {
     const auto state = step_optimizer->checkpoint_state(ctx.stages);
     if (ctx.dp_rank != 0) return;
-    const SeatedWeights seated(ctx.stages, state.weights);
+    const optim::SeatedWeights seated(ctx.stages, state.weights);
     const CheckpointWriter writer{spec,     ctx.stages, *state.optimizer,
                                   ctx.rank, ctx.comm,   sequences_per_step,
                                   ctx.crash_in_checkpoint, ctx.steps};
@@ -265,11 +265,11 @@ TrainingEnd run_training(LoopContext& ctx) {
     const int64_t bad_microbatch = result.first_nonfinite_microbatch < 0
                                        ? -1
                                        : ctx.dp_rank * spec.pipeline.microbatches + result.first_nonfinite_microbatch;
-    auto stats = local_gradient_stats(ctx.stages, owned, num_stages, result.loss_sum, result.loss_count, bad_microbatch);
+    auto stats = optim::local_gradient_stats(ctx.stages, owned, num_stages, result.loss_sum, result.loss_count, bad_microbatch);
     stats.request_stop(ctx.stop_signal ? ctx.stop_signal() : 0);
-    reduce_gradient_stats(stats, groups);
-    if (ctx.data_parallel != nullptr) agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
-    if (sharded) sum_over_shards(stats, *ctx.data_parallel);  // each replica summed its shard only
+    optim::reduce_gradient_stats(stats, groups);
+    if (ctx.data_parallel != nullptr) optim::agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
+    if (sharded) optim::sum_over_shards(stats, *ctx.data_parallel);  // each replica summed its shard only
     const double grad_norm = stats.norm();
     const bool finite = stats.finite();
     if (!finite) {
@@ -277,7 +277,7 @@ TrainingEnd run_training(LoopContext& ctx) {
       gradients.zero();
       ++skipped_steps;
     } else if (spec.optimizer.clip_grad_norm > 0) {
-      gradients.scale(clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));
+      gradients.scale(optim::clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));
     }
     if (!ctx.dump_gradients_dir.empty()) {
       gradients.gather_shards();  // sharded: every replica's .grad whole again, as the dump shows them
@@ -287,7 +287,7 @@ TrainingEnd run_training(LoopContext& ctx) {
     }
     mark(comm::Phase::Optimizer);
     // Once per optimizer step, whatever the number of microbatches.
-    const double lr = learning_rate(spec.optimizer, step, ctx.steps);
+    const double lr = optim::learning_rate(spec.optimizer, step, ctx.steps);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     const auto optimizer_start = Clock::now();
     if (finite) step_optimizer->step();  // sharded: AdamW on the shard, then the parameters all-gathered
@@ -369,7 +369,7 @@ TrainingEnd run_training(LoopContext& ctx) {
       weight_bytes += static_cast<int64_t>(p.nbytes());
     }
   }
-  const int64_t state_bytes = adamw_state_bytes(optimizer);
+  const int64_t state_bytes = optim::adamw_state_bytes(optimizer);
   const int64_t main_bytes = step_optimizer->main_parameter_bytes();
   const auto per_parameter = [&](int64_t bytes) {
     return static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(parameters, 1));

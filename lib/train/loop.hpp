@@ -16,7 +16,7 @@
 #include "observe/observer.hpp"
 #include "runtime/executor.hpp"
 #include "train/fault_injection.hpp"
-#include "train/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace ppctl::train {
 

@@ -15,9 +15,9 @@
 #include "interop/hf_load.hpp"
 #include "plan/layout.hpp"
 #include "schedule/job_program.hpp"
-#include "train/grad_norm.hpp"
+#include "optim/grad_norm.hpp"
 #include "train/microbatches.hpp"
-#include "train/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace ppctl::train {
 namespace {
@@ -108,7 +108,7 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   }
   whole->set_precision(spec.runtime.precision);
   if (spec.runtime.precision == config::Precision::Bf16Params) {  // bf16 weights, fp32 gradients accumulated
-    convert_weights_to_bf16({whole});
+    optim::convert_weights_to_bf16({whole});
     for (auto& p : whole->parameters()) p.mutable_grad() = torch::zeros(p.sizes(), torch::kFloat);
   }
   const data::Dataset dataset(spec);
@@ -140,9 +140,9 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
       if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(dp));
   }
   const std::vector<model::StageModule> stages{whole};
-  const double norm = local_gradient_stats(stages, 1, loss_sum, m).norm();
+  const double norm = optim::local_gradient_stats(stages, 1, loss_sum, m).norm();
   if (spec.optimizer.clip_grad_norm > 0) {
-    scale_gradients(stages, clip_coefficient(norm, spec.optimizer.clip_grad_norm));
+    optim::scale_gradients(stages, optim::clip_coefficient(norm, spec.optimizer.clip_grad_norm));
   }
   GradientMap grads;
   for (const auto& item : whole->named_parameters()) grads[item.key()] = item.value().grad();

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 
 namespace ppctl::train {
 namespace fs = std::filesystem;
@@ -25,7 +25,7 @@ namespace {
 bool decays(config::LrSchedule schedule) { return schedule != config::LrSchedule::Constant; }
 
 /// The first optimizer step (from 0) in [from, to) whose learning rate differs between `saved` over
-/// `saved_steps` steps and `now` over `now_steps` (train/lr_schedule.hpp), or none. After both warmups a
+/// `saved_steps` steps and `now` over `now_steps` (optim/lr_schedule.hpp), or none. After both warmups a
 /// schedule that cannot decay (constant, or min_lr = lr) keeps one rate, so the scan stops there when both
 /// are such; decaying schedules with other parameters differ within a step or two (their decay progress
 /// differs), so the scan is short unless the rates really are equal.
@@ -35,7 +35,7 @@ std::optional<int64_t> first_differing_step(const config::OptimizerSpec& saved, 
   const auto flat = [](const config::OptimizerSpec& o) { return !decays(o.lr_schedule) || o.min_lr == o.lr; };
   const int64_t warm = std::max(saved.warmup_steps, now.warmup_steps);
   for (int64_t step = from; step < to; ++step) {
-    if (learning_rate(saved, step, saved_steps) != learning_rate(now, step, now_steps)) return step;
+    if (optim::learning_rate(saved, step, saved_steps) != optim::learning_rate(now, step, now_steps)) return step;
     if (step >= warm && flat(saved) && flat(now)) return std::nullopt;
   }
   return std::nullopt;
@@ -94,7 +94,7 @@ void check_schedule(const CheckpointMeta& meta, const config::JobSpec& spec, int
       "{}: {}: the {} learning-rate schedule would not continue (step {} would train at rate {:g} instead of {:g}, "
       "the rate the run was heading for) (fix: resume with {}{}, or start a new run with another checkpoint.dir)",
       spec.source, fmt::join(changes, "; "), config::to_string(saved.lr_schedule), *step + 1,
-      learning_rate(now, *step, total_steps), learning_rate(heading, *step, saved.steps), fmt::join(fixes, " and "),
+      optim::learning_rate(now, *step, total_steps), optim::learning_rate(heading, *step, saved.steps), fmt::join(fixes, " and "),
       steps_changed ? " and no other --steps" : ""));
 }
 

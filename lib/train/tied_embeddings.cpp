@@ -24,7 +24,7 @@ uint64_t hash_of(const std::vector<torch::Tensor>& tensors) {
 
 }  // namespace
 
-void log_tied_weights(const std::vector<model::StageModule>& stages, StepOptimizer& optimizer) {
+void log_tied_weights(const std::vector<model::StageModule>& stages, optim::StepOptimizer& optimizer) {
   for (const auto& stage : stages) {
     const auto weight = stage->tied_weight();
     if (!weight.defined()) continue;

@@ -1,12 +1,12 @@
 // Tied input/output embeddings across pipeline stages: the log line that lets tests check that the
 // first stage's token embedding and the last stage's copy (its LM head) stay bitwise equal. Their
-// gradient sum is reduced with the other gradients (train/grad_buffers.hpp).
+// gradient sum is reduced with the other gradients (optim/grad_buffers.hpp).
 #pragma once
 
 #include <vector>
 
 #include "model/stage.hpp"
-#include "train/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace ppctl::train {
 
@@ -15,6 +15,6 @@ namespace ppctl::train {
 /// exp_avg_sq; of empty moments before any step) as `optimizer` keeps them (for the tensor it steps:
 /// the copy, or its fp32 main copy), so that the copies' bitwise equality can be checked across
 /// processes (tests do).
-void log_tied_weights(const std::vector<model::StageModule>& stages, StepOptimizer& optimizer);
+void log_tied_weights(const std::vector<model::StageModule>& stages, optim::StepOptimizer& optimizer);
 
 }  // namespace ppctl::train

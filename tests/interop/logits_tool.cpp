@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     std::vector<ppctl::model::StageModule> stages{
         ppctl::model::StageModule(meta.model, ppctl::model::whole_model_layout(meta.model), meta.seed)};
     const ppctl::config::OptimizerSpec optimizer_spec;
-    auto optimizer = ppctl::train::make_optimizer(stages, optimizer_spec);
+    auto optimizer = ppctl::optim::make_optimizer(stages, optimizer_spec);
     ppctl::checkpoint::load_checkpoint(checkpoint, meta, stages, *optimizer);
     stages[0]->eval();
     torch::NoGradGuard no_grad;

@@ -13,7 +13,7 @@ import tempfile
 
 # lib/'s folders from the bottom up: a folder may include only itself and the folders before it.
 LAYERS = ["core", "config", "plan", "schedule", "tune", "data", "prepare", "launch", "comm", "model", "checkpoint", "interop",
-          "runtime", "observe", "train", "job"]
+          "runtime", "observe", "optim", "train", "job"]
 MAX_SOURCES = 13   # "about 12" .cpp files per folder
 MAX_LINES = 800
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)

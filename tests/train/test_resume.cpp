@@ -9,7 +9,7 @@
 #include "checkpoint/checkpoint_meta.hpp"
 #include "support/checkpoint_meta.hpp"
 #include "support/temp_dir.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 #include "train/resume.hpp"
 
 namespace ppctl {
@@ -79,9 +79,9 @@ TEST_CASE("a changed schedule resumes when every remaining step keeps its rate, 
   const auto text = refusal([&] { train::check_resumable(meta_of(saved, 1, 10), longer_warmup, 8, 20, "ckpt"); });
   CHECK(has(text, "optimizer.warmup_steps is 2 in the checkpoint ckpt but 5 now"));
   CHECK(has(text, fmt::format("step 2 would train at rate {:g} instead of {:g}",
-                              train::learning_rate(longer_warmup.optimizer, 1, 20),
-                              train::learning_rate(saved.optimizer, 1, 10))));
-  CHECK(train::learning_rate(longer_warmup.optimizer, 1, 20) != train::learning_rate(saved.optimizer, 1, 10));
+                              optim::learning_rate(longer_warmup.optimizer, 1, 20),
+                              optim::learning_rate(saved.optimizer, 1, 10))));
+  CHECK(optim::learning_rate(longer_warmup.optimizer, 1, 20) != optim::learning_rate(saved.optimizer, 1, 10));
   CHECK(has(text, "fix: resume with optimizer.warmup_steps: 2, or start"));  // a constant rate has no horizon
   // Saved after step 3 with warmup 5 resumed with warmup 4: steps 4 and 5 differ; the first one is named.
   const auto w5 = spec_of(dir, 10, "lr: 0.001, warmup_steps: 5");

@@ -31,8 +31,8 @@
 #include "support/temp_dir.hpp"
 #include "support/tiny_job.hpp"
 #include "train/fault_injection.hpp"
-#include "train/grad_norm.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/grad_norm.hpp"
+#include "optim/lr_schedule.hpp"
 #include "train/oracle.hpp"
 
 namespace fs = std::filesystem;
@@ -90,7 +90,7 @@ TEST_CASE("learning-rate schedule: warmup, decay endpoints, floor, monotonic") {
   spec.min_lr = 1e-4;
   spec.warmup_steps = 4;
   const int64_t steps = 20;
-  const auto lr = [&](int64_t k) { return train::learning_rate(spec, k, steps); };
+  const auto lr = [&](int64_t k) { return optim::learning_rate(spec, k, steps); };
   const auto schedule = GENERATE(config::LrSchedule::Constant, config::LrSchedule::Cosine,
                                  config::LrSchedule::Linear);
   spec.lr_schedule = schedule;
@@ -130,16 +130,16 @@ TEST_CASE("learning-rate schedule edge cases") {
   spec.min_lr = 0.5;
   spec.lr_schedule = config::LrSchedule::Cosine;
   // No warmup: decay starts at once (Megatron: progress 1/N at the first step).
-  CHECK(train::learning_rate(spec, 0, 4) == Approx(0.5 + 1.5 * 0.5 * (1 + std::cos(M_PI / 4))));
+  CHECK(optim::learning_rate(spec, 0, 4) == Approx(0.5 + 1.5 * 0.5 * (1 + std::cos(M_PI / 4))));
   // A warmup longer than the run never reaches lr.
   spec.warmup_steps = 10;
-  CHECK(train::learning_rate(spec, 4, 5) == Approx(1.0));
+  CHECK(optim::learning_rate(spec, 4, 5) == Approx(1.0));
   // One step after warmup: it is the last, at the floor.
-  CHECK(train::learning_rate(spec, 9, 11) == Approx(2.0));
-  CHECK(train::learning_rate(spec, 10, 11) == Approx(0.5));
+  CHECK(optim::learning_rate(spec, 9, 11) == Approx(2.0));
+  CHECK(optim::learning_rate(spec, 10, 11) == Approx(0.5));
   // min_lr = lr: constant after warmup.
   spec.min_lr = 2.0;
-  CHECK(train::learning_rate(spec, 12, 20) == Approx(2.0));
+  CHECK(optim::learning_rate(spec, 12, 20) == Approx(2.0));
 }
 
 TEST_CASE("the learning rate is set once per optimizer step, whatever the number of microbatches") {
@@ -156,7 +156,7 @@ TEST_CASE("the learning rate is set once per optimizer step, whatever the number
   for (const auto& [s, logged] : steps) {
     INFO("step " << s);
     // The optimizer's rate during step s (logged with 6 significant digits) is schedule(s - 1).
-    CHECK(logged.lr == Approx(train::learning_rate(spec.optimizer, s - 1, 8)).epsilon(1e-5));
+    CHECK(logged.lr == Approx(optim::learning_rate(spec.optimizer, s - 1, 8)).epsilon(1e-5));
     CHECK(std::isfinite(logged.grad_norm));
     CHECK(!logged.skipped);
   }
@@ -327,7 +327,7 @@ TEST_CASE("the worker option --inject-nan takes STAGE:STEP[:REPLICA]") {
 }
 
 TEST_CASE("gradient statistics: norm, non-finite stages, clip factor") {
-  train::GradientStats stats{{1.0, 4.0, 4.0}, {0.0, 0.0, 0.0}};
+  optim::GradientStats stats{{1.0, 4.0, 4.0}, {0.0, 0.0, 0.0}};
   CHECK(stats.norm() == 3.0);
   CHECK(stats.finite());
   CHECK(stats.describe_nonfinite().empty());
@@ -348,13 +348,13 @@ TEST_CASE("gradient statistics: norm, non-finite stages, clip factor") {
   spec.pipeline.stages = 2;
   const auto layout = plan::make_layout(spec);
   const std::vector<model::StageModule> last{model::StageModule(spec.model, layout.stages.back(), 3)};
-  auto local = train::local_gradient_stats(last, 2, std::nan(""), 4, 7);
+  auto local = optim::local_gradient_stats(last, 2, std::nan(""), 4, 7);
   CHECK(local.loss_nonfinite == std::vector<double>{0.0, 1.0});
   CHECK(local.loss_microbatch == std::vector<double>{0.0, 8.0});
-  local = train::local_gradient_stats(last, 2, 1.5, 4, 7);
+  local = optim::local_gradient_stats(last, 2, 1.5, 4, 7);
   CHECK(local.loss_microbatch == std::vector<double>{0.0, 0.0});
-  CHECK(train::clip_coefficient(0.5, 1.0) == 1.0);
-  CHECK(train::clip_coefficient(10.0, 1.0) == Approx(1.0 / (10.0 + 1e-6)));
+  CHECK(optim::clip_coefficient(0.5, 1.0) == 1.0);
+  CHECK(optim::clip_coefficient(10.0, 1.0) == Approx(1.0 / (10.0 + 1e-6)));
 }
 
 TEST_CASE("bf16 mixed precision: pipelined gradients equal the unpipelined bf16 gradients") {

@@ -1,6 +1,6 @@
 // The optimizer of the training step behind one interface: AdamW over fp32 main parameters, whole on
 // every replica (ReplicatedOptimizer, here) or sharded over the data-parallel group
-// (DistributedOptimizer, train/distributed_optimizer.hpp); the main parameters are the weights
+// (DistributedOptimizer, optim/distributed_optimizer.hpp); the main parameters are the weights
 // themselves, or fp32 copies of bf16 weights (runtime.precision bf16-params).
 #pragma once
 
@@ -14,7 +14,7 @@
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 /// AdamW (torch::optim::AdamW) over `decay` and `no_decay` with `spec`'s hyper-parameters, weight
 /// decay on the first group only.
@@ -119,4 +119,4 @@ class ReplicatedOptimizer final : public StepOptimizer {
 void copy_adamw_state(const torch::optim::AdamW& from, const std::vector<torch::Tensor>& from_tensors,
                       torch::optim::AdamW& to, const std::vector<torch::Tensor>& to_tensors);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

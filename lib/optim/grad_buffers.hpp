@@ -12,7 +12,7 @@
 #include "model/stage.hpp"
 #include "runtime/grad_reduction.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 /// Parameters per gradient bucket: `configured` (runtime.grad_bucket_size) when > 0, else
 /// Megatron-Core's default max(40M, 1M x dp) (DistributedDataParallelConfig.bucket_size).
@@ -128,4 +128,4 @@ class GradientBuffers final : public runtime::GradientReduction {
   bool tied_reduced_ = false;  // the last finished step reduced the tied copies over a group
 };
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

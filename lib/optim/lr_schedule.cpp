@@ -1,12 +1,12 @@
 // Learning-rate schedule: warmup, then constant / cosine / linear decay (see lr_schedule.hpp).
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 double learning_rate(const config::OptimizerSpec& spec, int64_t step, int64_t total_steps) {
   const int64_t warmup = spec.warmup_steps;
@@ -25,4 +25,4 @@ double learning_rate(const config::OptimizerSpec& spec, int64_t step, int64_t to
   return spec.min_lr + coefficient * (spec.lr - spec.min_lr);
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

@@ -1,13 +1,13 @@
 // AdamW's construction, the replicated optimizer over fp32 main parameters, and the seating of fp32
 // weights for a checkpoint (see optimizer.hpp).
-#include "train/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 #include <fmt/format.h>
 
 #include "core/check.hpp"
-#include "train/grad_norm.hpp"
+#include "optim/grad_norm.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::Tensor> decay, std::vector<torch::Tensor> no_decay,
                                                 const config::OptimizerSpec& spec) {
@@ -138,4 +138,4 @@ int64_t ReplicatedOptimizer::main_parameter_bytes() const {
   return bytes;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

@@ -1,5 +1,5 @@
 // Global gradient norm, non-finite detection and clipping (see grad_norm.hpp).
-#include "train/grad_norm.hpp"
+#include "optim/grad_norm.hpp"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include "core/check.hpp"
 #include "launch/stop_signals.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 namespace {
 
 /// The smallest value above 0 in `values`, or 0 when there is none (the "first microbatch + 1" entries).
@@ -196,4 +196,4 @@ void scale_gradients(const std::vector<model::StageModule>& stages, double facto
   }
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

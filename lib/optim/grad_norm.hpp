@@ -10,7 +10,7 @@
 #include "comm/communicator.hpp"
 #include "model/stage.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 /// One step's gradient statistics, indexed by global stage. A rank fills in the stages it holds
 /// (local_gradient_stats); once summed over the pipeline (reduce_gradient_stats) every rank holds
@@ -90,4 +90,4 @@ double clip_coefficient(double norm, double max_norm);
 /// Multiplies every defined gradient of `stages` by `factor`, in place.
 void scale_gradients(const std::vector<model::StageModule>& stages, double factor);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

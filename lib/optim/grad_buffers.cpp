@@ -1,5 +1,5 @@
 // Contiguous gradient buffers, buckets and their data-parallel reduction (see grad_buffers.hpp).
-#include "train/grad_buffers.hpp"
+#include "optim/grad_buffers.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "core/check.hpp"
 #include "core/error.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 int64_t bucket_size_of(int64_t configured, int64_t dp_size) {
   if (configured > 0) return configured;
@@ -259,4 +259,4 @@ int64_t GradientBuffers::bytes() const {
   return bytes;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

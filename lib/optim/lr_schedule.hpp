@@ -6,7 +6,7 @@
 
 #include "config/job_spec.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 /// The learning rate of optimizer step `step` (counted from 0) in a run of `total_steps` steps,
 /// following Megatron-LM's OptimizerParamScheduler.get_lr
@@ -22,4 +22,4 @@ namespace ppctl::train {
 /// non-finite values still count (the schedule follows the step number).
 double learning_rate(const config::OptimizerSpec& spec, int64_t step, int64_t total_steps);
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "plan/layout.hpp"
 #include "support/memory_spec.hpp"
-#include "train/grad_buffers.hpp"
+#include "optim/grad_buffers.hpp"
 
 using namespace ppctl;
 
@@ -91,7 +91,7 @@ int64_t parameter_count(const model::StageModule& stage) {
 TEST_CASE("buckets hold whole parameters and reach the bucket size, except the last") {
   for (int64_t size : {1, 5, 16, 100, 1000}) {
     const std::vector<int64_t> numels{4, 12, 3, 3, 40, 1, 1, 7, 64, 2};
-    const auto ranges = train::bucket_ranges(numels, size);
+    const auto ranges = optim::bucket_ranges(numels, size);
     INFO("bucket size " << size);
     REQUIRE(!ranges.empty());
     CHECK(ranges.front().first == 0);
@@ -108,17 +108,17 @@ TEST_CASE("buckets hold whole parameters and reach the bucket size, except the l
       }
     }
   }
-  CHECK(train::bucket_ranges({}, 10).empty());
-  CHECK(train::bucket_ranges({5, 5}, 1000).size() == 1);
-  CHECK_THROWS_AS(train::bucket_ranges({5}, 0), Error);
-  CHECK(train::bucket_size_of(0, 1) == 40'000'000);
-  CHECK(train::bucket_size_of(0, 64) == 64'000'000);
-  CHECK(train::bucket_size_of(1234, 64) == 1234);
+  CHECK(optim::bucket_ranges({}, 10).empty());
+  CHECK(optim::bucket_ranges({5, 5}, 1000).size() == 1);
+  CHECK_THROWS_AS(optim::bucket_ranges({5}, 0), Error);
+  CHECK(optim::bucket_size_of(0, 1) == 40'000'000);
+  CHECK(optim::bucket_size_of(0, 64) == 64'000'000);
+  CHECK(optim::bucket_size_of(1234, 64) == 1234);
 }
 
 TEST_CASE("gradients are views into one buffer per stage that autograd accumulates into") {
   auto stages = three_stages(/*tied=*/false);
-  train::GradientBuffers buffers(stages, nullptr, nullptr, /*bucket_size=*/5000);
+  optim::GradientBuffers buffers(stages, nullptr, nullptr, /*bucket_size=*/5000);
   int64_t total = 0;
   for (const auto& stage : stages) total += parameter_count(stage);
   CHECK(buffers.bytes() == 4 * total);
@@ -146,7 +146,7 @@ TEST_CASE("each stage posts its buckets once, in place, in the order REDUCE_GRAD
   auto stages = three_stages(/*tied=*/false);
   ReplicaCommunicator dp(4);
   const int64_t bucket = 20'000;
-  train::GradientBuffers buffers(stages, &dp, nullptr, bucket);
+  optim::GradientBuffers buffers(stages, &dp, nullptr, bucket);
   torch::manual_seed(0);
   std::vector<torch::Tensor> expected;
   for (auto& stage : stages) {
@@ -184,7 +184,7 @@ TEST_CASE("the tied copies are summed once both are done, outside the buckets, a
   SECTION("one rank holds both tied stages: local sum, then over the data-parallel group") {
     std::vector<model::StageModule> stages{all[0], all[2]};
     ReplicaCommunicator dp(2);
-    train::GradientBuffers buffers(stages, &dp, nullptr, /*bucket_size=*/1'000'000'000);
+    optim::GradientBuffers buffers(stages, &dp, nullptr, /*bucket_size=*/1'000'000'000);
     auto first = stages[0]->tied_weight(), last = stages[1]->tied_weight();
     REQUIRE(first.defined());
     REQUIRE(last.defined());
@@ -205,7 +205,7 @@ TEST_CASE("the tied copies are summed once both are done, outside the buckets, a
   SECTION("the copies on two pipeline ranks: the embedding group sums them") {
     std::vector<model::StageModule> stages{all[2]};
     ReplicaCommunicator dp(2), embedding(4);  // 2 replicas x (first, last)
-    train::GradientBuffers buffers(stages, &dp, &embedding, /*bucket_size=*/1000);
+    optim::GradientBuffers buffers(stages, &dp, &embedding, /*bucket_size=*/1000);
     auto copy = stages[0]->tied_weight();
     copy.mutable_grad().fill_(0.5);
     buffers.start(2);
@@ -222,7 +222,7 @@ TEST_CASE("a stage's buffer layout: whole parameters back to back, buckets padde
     for (const int64_t pad : {1, 2, 3, 8}) {
       for (const int64_t size : {1, 16, 1000}) {
         INFO("tied " << tied << ", pad to " << pad << ", bucket size " << size);
-        const auto layout = train::stage_buffer_layout(numels, tied, size, pad);
+        const auto layout = optim::stage_buffer_layout(numels, tied, size, pad);
         CHECK(layout.tied_index == tied);
         REQUIRE(layout.offsets.size() == numels.size());
         int64_t padding = 0;
@@ -266,7 +266,7 @@ TEST_CASE("sharded buffers reduce-scatter every bucket, padded to a multiple of 
   auto all = three_stages(/*tied=*/true);
   std::vector<model::StageModule> stages{all[0], all[2]};  // both tied copies on this rank
   ReplicaCommunicator dp(4);  // x 4 / 4 is exact in float: the mean of equal replicas is the value
-  train::GradientBuffers buffers(stages, &dp, nullptr, /*bucket_size=*/7'000, /*shard=*/true);
+  optim::GradientBuffers buffers(stages, &dp, nullptr, /*bucket_size=*/7'000, /*shard=*/true);
   REQUIRE(buffers.sharded());
   torch::manual_seed(1);
   for (auto& stage : stages) {
@@ -299,7 +299,7 @@ TEST_CASE("sharded buffers reduce-scatter every bucket, padded to a multiple of 
   buffers.gather_shards();
   CHECK(dp.gathered == padded);
   ReplicaCommunicator plain_dp(4);
-  train::GradientBuffers plain(stages, &plain_dp, nullptr, 7'000);
+  optim::GradientBuffers plain(stages, &plain_dp, nullptr, 7'000);
   CHECK_FALSE(plain.sharded());
   plain.gather_shards();
   CHECK(plain_dp.gathered == 0);

@@ -1,6 +1,6 @@
 // The distributed optimizer over the data-parallel group, for fp32 or bf16 weights (see
 // distributed_optimizer.hpp).
-#include "train/distributed_optimizer.hpp"
+#include "optim/distributed_optimizer.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/check.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 DistributedOptimizer::DistributedOptimizer(const std::vector<model::StageModule>& stages,
                                            const GradientBuffers& gradients, comm::Communicator& data_parallel,
@@ -260,4 +260,4 @@ int64_t DistributedOptimizer::main_parameter_bytes() const {
   return bytes;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim

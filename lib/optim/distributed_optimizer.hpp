@@ -13,10 +13,10 @@
 #include "config/job_spec.hpp"
 #include "model/stage.hpp"
 #include "runtime/param_gather.hpp"
-#include "train/grad_buffers.hpp"
-#include "train/optimizer.hpp"
+#include "optim/grad_buffers.hpp"
+#include "optim/optimizer.hpp"
 
-namespace ppctl::train {
+namespace ppctl::optim {
 
 /// AdamW over this replica's shard of every stage it holds (Megatron-Core's DistributedOptimizer:
 /// megatron/core/optimizer/distrib_optimizer.py; its docs/source/api-guide/dist_optimizer.md).
@@ -118,4 +118,4 @@ class DistributedOptimizer final : public StepOptimizer, public runtime::Paramet
   int64_t steps_taken_ = 0;  // AdamW steps taken (skipped steps not counted), as AdamWParamState::step
 };
 
-}  // namespace ppctl::train
+}  // namespace ppctl::optim
