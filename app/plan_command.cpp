@@ -85,8 +85,9 @@ void write_svg(const PlanOptions& options, const ppctl::job::PreparedJob& planne
   }
   if (options.svg_from.empty() || dp > 1) {
     timeline.rank_names.clear();
+    const ppctl::plan::RankGrid grid(1, dp, std::max<int64_t>(ranks, static_cast<int64_t>(timeline.slices.size())));
     for (int64_t r = 0; r < static_cast<int64_t>(timeline.slices.size()); ++r)
-      timeline.rank_names.push_back(ppctl::plan::replica0_rank_name(r, dp));
+      timeline.rank_names.push_back(ppctl::plan::replica0_rank_name(r, grid));
   }
   ppctl::core::write_file_atomically(options.svg_path, ppctl::observe::timeline_svg(timeline));
   std::cout << "timeline drawn to " << options.svg_path << " (open it in a browser)\n";

@@ -135,7 +135,7 @@ int run_worker(const WorkerOptions& options) {
   check_planned_program(program);
   const auto layout = schedule::job_layout(spec, program);
   PPCTL_ASSERT(info.world_size == layout.world_size, "world size differs from dp x pp");
-  const auto coords = plan::rank_coords(info.rank, layout.data_parallel);
+  const auto coords = layout.grid().coords(info.rank);
 
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(

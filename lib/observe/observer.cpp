@@ -168,11 +168,12 @@ void RunObserver::finish(comm::Communicator* comm) {
       summary.stages.at(static_cast<size_t>(program_.stage_to_rank[s])).push_back(static_cast<int64_t>(s));
     std::vector<RankTiming> timings(ranks);
     std::vector<std::string> mib;
-    const int64_t dp = std::max<int64_t>(spec_.pipeline.data_parallel, 1);  // resolved by the worker
+    const plan::RankGrid grid(1, std::max<int64_t>(spec_.pipeline.data_parallel, 1),  // dp resolved by the worker
+                              static_cast<int64_t>(ranks));
     for (size_t r = 0; r < ranks; ++r) {
       const double* v = &all[r * kSlot];
       summary.peak_memory_bytes.push_back(std::llround(v[0]));
-      summary.ranks.push_back(plan::global_rank({0, static_cast<int64_t>(r)}, dp));
+      summary.ranks.push_back(grid.rank({0, 0, static_cast<int64_t>(r)}));
       mib.push_back(fmt::format("{:.1f}", v[0] / (1024.0 * 1024.0)));
       timings[r].steps = std::llround(v[1]);
       timings[r].schedule_ms = v[2];
@@ -181,7 +182,7 @@ void RunObserver::finish(comm::Communicator* comm) {
         timings[r].compute_count[k] = std::llround(v[7 + k]);
       }
     }
-    if (dp == 1) {
+    if (grid.world_size() == grid.size(plan::Axis::pipeline)) {
       spdlog::info("peak memory per rank ({}): {} MiB", summary.memory_kind, fmt::join(mib, ", "));
     } else {
       spdlog::info("peak memory of replica 0's pipeline, global ranks {} ({}): {} MiB (the other replicas run the "

@@ -28,8 +28,9 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
   events.push_back(schedule::chrome_process_name("ppctl train (measured)"));
   std::vector<fs::path> merged_files;
   std::set<int> collective_tracks;  // ranks whose collectives track is named
+  const plan::RankGrid grid(1, data_parallel, world_size);  // the traced ranks are replica 0's pipeline
   for (int rank = 0; rank < world_size; ++rank) {
-    events.push_back(schedule::chrome_named_track(rank, plan::replica0_rank_name(rank, data_parallel)));
+    events.push_back(schedule::chrome_named_track(rank, plan::replica0_rank_name(rank, grid)));
     const fs::path part = fs::path(run_dir) / trace_part_name(rank);
     std::ifstream in(part, std::ios::binary);
     json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -54,7 +55,7 @@ TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t
       event["tid"] = collective ? world_size + rank : rank;
       if (collective && collective_tracks.insert(rank).second) {
         events.push_back(schedule::chrome_named_track(world_size + rank,
-                                                      plan::replica0_rank_name(rank, data_parallel) + " collectives"));
+                                                      plan::replica0_rank_name(rank, grid) + " collectives"));
       }
       events.push_back(std::move(event));
       ++merge.events;

@@ -31,33 +31,18 @@ int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t
   return dp;
 }
 
-int64_t global_rank(RankCoords coords, int64_t dp_size) { return coords.pp * dp_size + coords.dp; }
-
-RankCoords rank_coords(int64_t rank, int64_t dp_size) { return {rank % dp_size, rank / dp_size}; }
-
-std::string replica0_rank_name(int64_t pp, int64_t dp_size) {
-  if (dp_size <= 1) return fmt::format("rank {}", pp);
-  return fmt::format("rank {} (pipeline rank {} of replica 0)", global_rank({0, pp}, dp_size), pp);
+std::string replica0_rank_name(int64_t pp, const RankGrid& grid) {
+  if (grid.world_size() == grid.size(Axis::pipeline)) return fmt::format("rank {}", pp);
+  return fmt::format("rank {} (pipeline rank {} of replica 0)", grid.rank({0, 0, pp}), pp);
 }
 
-std::vector<int64_t> pipeline_group(int64_t dp, int64_t dp_size, int64_t pp_size) {
-  std::vector<int64_t> ranks;
-  for (int64_t pp = 0; pp < pp_size; ++pp) ranks.push_back(global_rank({dp, pp}, dp_size));
-  return ranks;
-}
-
-std::vector<int64_t> data_parallel_group(int64_t pp, int64_t dp_size, int64_t /*pp_size*/) {
-  std::vector<int64_t> ranks;
-  for (int64_t dp = 0; dp < dp_size; ++dp) ranks.push_back(global_rank({dp, pp}, dp_size));
-  return ranks;
-}
-
-std::string format_rank_mapping(int64_t dp_size, int64_t pp_size) {
-  std::string out = fmt::format("dp {} x pp {} = {} ranks; rank = pp_rank x {} + dp_rank\n",
-                                dp_size, pp_size, dp_size * pp_size, dp_size);
-  for (int64_t dp = 0; dp < dp_size; ++dp) {
-    out += fmt::format("           replica {}: ranks {} (pp rank 0..{})\n", dp,
-                       core::format_rank_list(pipeline_group(dp, dp_size, pp_size)), pp_size - 1);
+std::string format_rank_mapping(const RankGrid& grid) {
+  std::string out = grid.describe() + "\n";
+  for (const auto& pipeline : grid.groups(Axis::pipeline)) {
+    const RankCoords first = grid.coords(pipeline.front());
+    const std::string tp = grid.size(Axis::tensor) > 1 ? fmt::format(", tp rank {}", first.tp) : "";
+    out += fmt::format("           replica {}{}: ranks {} (pp rank 0..{})\n", first.dp, tp,
+                       core::format_rank_list(pipeline), grid.size(Axis::pipeline) - 1);
   }
   return out;
 }

@@ -231,7 +231,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      layout.num_stages, layout.pipeline_size, p.virtual_stages,
                      config::to_string(p.schedule), p.microbatches, p.micro_batch_size,
                      layout.data_parallel, global_batch, global_batch * m.seq_len);
-  out += "parallel   " + plan::format_rank_mapping(layout.data_parallel, layout.pipeline_size);
+  out += "parallel   " + plan::format_rank_mapping(layout.grid());
   out += "slurm      " + plan::format_slurm_resources(spec, layout.world_size);
   out += fmt::format("runtime    device {}, backend {}, precision {}, {} thread(s) per worker\n",
                      config::to_string(spec.runtime.device), config::to_string(spec.runtime.backend),

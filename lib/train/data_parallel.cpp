@@ -14,18 +14,19 @@ WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::La
                                 bool tie_embeddings, comm::BackendKind backend,
                                 std::chrono::milliseconds timeout, at::Device device,
                                 const comm::JobStore* store) {
-  const int64_t dp = layout.data_parallel, pp = layout.pipeline_size;
-  const auto me = plan::rank_coords(info.rank, dp);
+  const plan::RankGrid grid = layout.grid();
+  const int64_t dp = grid.size(plan::Axis::data), pp = grid.size(plan::Axis::pipeline);
+  const auto me = grid.coords(info.rank);
   std::vector<comm::GroupSpec> specs;
-  if (pp > 1) specs.push_back({fmt::format("pp/d{}", me.dp), as_int(plan::pipeline_group(me.dp, dp, pp))});
-  if (dp > 1) specs.push_back({fmt::format("dp/p{}", me.pp), as_int(plan::data_parallel_group(me.pp, dp, pp))});
+  if (pp > 1) specs.push_back({fmt::format("pp/d{}", me.dp), as_int(grid.group(plan::Axis::pipeline, info.rank))});
+  if (dp > 1) specs.push_back({fmt::format("dp/p{}", me.pp), as_int(grid.group(plan::Axis::data, info.rank))});
   const int64_t first = layout.stage_to_rank.front(), last = layout.stage_to_rank.back();
   const bool embedding = tie_embeddings && first != last && (me.pp == first || me.pp == last);
   if (embedding) {  // the tied copies' holders in every replica, replica by replica
     std::vector<int> members;
     for (int64_t d = 0; d < dp; ++d) {
-      members.push_back(static_cast<int>(plan::global_rank({d, first}, dp)));
-      members.push_back(static_cast<int>(plan::global_rank({d, last}, dp)));
+      members.push_back(static_cast<int>(grid.rank({0, d, first})));
+      members.push_back(static_cast<int>(grid.rank({0, d, last})));
     }
     specs.push_back({"emb", members});
   }

@@ -46,33 +46,20 @@ TEST_CASE("data-parallel size: derived from WORLD_SIZE, 1 locally, or checked ag
              ContainsSubstring("WORLD_SIZE=6 but pipeline.data_parallel x pipeline.stages = 2 x 2 = 4"));
 }
 
-TEST_CASE("rank mapping: pp outermost, a bijection; groups partition the ranks") {
-  for (int64_t dp = 1; dp <= 4; ++dp) {
-    for (int64_t pp = 1; pp <= 4; ++pp) {
-      CAPTURE(dp, pp);
-      std::set<int64_t> seen;
-      for (int64_t r = 0; r < dp * pp; ++r) {
-        const auto c = plan::rank_coords(r, dp);
-        REQUIRE(c.dp < dp);
-        REQUIRE(c.pp < pp);
-        CHECK(plan::global_rank(c, dp) == r);
-        CHECK(r == c.pp * dp + c.dp);
-        seen.insert(plan::global_rank(c, dp));
-        // r is in exactly its own pipeline group (at its pp rank) and its dp group (at its dp rank).
-        const auto pipe = plan::pipeline_group(c.dp, dp, pp);
-        const auto data = plan::data_parallel_group(c.pp, dp, pp);
-        REQUIRE(static_cast<int64_t>(pipe.size()) == pp);
-        REQUIRE(static_cast<int64_t>(data.size()) == dp);
-        CHECK(pipe[static_cast<size_t>(c.pp)] == r);
-        CHECK(data[static_cast<size_t>(c.dp)] == r);
-      }
-      CHECK(static_cast<int64_t>(seen.size()) == dp * pp);
-    }
-  }
-  CHECK(plan::pipeline_group(1, 2, 2) == std::vector<int64_t>{1, 3});
-  CHECK(plan::data_parallel_group(1, 2, 2) == std::vector<int64_t>{2, 3});
-  CHECK_THAT(plan::format_rank_mapping(2, 2), ContainsSubstring("rank = pp_rank x 2 + dp_rank") &&
-                                                  ContainsSubstring("replica 1: ranks 1, 3"));
+TEST_CASE("the plan's rank mapping names the formula and each pipeline's ranks") {
+  CHECK_THAT(plan::format_rank_mapping(plan::RankGrid(1, 2, 2)),
+             ContainsSubstring("dp 2 x pp 2 = 4 ranks; rank = pp_rank x 2 + dp_rank") &&
+                 ContainsSubstring("replica 1: ranks 1, 3"));
+  CHECK_THAT(plan::format_rank_mapping(plan::RankGrid(2, 2, 2)),
+             ContainsSubstring("tp 2 x dp 2 x pp 2 = 8 ranks; rank = (pp_rank x 2 + dp_rank) x 2 + tp_rank") &&
+                 ContainsSubstring("replica 1, tp rank 1: ranks 3, 7 (pp rank 0..1)"));
+  CHECK_THAT(plan::format_rank_mapping(plan::RankGrid(1, 1, 4)), ContainsSubstring("pp 4 = 4 ranks; rank = pp_rank"));
+}
+
+TEST_CASE("records of replica 0 name a pipeline rank by its global rank when the grid has other axes") {
+  CHECK(plan::replica0_rank_name(3, plan::RankGrid(1, 1, 4)) == "rank 3");
+  CHECK(plan::replica0_rank_name(1, plan::RankGrid(1, 2, 2)) == "rank 2 (pipeline rank 1 of replica 0)");
+  CHECK(plan::replica0_rank_name(1, plan::RankGrid(2, 2, 2)) == "rank 4 (pipeline rank 1 of replica 0)");
 }
 
 TEST_CASE("layout: world size dp x p, stages by pipeline rank") {
@@ -85,8 +72,8 @@ TEST_CASE("layout: world size dp x p, stages by pipeline rank") {
 }
 
 TEST_CASE("the plan's replica lines list each pipeline's ranks compressed") {
-  const auto text = ppctl::plan::format_rank_mapping(16, 64);
+  const auto text = ppctl::plan::format_rank_mapping(ppctl::plan::RankGrid(1, 16, 64));
   CHECK(text.find("replica 0: ranks 0-1008:16 (pp rank 0..63)") != std::string::npos);
   CHECK(text.find("replica 15: ranks 15-1023:16 (pp rank 0..63)") != std::string::npos);
-  CHECK(ppctl::plan::format_rank_mapping(1, 16).find("replica 0: ranks 0-15 ") != std::string::npos);
+  CHECK(ppctl::plan::format_rank_mapping(ppctl::plan::RankGrid(1, 1, 16)).find("replica 0: ranks 0-15 ") != std::string::npos);
 }

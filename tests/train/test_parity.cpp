@@ -158,7 +158,7 @@ TEST_CASE("zb-auto meets the oracle with W deferred from its costs, kept by its 
   const int64_t dp = z.c.extra.find("data_parallel: 2") != std::string::npos ? 2 : 1;
   REQUIRE(measured.size() == static_cast<size_t>(z.c.ranks * dp));
   for (const auto& [rank, in_flight] : measured) {
-    const auto pp_rank = static_cast<size_t>(rank / dp);  // rank = pp_rank x dp + dp_rank (plan::rank_coords)
+    const auto pp_rank = static_cast<size_t>(rank / dp);  // rank = pp_rank x dp + dp_rank (plan::RankGrid, tp 1)
     INFO("rank " << rank);
     CHECK(in_flight == plan.peak_in_flight.at(pp_rank));
     CHECK(in_flight <= plan.in_flight_limit.at(pp_rank));
