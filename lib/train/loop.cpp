@@ -1,5 +1,5 @@
-// The training step loop (schedule, global-norm check and clipping, LR schedule, AdamW step,
-// logging), the optimizer set-up and the gradient dump used by the parity tests.
+// The training step loop (schedule, global-norm check and clipping, LR schedule, AdamW step, eval, checkpoints,
+// stop signals, logging) as the named steps of one run, the optimizer set-up and the gradient dump of the parity tests.
 #include "train/loop.hpp"
 
 #include <fmt/format.h>
@@ -135,259 +135,344 @@ bool stop_on_signal(const LoopContext& ctx, int sig, int64_t step, bool saved, S
   return true;
 }
 
-}  // namespace
+using Clock = std::chrono::steady_clock;
 
-TrainingEnd run_training(LoopContext& ctx) {
-  using Clock = std::chrono::steady_clock;
-  const auto& spec = ctx.spec;
-  // optimizer.distributed shards AdamW's state over the replicas; with one replica it has nothing to shard.
-  const bool distributed = spec.optimizer.distributed && ctx.data_parallel != nullptr;
-  if (spec.optimizer.distributed && !distributed && ctx.global_rank == 0) {
-    spdlog::info("note: optimizer.distributed shards over the data-parallel group; with dp 1 there is nothing to "
-                 "shard, so every rank keeps its whole AdamW state as without it");
-  }
-  optim::GradientBuffers gradients(ctx.stages, ctx.data_parallel, spec.model.tie_embeddings ? ctx.embedding : nullptr,
-                            optim::bucket_size_of(spec.runtime.grad_bucket_size, ctx.dp_size), distributed);
-  const int64_t sequences_per_step =
-      ctx.dp_size * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;  // the global batch
-  // A checkpoint loads into the fp32 parameters and an AdamW over them (its per-parameter format); the
-  // step's optimizer then takes the weights and its share of the moments from there.
-  std::unique_ptr<torch::optim::AdamW> loaded;
-  checkpoint::CheckpointMeta meta;
-  if (!ctx.resume_from.empty()) {
-    meta = read_checkpoint_meta(ctx.resume_from);
-    check_resumable(meta, spec, sequences_per_step, ctx.steps, ctx.resume_from);
-    loaded = optim::make_optimizer(ctx.stages, spec.optimizer);
-    load_checkpoint(ctx.resume_from, meta, ctx.stages, *loaded);
-  }
-  // AdamW over every parameter, or over this replica's shard (then the parameters move into buffers
-  // laid out as the gradients'); over the parameters themselves, or over fp32 main copies of them
-  // (runtime.precision bf16-params: the parameters become bf16 here).
-  const bool bf16_weights = spec.runtime.precision == config::Precision::Bf16Params;
-  std::unique_ptr<optim::StepOptimizer> step_optimizer;
-  optim::DistributedOptimizer* sharded = nullptr;
-  if (distributed) {
-    auto owner = std::make_unique<optim::DistributedOptimizer>(ctx.stages, gradients, *ctx.data_parallel, spec.optimizer,
-                                                        spec.runtime.overlap_param_gather, bf16_weights, loaded.get());
-    sharded = owner.get();
-    step_optimizer = std::move(owner);
-  } else {
-    step_optimizer = std::make_unique<optim::ReplicatedOptimizer>(ctx.stages, spec.optimizer, bf16_weights, loaded.get());
-  }
-  loaded.reset();
-  torch::optim::AdamW& optimizer = step_optimizer->local();
-  ctx.executor.set_gradient_reduction(&gradients);
-  ctx.executor.set_parameter_gather(sharded);  // each F waits for its stage's updated weights
-  struct Detach {  // the executor outlives this function's buffers
-    runtime::Executor& executor;
-    ~Detach() {
-      executor.set_gradient_reduction(nullptr);
-      executor.set_parameter_gather(nullptr);
+double ms_between(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+/// The timing summary's totals over the steps after the first (which includes one-off start-up costs).
+struct TimingTotals {
+  runtime::StepResult schedule;  ///< sums of the StepResults' times, counts and bytes
+  double step_ms = 0.0;          ///< the schedules' wall time
+  double optimizer_ms = 0.0;
+  int64_t steps = 0;
+
+  void add(const runtime::StepResult& result, double schedule_ms, double step_optimizer_ms) {
+    step_ms += schedule_ms;
+    ++steps;
+    for (size_t k = 0; k < schedule.compute_ms.size(); ++k) {
+      schedule.compute_ms[k] += result.compute_ms[k];
+      schedule.compute_cpu_ms[k] += result.compute_cpu_ms[k];
+      schedule.compute_count[k] += result.compute_count[k];
     }
-  } detach{ctx.executor};
-  const auto& actions = ctx.program.ranks.at(static_cast<size_t>(ctx.rank));
-  const double loss_scale = 1.0 / static_cast<double>(spec.pipeline.microbatches);
-  const int64_t tokens_per_step = sequences_per_step * spec.model.seq_len;
-  const auto num_stages = static_cast<int64_t>(ctx.program.stage_to_rank.size());
-  check_injection(ctx.inject_nan, num_stages, ctx.dp_size);
-  std::vector<comm::Communicator*> groups;  // the norm is summed over these (the pipeline)
-  if (ctx.comm != nullptr) groups.push_back(ctx.comm);
-
-  if (ctx.dataset != nullptr) ctx.dataset->set_samples_per_step(sequences_per_step);
-  int64_t first_step = 0;
-  if (!ctx.resume_from.empty()) {
-    first_step = meta.step;
-    if (ctx.dataset != nullptr) {  // the data position the checkpoint recorded (one text source: next_sample)
-      ctx.dataset->seek(meta.data_counts.empty() ? data::BlendPosition{meta.next_sample, {meta.next_sample}}
-                                                 : data::BlendPosition{meta.next_sample, meta.data_counts});
-    }
-    spdlog::info("resumed from {} after step {} (saved with {} stage(s); next training sequence {})",
-                 ctx.resume_from, meta.step, meta.stages, meta.next_sample);
+    schedule.receive_wait_ms += result.receive_wait_ms;
+    schedule.gather_wait_ms += result.gather_wait_ms;
+    optimizer_ms += step_optimizer_ms;
+    schedule.sent_bytes += result.sent_bytes;
   }
-  if (ctx.observer) ctx.observer->on_start(first_step);
-  // Replicas hold the same weights: the first one (dp rank 0) writes. The distributed optimizer's
-  // moments (and fp32 main parameters) are gathered first, by every replica, into whole tensors on the
-  // CPU (the same format); fp32 main parameters are written in place of bf16 weights.
-  const auto save = [&](int64_t step, double lr) {
-    const auto state = step_optimizer->checkpoint_state(ctx.stages);
-    if (ctx.dp_rank != 0) return;
-    const optim::SeatedWeights seated(ctx.stages, state.weights);
-    const CheckpointWriter writer{spec,     ctx.stages, *state.optimizer,
-                                  ctx.rank, ctx.comm,   sequences_per_step,
-                                  ctx.crash_in_checkpoint, ctx.steps};
-    save_checkpoint(writer, step, lr);
-  };
+};
 
-  TrainingEnd end{first_step, 0, false};
-  // Timing summary over the steps after the first (which includes one-off start-up costs).
-  runtime::StepResult timing;
-  double timed_step_ms = 0.0;
-  double timed_optimizer_ms = 0.0;
-  int64_t timed_steps = 0;
-  int64_t skipped_steps = 0;
-  auto interval_start = Clock::now();
-  int64_t interval_steps = 0;
-  const auto mark = [&ctx](comm::Phase phase) {  // for the launcher's stall report
-    if (ctx.progress) ctx.progress->phase.store(static_cast<int>(phase), std::memory_order_relaxed);
-  };
-  for (int64_t step = first_step; step < ctx.steps; ++step) {
-    const auto step_start = Clock::now();
-    if (ctx.progress) ctx.progress->step.store(step + 1, std::memory_order_relaxed);
-    mark(comm::Phase::Schedule);
-    gradients.zero();
-    model::DropoutContext dropout{true, spec.train.seed, step,
-                                  ctx.dp_rank * spec.pipeline.microbatches};
-    auto result = ctx.executor.run_step(
-        actions, microbatch_source(ctx.dataset, spec, step, ctx.dp_rank, ctx.dp_size), dropout,
-        loss_scale);
-    const auto schedule_end = Clock::now();
-    mark(comm::Phase::GradientSync);
-    // The gradients are reduced (run_step waited for the reduction): average over the replicas,
-    // tied copies summed (Megatron-LM's finalize_model_grads does both after its schedule).
-    if (ctx.data_parallel != nullptr) {
-      if (result.loss_count > 0) {  // every replica of the last stage: the global batch's loss
-        const auto sums = ctx.data_parallel->all_reduce_sum(
-            {result.loss_sum, static_cast<double>(result.loss_count)});
-        result.loss_sum = sums[0];
-        result.loss_count = static_cast<int64_t>(sums[1]);
+/// One run of run_training, its jobs as named steps: set-up (resume, optimizer, executor hooks), then per step the
+/// schedule, the agreed gradient statistics, the optimizer step, the step's log line, eval, checkpoint and stop
+/// signal, and the end-of-run summary.
+class TrainingRun {
+ public:
+  explicit TrainingRun(LoopContext& ctx)
+      : ctx_(ctx),
+        spec_(ctx.spec),
+        // optimizer.distributed shards AdamW's state over the replicas; with one replica it has nothing to shard.
+        distributed_(spec_.optimizer.distributed && ctx.data_parallel != nullptr),
+        gradients_(ctx.stages, ctx.data_parallel, spec_.model.tie_embeddings ? ctx.embedding : nullptr,
+                   optim::bucket_size_of(spec_.runtime.grad_bucket_size, ctx.dp_size), distributed_),
+        sequences_per_step_(ctx.dp_size * spec_.pipeline.microbatches * spec_.pipeline.micro_batch_size),
+        actions_(ctx.program.ranks.at(static_cast<size_t>(ctx.rank))),
+        num_stages_(static_cast<int64_t>(ctx.program.stage_to_rank.size())) {
+    if (spec_.optimizer.distributed && !distributed_ && ctx.global_rank == 0) {
+      spdlog::info("note: optimizer.distributed shards over the data-parallel group; with dp 1 there is nothing to "
+                   "shard, so every rank keeps its whole AdamW state as without it");
+    }
+    make_optimizer();
+    ctx.executor.set_gradient_reduction(&gradients_);
+    ctx.executor.set_parameter_gather(sharded_);  // each F waits for its stage's updated weights
+    check_injection(ctx.inject_nan, num_stages_, ctx.dp_size);
+    if (ctx.comm != nullptr) norm_groups_.push_back(ctx.comm);
+  }
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+  ~TrainingRun() {  // the executor outlives this run's buffers
+    ctx_.executor.set_gradient_reduction(nullptr);
+    ctx_.executor.set_parameter_gather(nullptr);
+  }
+
+  TrainingEnd run() {
+    const int64_t first_step = seek_resume_position();
+    if (ctx_.observer) ctx_.observer->on_start(first_step);
+    TrainingEnd end{first_step, 0, false};
+    interval_start_ = Clock::now();
+    for (int64_t step = first_step; step < ctx_.steps; ++step) {
+      const auto step_start = Clock::now();
+      if (ctx_.progress) ctx_.progress->step.store(step + 1, std::memory_order_relaxed);
+      auto result = run_schedule(step);
+      const auto schedule_end = Clock::now();
+      const auto stats = agree_gradient_stats(step, result);
+      if (!ctx_.dump_gradients_dir.empty()) {
+        dump(result, stats.norm());
+        return {step, 0, false};
+      }
+      const bool finite = stats.finite();
+      double optimizer_ms = 0.0;
+      const double lr = optimizer_step(step, finite, optimizer_ms);
+      if (ctx_.observer) ctx_.observer->on_step(step, result, lr, stats.norm(), !finite, step_start, schedule_end);
+      ++interval_steps_;
+      if (step > first_step) timing_.add(result, ms_between(step_start, schedule_end), optimizer_ms);
+      log_step(step, first_step, result, stats.norm(), finite, step_start);
+      evaluate_if_due(step);
+      const bool saved = checkpoint_if_due(step, lr);
+      end.steps_done = step + 1;
+      if (const int sig = stats.stop_signal(); sig != 0 && step + 1 < ctx_.steps) {
+        end.stop_signal = sig;
+        end.checkpointed = stop_on_signal(ctx_, sig, step + 1, saved, [&] {
+          mark(comm::Phase::Checkpoint);
+          save(step + 1, lr);
+        });
+        break;
       }
     }
-    // The gradients this rank answers for in the global norm: its stages' (the tied copy once), or its shard.
-    const auto owned = step_optimizer->owned_gradients();
-    if (ctx.inject_nan && ctx.inject_nan->step == step + 1 &&
-        (!ctx.inject_nan->replica || *ctx.inject_nan->replica == ctx.dp_rank)) {
-      poison_gradients(owned, ctx.inject_nan->stage);
-    }
+    finish();
+    return end;
+  }
 
-    // Every rank sees the same global statistics, so every rank decides alike (nobody is left
-    // waiting in the next step's communication).
+ private:
+  /// A checkpoint loads into the fp32 parameters and an AdamW over them (its per-parameter format); the step's
+  /// optimizer then takes the weights and its share of the moments from there: AdamW over every parameter, or
+  /// over this replica's shard (then the parameters move into buffers laid out as the gradients'); over the
+  /// parameters themselves, or over fp32 main copies of them (runtime.precision bf16-params: the parameters
+  /// become bf16 here).
+  void make_optimizer() {
+    std::unique_ptr<torch::optim::AdamW> loaded;
+    if (!ctx_.resume_from.empty()) {
+      meta_ = read_checkpoint_meta(ctx_.resume_from);
+      check_resumable(meta_, spec_, sequences_per_step_, ctx_.steps, ctx_.resume_from);
+      loaded = optim::make_optimizer(ctx_.stages, spec_.optimizer);
+      load_checkpoint(ctx_.resume_from, meta_, ctx_.stages, *loaded);
+    }
+    const bool bf16_weights = spec_.runtime.precision == config::Precision::Bf16Params;
+    if (distributed_) {
+      auto owner = std::make_unique<optim::DistributedOptimizer>(ctx_.stages, gradients_, *ctx_.data_parallel,
+                                                                 spec_.optimizer, spec_.runtime.overlap_param_gather,
+                                                                 bf16_weights, loaded.get());
+      sharded_ = owner.get();
+      optimizer_ = std::move(owner);
+    } else {
+      optimizer_ = std::make_unique<optim::ReplicatedOptimizer>(ctx_.stages, spec_.optimizer, bf16_weights,
+                                                                loaded.get());
+    }
+  }
+
+  /// The first step to run: 0, or the checkpoint's step, with the dataset moved to the data position the
+  /// checkpoint recorded (one text source: next_sample).
+  int64_t seek_resume_position() {
+    if (ctx_.dataset != nullptr) ctx_.dataset->set_samples_per_step(sequences_per_step_);
+    if (ctx_.resume_from.empty()) return 0;
+    if (ctx_.dataset != nullptr) {
+      ctx_.dataset->seek(meta_.data_counts.empty() ? data::BlendPosition{meta_.next_sample, {meta_.next_sample}}
+                                                   : data::BlendPosition{meta_.next_sample, meta_.data_counts});
+    }
+    spdlog::info("resumed from {} after step {} (saved with {} stage(s); next training sequence {})",
+                 ctx_.resume_from, meta_.step, meta_.stages, meta_.next_sample);
+    return meta_.step;
+  }
+
+  void mark(comm::Phase phase) const {  // for the launcher's stall report
+    if (ctx_.progress) ctx_.progress->phase.store(static_cast<int>(phase), std::memory_order_relaxed);
+  }
+
+  /// The schedule over this replica's share of the global batch; returns once the gradients are reduced (run_step
+  /// waited for the reduction: averaged over the replicas, tied copies summed, as Megatron-LM's
+  /// finalize_model_grads does after its schedule), with every replica's last stage holding the global batch's
+  /// loss sum and count.
+  runtime::StepResult run_schedule(int64_t step) {
+    mark(comm::Phase::Schedule);
+    gradients_.zero();
+    model::DropoutContext dropout{true, spec_.train.seed, step, ctx_.dp_rank * spec_.pipeline.microbatches};
+    const double loss_scale = 1.0 / static_cast<double>(spec_.pipeline.microbatches);
+    auto result = ctx_.executor.run_step(
+        actions_, microbatch_source(ctx_.dataset, spec_, step, ctx_.dp_rank, ctx_.dp_size), dropout, loss_scale);
+    mark(comm::Phase::GradientSync);
+    if (ctx_.data_parallel != nullptr && result.loss_count > 0) {
+      const auto sums = ctx_.data_parallel->all_reduce_sum({result.loss_sum, static_cast<double>(result.loss_count)});
+      result.loss_sum = sums[0];
+      result.loss_count = static_cast<int64_t>(sums[1]);
+    }
+    return result;
+  }
+
+  /// The step's global loss and gradient statistics, the same on every rank so that every rank decides alike
+  /// (nobody is left waiting in the next step's communication); then train.on_nonfinite for a non-finite step
+  /// (the gradients discarded) or clipping to optimizer.clip_grad_norm.
+  optim::GradientStats agree_gradient_stats(int64_t step, const runtime::StepResult& result) {
+    // The gradients this rank answers for in the global norm: its stages' (the tied copy once), or its shard.
+    const auto owned = optimizer_->owned_gradients();
+    if (ctx_.inject_nan && ctx_.inject_nan->step == step + 1 &&
+        (!ctx_.inject_nan->replica || *ctx_.inject_nan->replica == ctx_.dp_rank)) {
+      poison_gradients(owned, ctx_.inject_nan->stage);
+    }
     // The step's first microbatch with a non-finite loss, numbered over every replica (d x m + k).
     const int64_t bad_microbatch = result.first_nonfinite_microbatch < 0
                                        ? -1
-                                       : ctx.dp_rank * spec.pipeline.microbatches + result.first_nonfinite_microbatch;
-    auto stats = optim::local_gradient_stats(ctx.stages, owned, num_stages, result.loss_sum, result.loss_count, bad_microbatch);
-    stats.request_stop(ctx.stop_signal ? ctx.stop_signal() : 0);
-    optim::reduce_gradient_stats(stats, groups);
-    if (ctx.data_parallel != nullptr) optim::agree_over_replicas(stats, *ctx.data_parallel, ctx.dp_rank, ctx.dp_size);
-    if (sharded) optim::sum_over_shards(stats, *ctx.data_parallel);  // each replica summed its shard only
-    const double grad_norm = stats.norm();
-    const bool finite = stats.finite();
-    if (!finite) {
-      handle_nonfinite(spec.train.on_nonfinite, stats, step, ctx.steps);
-      gradients.zero();
-      ++skipped_steps;
-    } else if (spec.optimizer.clip_grad_norm > 0) {
-      gradients.scale(optim::clip_coefficient(grad_norm, spec.optimizer.clip_grad_norm));
+                                       : ctx_.dp_rank * spec_.pipeline.microbatches + result.first_nonfinite_microbatch;
+    auto stats = optim::local_gradient_stats(ctx_.stages, owned, num_stages_, result.loss_sum, result.loss_count,
+                                             bad_microbatch);
+    stats.request_stop(ctx_.stop_signal ? ctx_.stop_signal() : 0);
+    optim::reduce_gradient_stats(stats, norm_groups_);
+    if (ctx_.data_parallel != nullptr) {
+      optim::agree_over_replicas(stats, *ctx_.data_parallel, ctx_.dp_rank, ctx_.dp_size);
     }
-    if (!ctx.dump_gradients_dir.empty()) {
-      gradients.gather_shards();  // sharded: every replica's .grad whole again, as the dump shows them
-      dump_gradients(ctx.stages, result.loss_sum, result.loss_count, grad_norm,
-                     fmt::format("{}/rank{}.pt", ctx.dump_gradients_dir, ctx.global_rank));
-      return {step, 0, false};
+    if (sharded_) optim::sum_over_shards(stats, *ctx_.data_parallel);  // each replica summed its shard only
+    if (!stats.finite()) {
+      handle_nonfinite(spec_.train.on_nonfinite, stats, step, ctx_.steps);
+      gradients_.zero();
+      ++skipped_steps_;
+    } else if (spec_.optimizer.clip_grad_norm > 0) {
+      gradients_.scale(optim::clip_coefficient(stats.norm(), spec_.optimizer.clip_grad_norm));
     }
+    return stats;
+  }
+
+  /// --dump-gradients: every replica's gradients whole again (sharded), written for the parity tests.
+  void dump(const runtime::StepResult& result, double grad_norm) {
+    gradients_.gather_shards();
+    dump_gradients(ctx_.stages, result.loss_sum, result.loss_count, grad_norm,
+                   fmt::format("{}/rank{}.pt", ctx_.dump_gradients_dir, ctx_.global_rank));
+  }
+
+  /// Sets the step's learning rate (once per optimizer step, whatever the number of microbatches) and, for a
+  /// finite step, steps AdamW (sharded: on the shard, then the parameters all-gathered). Returns the rate.
+  double optimizer_step(int64_t step, bool finite, double& optimizer_ms) {
     mark(comm::Phase::Optimizer);
-    // Once per optimizer step, whatever the number of microbatches.
-    const double lr = optim::learning_rate(spec.optimizer, step, ctx.steps);
-    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    const auto optimizer_start = Clock::now();
-    if (finite) step_optimizer->step();  // sharded: AdamW on the shard, then the parameters all-gathered
-    const double optimizer_ms = std::chrono::duration<double, std::milli>(Clock::now() - optimizer_start).count();
-    if (ctx.observer) ctx.observer->on_step(step, result, lr, grad_norm, !finite, step_start, schedule_end);
-    ++interval_steps;
+    const double lr = optim::learning_rate(spec_.optimizer, step, ctx_.steps);
+    for (auto& group : optimizer_->local().param_groups()) group.options().set_lr(lr);
+    const auto start = Clock::now();
+    if (finite) optimizer_->step();
+    optimizer_ms = ms_between(start, Clock::now());
+    return lr;
+  }
+
+  /// The step line (see run_training), logged by replica 0's last stage every train.log_interval steps and at
+  /// the first and last; tokens/s counts the steps since the last line.
+  void log_step(int64_t step, int64_t first_step, const runtime::StepResult& result, double grad_norm, bool finite,
+                Clock::time_point step_start) {
     const auto now = Clock::now();
-    if (step > first_step) {
-      timed_step_ms += std::chrono::duration<double, std::milli>(schedule_end - step_start).count();
-      ++timed_steps;
-      for (size_t k = 0; k < timing.compute_ms.size(); ++k) {
-        timing.compute_ms[k] += result.compute_ms[k];
-        timing.compute_cpu_ms[k] += result.compute_cpu_ms[k];
-        timing.compute_count[k] += result.compute_count[k];
-      }
-      timing.receive_wait_ms += result.receive_wait_ms;
-      timing.gather_wait_ms += result.gather_wait_ms;
-      timed_optimizer_ms += optimizer_ms;
-      timing.sent_bytes += result.sent_bytes;
-    }
-    const bool log_now = step == first_step || step + 1 == ctx.steps || (step + 1) % spec.train.log_interval == 0;
-    if (result.loss_count > 0 && ctx.dp_rank == 0 && log_now) {
-      const double elapsed = std::chrono::duration<double>(now - interval_start).count();
+    const bool log_now = step == first_step || step + 1 == ctx_.steps || (step + 1) % spec_.train.log_interval == 0;
+    if (result.loss_count > 0 && ctx_.dp_rank == 0 && log_now) {
+      const double elapsed = std::chrono::duration<double>(now - interval_start_).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
+      const int64_t tokens_per_step = sequences_per_step_ * spec_.model.seq_len;
       spdlog::info(
           "step {}/{} | loss {:.4f} | lr {:.6g} | grad norm {:.4g} | {:.0f} tok/s | "
           "step {:.3f} s{}{}",
-          step + 1, ctx.steps, result.loss_sum / static_cast<double>(result.loss_count),
-          optimizer.param_groups().front().options().get_lr(), grad_norm,
-          static_cast<double>(tokens_per_step * interval_steps) / elapsed, step_time,
-          ctx.observer ? ctx.observer->log_suffix() : "", finite ? "" : " | skipped");
+          step + 1, ctx_.steps, result.loss_sum / static_cast<double>(result.loss_count),
+          optimizer_->local().param_groups().front().options().get_lr(), grad_norm,
+          static_cast<double>(tokens_per_step * interval_steps_) / elapsed, step_time,
+          ctx_.observer ? ctx_.observer->log_suffix() : "", finite ? "" : " | skipped");
     }
     if (log_now) {
-      interval_start = now;
-      interval_steps = 0;
+      interval_start_ = now;
+      interval_steps_ = 0;
     }
-    if (eval_due(spec.eval, step + 1, ctx.steps)) {
-      mark(comm::Phase::Eval);
-      const auto eval_start = Clock::now();
-      const auto loss = evaluate(ctx.executor, actions, ctx.dataset, spec, ctx.dp_rank, ctx.dp_size,
-                                 ctx.data_parallel);
-      if (loss && ctx.dp_rank == 0) {
-        spdlog::info("eval after step {}: loss {:.4f} ({} held-out batch(es), {:.2f} s)", step + 1, *loss,
-                     spec.eval.batches,
-                     std::chrono::duration<double>(Clock::now() - eval_start).count());
-        if (ctx.observer) ctx.observer->on_eval(step + 1, *loss, spec.eval.batches);
-      }
-      interval_start = Clock::now();  // tokens/s counts training only
+  }
+
+  /// The held-out loss after step `step` + 1 when eval.interval says so (eval.hpp).
+  void evaluate_if_due(int64_t step) {
+    if (!eval_due(spec_.eval, step + 1, ctx_.steps)) return;
+    mark(comm::Phase::Eval);
+    const auto eval_start = Clock::now();
+    const auto loss = evaluate(ctx_.executor, actions_, ctx_.dataset, spec_, ctx_.dp_rank, ctx_.dp_size,
+                               ctx_.data_parallel);
+    if (loss && ctx_.dp_rank == 0) {
+      spdlog::info("eval after step {}: loss {:.4f} ({} held-out batch(es), {:.2f} s)", step + 1, *loss,
+                   spec_.eval.batches, std::chrono::duration<double>(Clock::now() - eval_start).count());
+      if (ctx_.observer) ctx_.observer->on_eval(step + 1, *loss, spec_.eval.batches);
     }
-    const auto interval = spec.checkpoint.interval;
-    const bool saved = !spec.checkpoint.dir.empty() && (step + 1 == ctx.steps || (interval > 0 && (step + 1) % interval == 0));
-    if (saved) {
+    interval_start_ = Clock::now();  // tokens/s counts training only
+  }
+
+  /// A checkpoint of step `step` + 1 every checkpoint.interval steps and after the last; returns whether one was
+  /// written.
+  bool checkpoint_if_due(int64_t step, double lr) {
+    const auto interval = spec_.checkpoint.interval;
+    const bool due = !spec_.checkpoint.dir.empty() &&
+                     (step + 1 == ctx_.steps || (interval > 0 && (step + 1) % interval == 0));
+    if (due) {
       mark(comm::Phase::Checkpoint);
       save(step + 1, lr);
-      interval_start = Clock::now();
+      interval_start_ = Clock::now();
     }
-    end.steps_done = step + 1;
-    if (const int sig = stats.stop_signal(); sig != 0 && step + 1 < ctx.steps) {
-      end.stop_signal = sig;
-      end.checkpointed = stop_on_signal(ctx, sig, step + 1, saved, [&] {
-        mark(comm::Phase::Checkpoint);
-        save(step + 1, lr);
-      });
-      break;
+    return due;
+  }
+
+  /// Replicas hold the same weights: the first one (dp rank 0) writes. The distributed optimizer's moments (and
+  /// fp32 main parameters) are gathered first, by every replica, into whole tensors on the CPU (the same
+  /// format); fp32 main parameters are written in place of bf16 weights.
+  void save(int64_t step, double lr) {
+    const auto state = optimizer_->checkpoint_state(ctx_.stages);
+    if (ctx_.dp_rank != 0) return;
+    const optim::SeatedWeights seated(ctx_.stages, state.weights);
+    const CheckpointWriter writer{spec_,     ctx_.stages, *state.optimizer,    ctx_.rank,
+                                  ctx_.comm, sequences_per_step_, ctx_.crash_in_checkpoint, ctx_.steps};
+    save_checkpoint(writer, step, lr);
+  }
+
+  /// Every weight current before anything reads them (hashes, export); then the timing summary, the tied
+  /// weights' check, the state's bytes per parameter (what plan's static columns estimate, measured: tests
+  /// compare them with Megatron-Core's) and the skipped steps.
+  void finish() {
+    mark(comm::Phase::Finishing);
+    optimizer_->wait_all();
+    if (timing_.steps > 0) {
+      log_timing(timing_.schedule, timing_.step_ms, timing_.optimizer_ms, timing_.steps,
+                 schedule::simulate(ctx_.program, {}).bubble_fraction.at(static_cast<size_t>(ctx_.rank)),
+                 spec_.runtime.device == config::Device::Cpu);
+    }
+    log_tied_weights(ctx_.stages, *optimizer_);
+    int64_t parameters = 0, weight_bytes = 0;
+    for (const auto& stage : ctx_.stages) {
+      for (const auto& p : stage->parameters()) {
+        parameters += p.numel();
+        weight_bytes += static_cast<int64_t>(p.nbytes());
+      }
+    }
+    const int64_t state_bytes = optim::adamw_state_bytes(optimizer_->local());
+    const int64_t main_bytes = optimizer_->main_parameter_bytes();
+    const auto per_parameter = [&](int64_t bytes) {
+      return static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(parameters, 1));
+    };
+    spdlog::info("AdamW state on this rank: {} bytes for {} parameters ({:.2f} B per parameter{}); weights {} bytes, "
+                 "gradient buffers {} bytes, fp32 main parameters {} bytes ({:.2f} B per parameter in all, precision "
+                 "{})",
+                 state_bytes, parameters, per_parameter(state_bytes),
+                 sharded_ ? fmt::format(", sharded over dp {}", ctx_.dp_size) : "", weight_bytes, gradients_.bytes(),
+                 main_bytes, per_parameter(weight_bytes + gradients_.bytes() + state_bytes + main_bytes),
+                 config::to_string(spec_.runtime.precision));
+    if (skipped_steps_ > 0) {
+      spdlog::warn("{} of {} optimizer steps skipped for non-finite values (train.on_nonfinite: skip)", skipped_steps_,
+                   ctx_.steps);
     }
   }
-  mark(comm::Phase::Finishing);
-  step_optimizer->wait_all();  // every weight current before anything reads them (hashes, export)
-  if (timed_steps > 0) {
-    log_timing(timing, timed_step_ms, timed_optimizer_ms, timed_steps,
-               schedule::simulate(ctx.program, {}).bubble_fraction.at(static_cast<size_t>(ctx.rank)),
-               spec.runtime.device == config::Device::Cpu);
-  }
-  log_tied_weights(ctx.stages, *step_optimizer);
-  int64_t parameters = 0, weight_bytes = 0;
-  for (const auto& stage : ctx.stages) {
-    for (const auto& p : stage->parameters()) {
-      parameters += p.numel();
-      weight_bytes += static_cast<int64_t>(p.nbytes());
-    }
-  }
-  const int64_t state_bytes = optim::adamw_state_bytes(optimizer);
-  const int64_t main_bytes = step_optimizer->main_parameter_bytes();
-  const auto per_parameter = [&](int64_t bytes) {
-    return static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(parameters, 1));
-  };
-  // What plan's static columns estimate, measured: tests compare them with Megatron-Core's bytes per parameter.
-  spdlog::info("AdamW state on this rank: {} bytes for {} parameters ({:.2f} B per parameter{}); weights {} bytes, "
-               "gradient buffers {} bytes, fp32 main parameters {} bytes ({:.2f} B per parameter in all, precision {})",
-               state_bytes, parameters, per_parameter(state_bytes),
-               sharded ? fmt::format(", sharded over dp {}", ctx.dp_size) : "", weight_bytes, gradients.bytes(),
-               main_bytes, per_parameter(weight_bytes + gradients.bytes() + state_bytes + main_bytes),
-               config::to_string(spec.runtime.precision));
-  if (skipped_steps > 0) {
-    spdlog::warn(
-        "{} of {} optimizer steps skipped for non-finite values "
-        "(train.on_nonfinite: skip)",
-        skipped_steps, ctx.steps);
-  }
-  return end;
+
+  LoopContext& ctx_;
+  const config::JobSpec& spec_;
+  const bool distributed_;
+  optim::GradientBuffers gradients_;
+  const int64_t sequences_per_step_;  ///< the global batch
+  const schedule::RankProgram& actions_;  ///< this rank's actions
+  const int64_t num_stages_;
+  checkpoint::CheckpointMeta meta_;  ///< of ctx.resume_from, when set
+  std::unique_ptr<optim::StepOptimizer> optimizer_;
+  optim::DistributedOptimizer* sharded_ = nullptr;  ///< optimizer_, when it is the distributed one
+  std::vector<comm::Communicator*> norm_groups_;   ///< the norm is summed over these (the pipeline)
+  TimingTotals timing_;
+  int64_t skipped_steps_ = 0;
+  Clock::time_point interval_start_;  ///< of the tokens/s interval
+  int64_t interval_steps_ = 0;
+};
+
+}  // namespace
+
+TrainingEnd run_training(LoopContext& ctx) {
+  TrainingRun run(ctx);
+  return run.run();
 }
 
 }  // namespace ppctl::train
