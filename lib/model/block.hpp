@@ -30,6 +30,11 @@ constexpr double kInitStd = 0.02;
 /// the residual stream's variance independent of depth.
 double residual_init_std(int64_t layers);
 
+/// The one factory of the blocks' and the LM head's linear layers, [in] -> [out] (weight [out, in], bias [out]
+/// when `bias`), for every architecture family: the place tensor-parallel (column- and row-parallel) layers
+/// are chosen.
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias);
+
 /// Fills `linear`'s weight from N(0, std) with `gen` and zeroes its bias when it has one.
 void init_linear(torch::nn::Linear& linear, at::Generator& gen, double std);
 

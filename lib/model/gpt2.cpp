@@ -25,11 +25,11 @@ Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index,
   const int64_t h = spec.hidden;
   const int64_t f = config::ffn_hidden_of(spec);
   ln1_ = register_module("ln1", gpt2_layer_norm(spec));
-  qkv_ = register_module("qkv", torch::nn::Linear(h, 3 * h));
-  proj_ = register_module("proj", torch::nn::Linear(h, h));
+  qkv_ = register_module("qkv", make_linear(h, 3 * h, true));
+  proj_ = register_module("proj", make_linear(h, h, true));
   ln2_ = register_module("ln2", gpt2_layer_norm(spec));
-  fc1_ = register_module("fc1", torch::nn::Linear(h, f));
-  fc2_ = register_module("fc2", torch::nn::Linear(f, h));
+  fc1_ = register_module("fc1", make_linear(h, f, true));
+  fc2_ = register_module("fc2", make_linear(f, h, true));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
   const double residual_std = residual_init_std(spec.layers);
   init_linear(qkv_, gen, kInitStd);

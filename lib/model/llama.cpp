@@ -6,13 +6,6 @@
 #include "model/rope.hpp"
 
 namespace ppctl::model {
-namespace {
-
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias = false) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-}
-
-}  // namespace
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({dim}));
@@ -47,18 +40,18 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
   const int64_t f = config::ffn_hidden_of(spec);
   const bool qkv_bias = spec.arch == config::Arch::Qwen2;
   attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps));
-  q_proj_ = register_module("q_proj", linear(h, heads_ * head_dim_, qkv_bias));
-  k_proj_ = register_module("k_proj", linear(h, kv_heads_ * head_dim_, qkv_bias));
-  v_proj_ = register_module("v_proj", linear(h, kv_heads_ * head_dim_, qkv_bias));
-  o_proj_ = register_module("o_proj", linear(heads_ * head_dim_, h));
+  q_proj_ = register_module("q_proj", make_linear(h, heads_ * head_dim_, qkv_bias));
+  k_proj_ = register_module("k_proj", make_linear(h, kv_heads_ * head_dim_, qkv_bias));
+  v_proj_ = register_module("v_proj", make_linear(h, kv_heads_ * head_dim_, qkv_bias));
+  o_proj_ = register_module("o_proj", make_linear(heads_ * head_dim_, h, false));
   if (spec.arch == config::Arch::Qwen3) {
     q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps));
     k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps));
   }
   mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps));
-  gate_proj_ = register_module("gate_proj", linear(h, f));
-  up_proj_ = register_module("up_proj", linear(h, f));
-  down_proj_ = register_module("down_proj", linear(f, h));
+  gate_proj_ = register_module("gate_proj", make_linear(h, f, false));
+  up_proj_ = register_module("up_proj", make_linear(h, f, false));
+  down_proj_ = register_module("down_proj", make_linear(f, h, false));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
   const double residual_std = residual_init_std(spec.layers);
   for (auto* proj : {&q_proj_, &k_proj_, &v_proj_}) init_linear(*proj, gen, kInitStd);

@@ -77,7 +77,7 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
     if (!(spec.tie_embeddings && layout.has_embedding)) {  // else the head uses tok_embed's weight
       lm_head_ = register_module(
           "lm_head",
-          torch::nn::Linear(torch::nn::LinearOptions(spec.hidden, spec.vocab_size).bias(false)));
+          make_linear(spec.hidden, spec.vocab_size, false));
       if (spec.tie_embeddings) {
         // The copy of the token embedding: the same generator and first draw as tok_embed.
         auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -1));
