@@ -4,10 +4,32 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/check.hpp"
 
 namespace ppctl::observe {
+
+void pack_rank_timing(const RankTiming& timing, double* out) {
+  out[0] = static_cast<double>(timing.steps);
+  out[1] = timing.schedule_ms;
+  for (size_t k = 0; k < 4; ++k) {
+    out[2 + k] = timing.compute_ms[k];
+    out[6 + k] = static_cast<double>(timing.compute_count[k]);
+  }
+  static_assert(6 + 4 == kRankTimingValues, "pack_rank_timing writes kRankTimingValues values");
+}
+
+RankTiming unpack_rank_timing(const double* in) {
+  RankTiming timing;
+  timing.steps = std::llround(in[0]);
+  timing.schedule_ms = in[1];
+  for (size_t k = 0; k < 4; ++k) {
+    timing.compute_ms[k] = in[2 + k];
+    timing.compute_count[k] = std::llround(in[6 + k]);
+  }
+  return timing;
+}
 
 schedule::CostModel measured_cost_model(const schedule::Program& program,
                                         const std::vector<RankTiming>& timings) {

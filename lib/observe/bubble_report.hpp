@@ -30,6 +30,14 @@ struct BubbleReport {
   double simulated_step_ms = 0.0;  ///< the simulated step with the measured costs (no transfer time)
 };
 
+/// How many doubles one RankTiming takes in a flat buffer (steps, schedule ms, 4 compute ms, 4 counts): the
+/// ranks' timings travel in one all-reduce, each rank filling its own slot.
+inline constexpr size_t kRankTimingValues = 10;
+/// Writes `timing` into out[0, kRankTimingValues).
+void pack_rank_timing(const RankTiming& timing, double* out);
+/// Reads what pack_rank_timing wrote at `in` (counts rounded to integers).
+RankTiming unpack_rank_timing(const double* in);
+
 /// The simulator's cost model from `timings` (one per rank of `program`): each stage costs its
 /// rank's mean per kind (ranks holding several stages share it; kinds a rank never ran cost 0), no
 /// transfer latency.

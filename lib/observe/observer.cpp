@@ -144,18 +144,13 @@ void RunObserver::finish(comm::Communicator* comm) {
   if (finished_) return;
   finished_ = true;
   progress_.finish();
-  // Every rank's peak memory and timing in one all-reduce: each fills its own slot of kSlot values.
-  constexpr size_t kSlot = 10;  // peak, steps, schedule ms, 4 x compute ms, 4 x count (below)
+  // Every rank's peak memory and timing in one all-reduce: each fills its own slot (peak, then the timing).
+  constexpr size_t kSlot = 1 + kRankTimingValues;
   const auto ranks = static_cast<size_t>(program_.num_ranks());
   std::vector<double> mine(ranks * kSlot, 0.0);
   double* slot = &mine.at(static_cast<size_t>(rank_) * kSlot);
   slot[0] = static_cast<double>(read_peak_memory());
-  slot[1] = static_cast<double>(timing_.steps);
-  slot[2] = timing_.schedule_ms;
-  for (size_t k = 0; k < 4; ++k) {
-    slot[3 + k] = timing_.compute_ms[k];
-    slot[7 + k] = static_cast<double>(timing_.compute_count[k]);
-  }
+  pack_rank_timing(timing_, slot + 1);
   const auto all = comm != nullptr ? comm->all_reduce_sum(mine) : mine;
   if (writes_metrics_) {
     RunSummary summary;
@@ -175,12 +170,7 @@ void RunObserver::finish(comm::Communicator* comm) {
       summary.peak_memory_bytes.push_back(std::llround(v[0]));
       summary.ranks.push_back(grid.rank({0, 0, static_cast<int64_t>(r)}));
       mib.push_back(fmt::format("{:.1f}", v[0] / (1024.0 * 1024.0)));
-      timings[r].steps = std::llround(v[1]);
-      timings[r].schedule_ms = v[2];
-      for (size_t k = 0; k < 4; ++k) {
-        timings[r].compute_ms[k] = v[3 + k];
-        timings[r].compute_count[k] = std::llround(v[7 + k]);
-      }
+      timings[r] = unpack_rank_timing(v + 1);
     }
     if (grid.world_size() == grid.size(plan::Axis::pipeline)) {
       spdlog::info("peak memory per rank ({}): {} MiB", summary.memory_kind, fmt::join(mib, ", "));

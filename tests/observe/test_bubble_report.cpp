@@ -2,6 +2,8 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <vector>
+
 #include "observe/bubble_report.hpp"
 #include "schedule/generate.hpp"
 
@@ -69,4 +71,35 @@ TEST_CASE("the measured cost model: each stage gets its rank's mean per kind", "
   CHECK(costs.stages[1].backward == Approx(4.0));
   CHECK(costs.stages[1].input_grad == 0.0);
   CHECK(costs.p2p_latency == 0.0);
+}
+
+TEST_CASE("rank timings packed side by side come back whole, every field, and stay in their own slot",
+          "[observe][bubble]") {
+  // The observer all-reduces every rank's timing in one flat buffer; a slot that writes or reads past its end
+  // mixes a neighbour's values into this rank's (a W count read from the next rank's peak memory did once).
+  constexpr size_t kRanks = 3, kGuard = 1;
+  constexpr size_t kSlot = kGuard + kRankTimingValues;
+  std::vector<double> flat(kRanks * kSlot, -1.0);
+  std::vector<RankTiming> sent(kRanks);
+  for (size_t r = 0; r < kRanks; ++r) {
+    RankTiming& t = sent[r];
+    const double base = 100.0 * static_cast<double>(r + 1);
+    t.steps = static_cast<int64_t>(base) + 1;
+    t.schedule_ms = base + 2.5;
+    for (size_t k = 0; k < 4; ++k) {
+      t.compute_ms[k] = base + 10.25 + static_cast<double>(k);
+      t.compute_count[k] = static_cast<int64_t>(base) + 20 + static_cast<int64_t>(k);
+    }
+    flat[r * kSlot] = 7000.0 + static_cast<double>(r);  // a neighbouring value (the observer's peak memory)
+    pack_rank_timing(t, &flat[r * kSlot + kGuard]);
+  }
+  for (size_t r = 0; r < kRanks; ++r) {
+    CAPTURE(r);
+    CHECK(flat[r * kSlot] == 7000.0 + static_cast<double>(r));
+    const RankTiming back = unpack_rank_timing(&flat[r * kSlot + kGuard]);
+    CHECK(back.steps == sent[r].steps);
+    CHECK(back.schedule_ms == sent[r].schedule_ms);
+    CHECK(back.compute_ms == sent[r].compute_ms);
+    CHECK(back.compute_count == sent[r].compute_count);
+  }
 }
