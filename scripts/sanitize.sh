@@ -3,9 +3,17 @@
 #   scripts/sanitize.sh [TEST_EXECUTABLE...]            AddressSanitizer + UndefinedBehaviorSanitizer (gcc) into
 #                                                       build/sanitize (or $PPCTL_SANITIZE_BUILD_DIR); default: all
 #                                                       torch-free test programs, listed below
+#   scripts/sanitize.sh --torch [TEST_EXECUTABLE...]    the same build over the test programs that link LibTorch (our
+#                                                       code instrumented, the pip wheel's LibTorch not; the ppctl
+#                                                       executables they run are instrumented too)
+#   scripts/sanitize.sh --jobs                          multi-process `ppctl train` runs with every worker instrumented:
+#                                                       2 stages in each schedule family and dp 2 x pp 2 with the
+#                                                       distributed optimizer, each checkpointed and resumed
+#   scripts/sanitize.sh --thread --jobs                 the same runs under ThreadSanitizer (the workers' progress
+#                                                       thread, signal handling, the executor polling c10d's work)
 #   scripts/sanitize.sh --thread [TEST_EXECUTABLE...]   ThreadSanitizer into build/tsan (or $PPCTL_TSAN_BUILD_DIR);
 #                                                       default: the programs of the code with threads (the launcher's
-#                                                       supervision and signal handling)
+#                                                       supervision and signal handling, the progress board's thread)
 #   scripts/sanitize.sh --self-test                     both builds must report a planted use-after-free and a planted
 #                                                       data race (tests/sanitize/planted.cpp); exits 0 when they do
 set -euo pipefail
@@ -13,16 +21,24 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="$("$ROOT/scripts/setup.sh")"
 
 MODE=address
-case "${1:-}" in
-  --thread) MODE=thread; shift ;;
-  --self-test) MODE=self-test; shift ;;
-esac
+JOBS=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --thread) MODE=thread; shift ;;
+    --torch) MODE=torch; shift ;;
+    --jobs) JOBS=1; shift ;;
+    --self-test) MODE=self-test; shift ;;
+    *) break ;;
+  esac
+done
 
 # Configures (once) and builds `targets` in a sanitizer build folder: $1 = folder, $2 = -fsanitize= list.
 build() {
   local dir="$1" sanitizers="$2"; shift 2
   if [ ! -f "$dir/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPPCTL_PYTHON="$PYTHON" \
+    # -O1: the sanitizers' own advice, and the torch-linked sources compile in about a third of -O3's time.
+    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+      -DPPCTL_PYTHON="$PYTHON" \
       -DCMAKE_CXX_FLAGS="-fsanitize=$sanitizers -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1" \
       -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$sanitizers" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >&2
   fi
@@ -33,7 +49,8 @@ ASAN_BUILD="${PPCTL_SANITIZE_BUILD_DIR:-$ROOT/build/sanitize}"
 TSAN_BUILD="${PPCTL_TSAN_BUILD_DIR:-$ROOT/build/tsan}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+# The TSan suppressions (LibTorch's uninstrumented reference counting) are named and justified in that file.
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/scripts/tsan_suppressions.txt"
 
 if [ "$MODE" = self-test ]; then
   build "$ASAN_BUILD" address,undefined sanitizer_planted
@@ -56,15 +73,69 @@ if [ "$MODE" = self-test ]; then
   exit 0
 fi
 
+if [ "$JOBS" -eq 1 ]; then
+  if [ "$MODE" = thread ]; then JOB_BUILD="$TSAN_BUILD" JOB_SANITIZERS=thread; else
+    MODE=address JOB_BUILD="$ASAN_BUILD" JOB_SANITIZERS=address,undefined; fi
+  build "$JOB_BUILD" "$JOB_SANITIZERS" ppctl ppctl-torch
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/ppctl_sanitize_jobs_XXXXXX")"
+  trap 'rm -rf "$WORK"' EXIT
+  for i in $(seq 1 400); do echo "line $i: pack my box with five dozen liquor jugs"; done > "$WORK/corpus.txt"
+  failed=()
+  # $1 = name, $2 = pipeline and optimizer YAML, $3 = more runtime fields: 3 steps with a checkpoint, then resumed
+  # to 5; both runs must exit 0 with no sanitizer report from any process.
+  job() {
+    local name="$1" dir="$WORK/$1" start; start=$(date +%s.%N)
+    mkdir -p "$dir"
+    cat > "$dir/job.yaml" <<YAML
+model: {layers: 4, hidden: 32, heads: 4, seq_len: 32, dropout: 0.1}
+$2
+data: {path: $WORK/corpus.txt}
+train: {steps: 3, seed: 1, log_interval: 1}
+checkpoint: {dir: $dir/checkpoints, interval: 3}
+runtime: {comm_timeout_s: 120${3:-}}
+YAML
+    if (cd "$dir" && "$JOB_BUILD/app/ppctl" train job.yaml > run.log 2>&1 &&
+        "$JOB_BUILD/app/ppctl" train job.yaml --steps 5 --resume >> run.log 2>&1) &&
+       ! grep -qE "Sanitizer|runtime error" "$dir/run.log" && grep -q "resumed from" "$dir/run.log"; then
+      printf 'sanitize %-7s job %-28s passed  %6.1f s\n' "$MODE" "$name" \
+        "$(awk "BEGIN {print $(date +%s.%N) - $start}")"
+    else
+      printf 'sanitize %-7s job %-28s FAILED\n' "$MODE" "$name"
+      grep -E "ERROR: AddressSanitizer|WARNING: ThreadSanitizer|runtime error|SUMMARY|error" "$dir/run.log" \
+        | head -20 >&2 || true
+      cp "$dir/run.log" "$JOB_BUILD/jobs-$name.sanitize.log"
+      failed+=("$name")
+    fi
+  }
+  for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zbv; do
+    job "pp2-$schedule" "pipeline: {stages: 2, schedule: $schedule, microbatches: 4, micro_batch_size: 2}"
+  done
+  job "dp2-pp2-distributed" "pipeline: {stages: 2, data_parallel: 2, schedule: 1f1b, microbatches: 4, micro_batch_size: 2}
+optimizer: {lr: 0.003, distributed: true}"
+  job "dp2-pp2-distributed-bf16p" "pipeline: {stages: 2, data_parallel: 2, schedule: interleaved-1f1b, microbatches: 4, micro_batch_size: 2}
+optimizer: {lr: 0.003, distributed: true}" ", precision: bf16-params"
+  [ ${#failed[@]} -eq 0 ] || { echo "sanitize: failed: ${failed[*]} (logs: $JOB_BUILD/jobs-*.sanitize.log)" >&2; exit 1; }
+  exit 0
+fi
+
 if [ "$MODE" = thread ]; then
   BUILD="$TSAN_BUILD"
-  TESTS=(launch_tests)  # the launcher's supervision loop, its signal scopes and the test's signalling threads
+  # The launcher's supervision loop, its signal scopes and the test's signalling threads; the progress board's
+  # publisher thread against the training thread's cursor (LibTorch's TCPStore under it is not instrumented).
+  TESTS=(launch_tests progress_board_tests)
   SANITIZERS=thread
+elif [ "$MODE" = torch ]; then
+  BUILD="$ASAN_BUILD"
+  # The test executables of tests/CMakeLists.txt that link LibTorch (train_tests runs ppctl jobs: those build too).
+  TESTS=(progress_board_tests tensorboard_tests split_backward_tests memory_estimate_tests grad_buffers_tests
+    worker_handover_tests model_tests executor_tests local_job_tests train_tests)
+  SANITIZERS=address,undefined
 else
   BUILD="$ASAN_BUILD"
   # The test executables of tests/CMakeLists.txt that link no LibTorch.
-  TESTS=(core_tests config_tests hf_config_tests plan_tests comm_env_tests schedule_tests data_tests
-    launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests prepare_tests)
+  TESTS=(core_tests echo_tests config_tests hf_config_tests plan_tests comm_env_tests schedule_tests data_tests
+    launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests prepare_tests timeline_svg_tests
+    tune_tests)
   SANITIZERS=address,undefined
 fi
 if [ $# -gt 0 ]; then TESTS=("$@"); fi
