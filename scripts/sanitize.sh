@@ -18,25 +18,35 @@
 #                                                       data race (tests/sanitize/planted.cpp); exits 0 when they do
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="$("$ROOT/scripts/setup.sh")"
 
 MODE=address
 JOBS=0
+usage() {
+  echo "scripts/sanitize.sh: $1 (usage: scripts/sanitize.sh [--torch | --jobs | --thread [--jobs] | --self-test]" \
+    "[TEST_EXECUTABLE...]; see the top of this script)" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --thread) MODE=thread; shift ;;
-    --torch) MODE=torch; shift ;;
+    --thread|--torch|--self-test)
+      [ "$MODE" = address ] || usage "$1 and --$MODE are two modes; run them one after the other"
+      MODE="${1#--}"; shift ;;
     --jobs) JOBS=1; shift ;;
-    --self-test) MODE=self-test; shift ;;
+    --*) usage "unknown option '$1'" ;;
     *) break ;;
   esac
 done
+if [ "$JOBS" -eq 1 ] && { [ "$MODE" = torch ] || [ "$MODE" = self-test ] || [ $# -gt 0 ]; }; then
+  usage "--jobs runs its own jobs: it takes --thread or nothing else"
+fi
+
+PYTHON="$("$ROOT/scripts/setup.sh")"
 
 # Configures (once) and builds `targets` in a sanitizer build folder: $1 = folder, $2 = -fsanitize= list.
 build() {
   local dir="$1" sanitizers="$2"; shift 2
   if [ ! -f "$dir/CMakeCache.txt" ]; then
-    # -O1: the sanitizers' own advice, and the torch-linked sources compile in about a third of -O3's time.
+    # -O1: the sanitizers' own advice; with them the torch-linked sources compile much faster than at -O3.
     cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
       -DPPCTL_PYTHON="$PYTHON" \
       -DCMAKE_CXX_FLAGS="-fsanitize=$sanitizers -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1" \

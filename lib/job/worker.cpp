@@ -30,7 +30,7 @@
 #include "schedule/csv.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/split_time.hpp"
-#include "train/data_parallel.hpp"
+#include "comm/worker_groups.hpp"
 #include "train/loop.hpp"
 
 namespace ppctl::job {
@@ -140,7 +140,7 @@ int run_worker(const WorkerOptions& options) {
   const auto device = worker_device(spec, info.local_rank);
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-  auto groups = train::make_worker_groups(info, layout, spec.model.tie_embeddings,
+  auto groups = comm::make_worker_groups(info, layout, spec.model.tie_embeddings,
                                           backend_kind(spec.runtime), timeout, device, options.store.get());
   for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);

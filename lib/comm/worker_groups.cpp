@@ -1,23 +1,23 @@
-// Process groups of a dp x pp job (see data_parallel.hpp).
-#include "train/data_parallel.hpp"
+// The process groups of a worker (see worker_groups.hpp).
+#include "comm/worker_groups.hpp"
 
 #include <fmt/format.h>
 
-namespace ppctl::train {
+namespace ppctl::comm {
 namespace {
 
 std::vector<int> as_int(const std::vector<int64_t>& ranks) { return {ranks.begin(), ranks.end()}; }
 
 }  // namespace
 
-WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::Layout& layout,
-                                bool tie_embeddings, comm::BackendKind backend,
+WorkerGroups make_worker_groups(const RendezvousInfo& info, const plan::Layout& layout,
+                                bool tie_embeddings, BackendKind backend,
                                 std::chrono::milliseconds timeout, at::Device device,
-                                const comm::JobStore* store) {
+                                const JobStore* store) {
   const plan::RankGrid grid = layout.grid();
   const int64_t dp = grid.size(plan::Axis::data), pp = grid.size(plan::Axis::pipeline);
   const auto me = grid.coords(info.rank);
-  std::vector<comm::GroupSpec> specs;
+  std::vector<GroupSpec> specs;
   if (pp > 1) specs.push_back({fmt::format("pp/d{}", me.dp), as_int(grid.group(plan::Axis::pipeline, info.rank))});
   if (dp > 1) specs.push_back({fmt::format("dp/p{}", me.pp), as_int(grid.group(plan::Axis::data, info.rank))});
   const int64_t first = layout.stage_to_rank.front(), last = layout.stage_to_rank.back();
@@ -32,7 +32,7 @@ WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::La
   }
   WorkerGroups groups;
   if (specs.empty()) return groups;
-  auto built = comm::Communicator::create_groups(info, backend, timeout, device, specs, store);
+  auto built = Communicator::create_groups(info, backend, timeout, device, specs, store);
   size_t next = 0;
   if (pp > 1) groups.pipeline = std::move(built[next++]);
   if (dp > 1) groups.data_parallel = std::move(built[next++]);
@@ -40,4 +40,4 @@ WorkerGroups make_worker_groups(const comm::RendezvousInfo& info, const plan::La
   return groups;
 }
 
-}  // namespace ppctl::train
+}  // namespace ppctl::comm
