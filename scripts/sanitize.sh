@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds ppctl's torch-free unit tests with a sanitizer and runs them; any report fails the run.
+# Builds ppctl's test programs (or ppctl itself, for jobs) with a sanitizer and runs them; any report fails the run.
+# One mode per run (--thread --jobs is one mode); options before test names. $PPCTL_SANITIZE_JOBS: parallel build
+# jobs (default 2).
 #   scripts/sanitize.sh [TEST_EXECUTABLE...]            AddressSanitizer + UndefinedBehaviorSanitizer (gcc) into
 #                                                       build/sanitize (or $PPCTL_SANITIZE_BUILD_DIR); default: all
 #                                                       torch-free test programs, listed below
@@ -21,24 +23,41 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 MODE=address
 JOBS=0
+USAGE="usage: scripts/sanitize.sh [--torch | --jobs | --thread [--jobs] | --self-test] [TEST_EXECUTABLE...]"
 usage() {
-  echo "scripts/sanitize.sh: $1 (usage: scripts/sanitize.sh [--torch | --jobs | --thread [--jobs] | --self-test]" \
-    "[TEST_EXECUTABLE...]; see the top of this script)" >&2
+  echo "scripts/sanitize.sh: $1 ($USAGE; the modes are described at the top of scripts/sanitize.sh)" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
   case "$1" in
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --thread|--torch|--self-test)
       [ "$MODE" = address ] || usage "$1 and --$MODE are two modes; run them one after the other"
       MODE="${1#--}"; shift ;;
     --jobs) JOBS=1; shift ;;
-    --*) usage "unknown option '$1'" ;;
+    -*) usage "unknown option '$1'" ;;
     *) break ;;
   esac
+done
+for arg in "$@"; do
+  case "$arg" in -*) usage "options come before test names: '$arg' follows one" ;; esac
 done
 if [ "$JOBS" -eq 1 ] && { [ "$MODE" = torch ] || [ "$MODE" = self-test ] || [ $# -gt 0 ]; }; then
   usage "--jobs runs its own jobs: it takes --thread or nothing else"
 fi
+[ "$MODE" != self-test ] || [ $# -eq 0 ] || usage "--self-test runs its planted faults only: it takes no test names"
+
+# The test executables of tests/CMakeLists.txt that link no LibTorch, and those that do (train_tests runs ppctl jobs:
+# those build too).
+FREE_TESTS=(core_tests echo_tests config_tests hf_config_tests plan_tests comm_env_tests schedule_tests data_tests
+  launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests prepare_tests timeline_svg_tests tune_tests)
+TORCH_TESTS=(progress_board_tests tensorboard_tests split_backward_tests memory_estimate_tests grad_buffers_tests
+  worker_handover_tests model_tests executor_tests local_job_tests train_tests)
+
+for name in "$@"; do  # any test program of tests/CMakeLists.txt, in either build
+  [[ " ${FREE_TESTS[*]} ${TORCH_TESTS[*]} " == *" $name "* ]] ||
+    usage "'$name' is not a test program; they are: ${FREE_TESTS[*]} ${TORCH_TESTS[*]}"
+done
 
 PYTHON="$("$ROOT/scripts/setup.sh")"
 
@@ -136,16 +155,11 @@ if [ "$MODE" = thread ]; then
   SANITIZERS=thread
 elif [ "$MODE" = torch ]; then
   BUILD="$ASAN_BUILD"
-  # The test executables of tests/CMakeLists.txt that link LibTorch (train_tests runs ppctl jobs: those build too).
-  TESTS=(progress_board_tests tensorboard_tests split_backward_tests memory_estimate_tests grad_buffers_tests
-    worker_handover_tests model_tests executor_tests local_job_tests train_tests)
+  TESTS=("${TORCH_TESTS[@]}")
   SANITIZERS=address,undefined
 else
   BUILD="$ASAN_BUILD"
-  # The test executables of tests/CMakeLists.txt that link no LibTorch.
-  TESTS=(core_tests echo_tests config_tests hf_config_tests plan_tests comm_env_tests schedule_tests data_tests
-    launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests prepare_tests timeline_svg_tests
-    tune_tests)
+  TESTS=("${FREE_TESTS[@]}")
   SANITIZERS=address,undefined
 fi
 if [ $# -gt 0 ]; then TESTS=("$@"); fi
