@@ -226,7 +226,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                                                      : ", activation " + config::to_string(m.activation),
                        m.tie_embeddings);
   }
-  out += fmt::format("pipeline   {} stages on {} ranks ({} per rank), schedule {}, {} microbatches x "
+  out += fmt::format("pipeline   {} stages on {} pipeline ranks ({} per rank), schedule {}, {} microbatches x "
                      "{} sequences x dp {} = global batch {} sequences ({} tokens)\n",
                      layout.num_stages, layout.pipeline_size, p.virtual_stages,
                      config::to_string(p.schedule), p.microbatches, p.micro_batch_size,
@@ -263,8 +263,9 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                        copies, column_sum, layout.total_parameters, copies);
   }
   out += memory_section(spec, layout, program);
-  out += with_communication ? "\nactions per rank (with communication):\n"
-                            : "\nactions per rank (compute order):\n";
+  // The lines are by pipeline rank: every replica (and later every tensor-parallel rank) of it runs the same list.
+  out += with_communication ? "\nactions per pipeline rank (with communication):\n"
+                            : "\nactions per pipeline rank (compute order):\n";
   for (int64_t r = 0; r < program.num_ranks(); ++r) {
     out += fmt::format("rank {}: {}\n", r,
                        format_rank(program.ranks[static_cast<size_t>(r)], !with_communication));
