@@ -182,11 +182,12 @@ class TrainingRun {
       spdlog::info("note: optimizer.distributed shards over the data-parallel group; with dp 1 there is nothing to "
                    "shard, so every rank keeps its whole AdamW state as without it");
     }
+    check_injection(ctx.inject_nan, num_stages_, ctx.dp_size);
     make_optimizer();
+    if (ctx.comm != nullptr) norm_groups_.push_back(ctx.comm);
+    // Last, so that nothing can throw between here and the destructor that detaches them again.
     ctx.executor.set_gradient_reduction(&gradients_);
     ctx.executor.set_parameter_gather(sharded_);  // each F waits for its stage's updated weights
-    check_injection(ctx.inject_nan, num_stages_, ctx.dp_size);
-    if (ctx.comm != nullptr) norm_groups_.push_back(ctx.comm);
   }
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
