@@ -168,14 +168,15 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   // pipeline.data_parallel 0: dp comes from WORLD_SIZE. The plan (plan.txt, the memory table and its
   // warning, the global batch) is made for that dp, not for 1.
   const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
+  ppctl::plan::check_tensor_parallel_per_node(planned.spec, info.ranks_per_node, ppctl::comm::to_string(mode));
   planned.spec.pipeline.data_parallel = dp;
   planned.layout = ppctl::schedule::job_layout(planned.spec, planned.program);
   if (info.rank == 0) ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
   if (const auto w = ppctl::job::external_restart_warning(planned.spec, ppctl::comm::to_string(mode));
       w && info.rank == 0) spdlog::warn("{}", *w);
-  spdlog::info("launched by {}: rank {} of {} (local rank {}), dp {} x pp {}; rendezvous {}:{}{}",
-               ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank, dp,
-               planned.spec.pipeline.stages, info.master_addr, info.master_port,
+  spdlog::info("launched by {}: rank {} of {} (local rank {}), {}; rendezvous {}:{}{}",
+               ppctl::comm::to_string(mode), info.rank, info.world_size, info.local_rank,
+               planned.layout.grid().describe(), info.master_addr, info.master_port,
                info.host_store ? " (hosted here)" : "");
   ppctl::job::WorkerOptions options;
   options.spec_path = spec_path;

@@ -1,6 +1,9 @@
 // Launch-mode detection and worker identity from environment variables (see launch_env.hpp).
 #include "comm/launch_env.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -81,6 +84,9 @@ RendezvousInfo torchrun_identity(const EnvMap& env, const std::string& hint) {
   info.rank = static_cast<int>(env_int(env, "RANK", std::nullopt, 0, info.world_size - 1, hint));
   info.local_rank =
       static_cast<int>(env_int(env, "LOCAL_RANK", 0, 0, info.world_size - 1, hint));
+  if (lookup(env, "LOCAL_WORLD_SIZE")) {
+    info.ranks_per_node = static_cast<int>(env_int(env, "LOCAL_WORLD_SIZE", std::nullopt, 1, info.world_size, hint));
+  }
   info.master_addr = master_addr(env, LaunchMode::Torchrun);
   info.master_port = master_port(env, LaunchMode::Torchrun);
   return info;
@@ -122,6 +128,26 @@ std::string to_string(LaunchMode mode) {
   return "?";
 }
 
+std::optional<int> fewest_tasks_per_node(const std::string& text) {
+  std::optional<int> fewest;
+  size_t at = 0;
+  while (at < text.size()) {  // entries "N" or "N(xK)", comma-separated
+    size_t end = at;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])) != 0) ++end;
+    if (end == at || end - at > 6) return std::nullopt;
+    const int count = std::stoi(text.substr(at, end - at));
+    if (end < text.size() && text[end] == '(') {
+      const size_t close = text.find(')', end);
+      if (close == std::string::npos || text.compare(end, 2, "(x") != 0) return std::nullopt;
+      end = close + 1;
+    }
+    if (end < text.size() && text[end] != ',') return std::nullopt;
+    fewest = fewest ? std::min(*fewest, count) : count;
+    at = end + 1;
+  }
+  return fewest;
+}
+
 LaunchMode detect_launch_mode(const EnvMap& env) {
   if (env.count("RANK") || env.count("WORLD_SIZE")) return LaunchMode::Torchrun;
   // srun sets SLURM_STEP_ID for each job step; an sbatch script itself (the batch step) has
@@ -141,6 +167,9 @@ RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode) {
         env_int(env, "SLURM_PROCID", std::nullopt, 0, info.world_size - 1, kSlurmHint));
     info.local_rank =
         static_cast<int>(env_int(env, "SLURM_LOCALID", 0, 0, info.world_size - 1, kSlurmHint));
+    for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+      if (const auto text = lookup(env, name); text && !info.ranks_per_node) info.ranks_per_node = fewest_tasks_per_node(*text);
+    }
     info.master_addr = master_addr(env, mode);
     info.master_port = master_port(env, mode);
   } else if (mode == LaunchMode::Torchrun) {

@@ -232,8 +232,12 @@ struct PipelineSpec {
                                       ///< non-zero only for interleaved-1f1b. schedule::check_params asks
                                       ///< g >= stages and a last group m % g of 0 or >= stages (or m <= g).
   int64_t data_parallel = 0;    ///< data-parallel size dp: replicas of the whole pipeline, each on its own
-                                ///< p ranks (world size = dp x p). 0 = derived: WORLD_SIZE / p under
-                                ///< torchrun or Slurm, 1 for the local launcher. Range [0, 65536].
+                                ///< t x p ranks (world size = t x dp x p). 0 = derived: WORLD_SIZE / (t x p)
+                                ///< under torchrun or Slurm, 1 for the local launcher. Range [0, 65536].
+  int64_t tensor_parallel = 1;  ///< tensor-parallel size t: each stage's layers split over t ranks (Megatron-LM's
+                                ///< column- and row-parallel layers, model/tensor_parallel.hpp), ranks ordered tp
+                                ///< fastest (plan/rank_grid.hpp). Range [1, 1024]; rules.cpp checks model.heads,
+                                ///< kv_heads, the ffn width and the vocabulary against it.
   std::string schedule_file;    ///< custom: CSV schedule, one row per rank (relative to the spec's folder; resolved
                                 ///< to an absolute path by the loader). Required for custom, not allowed otherwise.
   std::vector<int64_t> layers_per_stage;  ///< explicit split: blocks of each of the stages x virtual_stages

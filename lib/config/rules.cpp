@@ -328,6 +328,47 @@ void check_arch_fields(SpecState& s) {
   }
 }
 
+/// pipeline.tensor_parallel t against the model (Megatron-LM's column- and row-parallel split, model/tensor_parallel.hpp):
+/// every rank holds heads / t query heads, kv_heads / t key/value heads (no replication of key/value heads) and
+/// ffn / t MLP columns; the vocabulary is split into t contiguous shards of ceil(vocab / t) rows (the last one
+/// shorter), so it needs at least t entries but no padding.
+void check_tensor_parallel(SpecState& s) {
+  const ModelSpec& m = s.spec.model;
+  const int64_t t = s.spec.pipeline.tensor_parallel;
+  if (t <= 1 || !s.usable("pipeline.tensor_parallel") || !s.usable("model.arch")) return;
+  const std::string tp = fmt::format("pipeline.tensor_parallel ({})", t);
+  if (s.usable("model.heads") && m.heads % t != 0) {
+    s.combination_problem("model.heads", "pipeline.tensor_parallel", std::to_string(m.heads),
+                          fmt::format("must be a multiple of {}: each tensor-parallel rank holds whole attention heads",
+                                      tp),
+                          fmt::format("use a tensor_parallel that divides {} such as {}", m.heads,
+                                      divisors_near(m.heads, t)));
+  }
+  const int64_t kv = kv_heads_of(m);
+  if (llama_family(m.arch) && s.usable("model.kv_heads") && s.usable("model.heads") && m.heads % t == 0 &&
+      kv % t != 0) {
+    s.combination_problem("model.kv_heads", "pipeline.tensor_parallel", std::to_string(kv),
+                          fmt::format("must be a multiple of {}: each tensor-parallel rank holds kv_heads / t "
+                                      "key/value heads (ppctl does not replicate key/value heads)",
+                                      tp),
+                          fmt::format("use a tensor_parallel that divides {} such as {}", kv, divisors_near(kv, t)));
+  }
+  const int64_t ffn = ffn_hidden_of(m);
+  if (s.usable("model.ffn_hidden") && s.usable("model.hidden") && ffn % t != 0) {
+    s.combination_problem("model.ffn_hidden", "pipeline.tensor_parallel", std::to_string(ffn),
+                          fmt::format("must be a multiple of {}: the MLP's columns are split evenly over the "
+                                      "tensor-parallel ranks",
+                                      tp),
+                          fmt::format("use a tensor_parallel that divides {} such as {}", ffn,
+                                      divisors_near(ffn, t)));
+  }
+  if (s.usable("model.vocab_size") && m.vocab_size < t) {
+    s.combination_problem("model.vocab_size", "pipeline.tensor_parallel", std::to_string(m.vocab_size),
+                          fmt::format("is below {}: every tensor-parallel rank holds at least one vocabulary row", tp),
+                          fmt::format("use pipeline.tensor_parallel: {} or less", m.vocab_size));
+  }
+}
+
 /// The rules on pairs of fields outside the schedule, in the order their problems are reported.
 void check_combinations(SpecState& s) {
   const ModelSpec& m = s.spec.model;
@@ -341,6 +382,7 @@ void check_combinations(SpecState& s) {
   check_eval(s);
   check_checkpoint(s);
   check_arch_fields(s);
+  check_tensor_parallel(s);
   if (s.usable("model.hidden") && s.usable("model.heads") && m.hidden % m.heads != 0 &&
       !(llama_family(m.arch) && m.head_dim > 0)) {  // an explicit head_dim need not divide hidden
     s.combination_problem("model.heads", "model.hidden", std::to_string(m.heads),

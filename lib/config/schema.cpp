@@ -239,6 +239,9 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
                   "interleaved-1f1b only: microbatches per group; 0 = stages"),
         int_field("data_parallel", p.data_parallel, {0, 65'536},
                   "replicas of the whole pipeline; 0 = derived from the number of workers"),
+        // Checked against the model's heads, kv_heads, ffn width and vocabulary (rules.cpp, check_tensor_parallel).
+        int_field("tensor_parallel", p.tensor_parallel, {1, 1024},
+                  "tensor-parallel size: ranks that split each stage's layers (one node's GPUs)"),
         // Checked against the schedule once every key is read (rules.cpp, check_schedule_file).
         text_field("schedule_file", p.schedule_file, "path", "a path such as schedules/mine.csv",
                    "custom only: the CSV file of every rank's actions"),

@@ -139,7 +139,8 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
   Layout layout;
   layout.pipeline_size = p;
   layout.data_parallel = std::max<int64_t>(spec.pipeline.data_parallel, 1);
-  layout.world_size = layout.data_parallel * p;
+  layout.tensor_parallel = spec.pipeline.tensor_parallel;
+  layout.world_size = layout.tensor_parallel * layout.data_parallel * p;
   layout.num_stages = num_stages;
   layout.num_microbatches = m;
   layout.bubble_fraction = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);

@@ -65,11 +65,13 @@ struct StageLayout {
 
 /// The whole layout for a job.
 struct Layout {
-  int64_t world_size = 0;         ///< ranks = dp x p
-  int64_t pipeline_size = 0;      ///< pipeline-parallel size p (pipeline.stages): ranks per replica
+  int64_t world_size = 0;         ///< ranks = t x dp x p
+  int64_t pipeline_size = 0;      ///< pipeline-parallel size p (pipeline.stages): pipeline ranks per replica
   int64_t data_parallel = 1;      ///< data-parallel size dp (plan/parallel.hpp; 0 in the spec = 1)
-  /// The job's rank grid (plan/rank_grid.hpp): which global rank holds which replica's pipeline rank.
-  RankGrid grid() const { return RankGrid(1, data_parallel, pipeline_size); }
+  int64_t tensor_parallel = 1;    ///< tensor-parallel size t (pipeline.tensor_parallel): ranks per stage
+  /// The job's rank grid (plan/rank_grid.hpp): which global rank holds which tp rank of which replica's pipeline
+  /// rank.
+  RankGrid grid() const { return RankGrid(tensor_parallel, data_parallel, pipeline_size); }
   int64_t num_stages = 0;         ///< p x v (every virtual stage counted)
   int64_t num_microbatches = 0;   ///< m
   std::vector<StageLayout> stages;         ///< indexed by stage

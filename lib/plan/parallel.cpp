@@ -10,25 +10,51 @@ namespace ppctl::plan {
 
 int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t> world_size) {
   const int64_t p = spec.pipeline.stages;
+  const int64_t t = spec.pipeline.tensor_parallel;
   const int64_t dp = spec.pipeline.data_parallel;
   const std::string source = spec.source.empty() ? "job spec" : spec.source;
   if (!world_size) return dp == 0 ? 1 : dp;
+  // "pipeline.stages = 4" alone, or "pipeline.tensor_parallel x pipeline.stages = 2 x 4 = 8" with t > 1
+  const int64_t replica = t * p;
+  const std::string replica_named =
+      t == 1 ? fmt::format("pipeline.stages = {}", p)
+             : fmt::format("pipeline.tensor_parallel x pipeline.stages = {} x {} = {}", t, p, replica);
   if (dp == 0) {
-    if (*world_size % p != 0) {
+    if (*world_size % replica != 0) {
       throw PlanError(fmt::format(
-          "{}: WORLD_SIZE={} is not a multiple of pipeline.stages = {}: every data-parallel replica "
-          "needs {} ranks (fix: start a multiple of {} workers, or change pipeline.stages)",
-          source, *world_size, p, p, p));
+          "{}: WORLD_SIZE={} is not a multiple of {}: every data-parallel replica needs {} ranks (fix: start a "
+          "multiple of {} workers, or change pipeline.stages{})",
+          source, *world_size, replica_named, replica, replica, t == 1 ? "" : " or pipeline.tensor_parallel"));
     }
-    return *world_size / p;
+    return *world_size / replica;
   }
-  if (dp * p != *world_size) {
+  if (dp * replica != *world_size) {
+    const std::string product =
+        t == 1 ? fmt::format("pipeline.data_parallel x pipeline.stages = {} x {}", dp, p)
+               : fmt::format("pipeline.tensor_parallel x pipeline.data_parallel x pipeline.stages = {} x {} x {}", t,
+                             dp, p);
     throw PlanError(fmt::format(
-        "{}: WORLD_SIZE={} but pipeline.data_parallel x pipeline.stages = {} x {} = {} (fix: start "
-        "exactly {} workers, or set pipeline.data_parallel to 0 to derive it from WORLD_SIZE)",
-        source, *world_size, dp, p, dp * p, dp * p));
+        "{}: WORLD_SIZE={} but {} = {} (fix: start exactly {} workers, or set pipeline.data_parallel to 0 to "
+        "derive it from WORLD_SIZE)",
+        source, *world_size, product, dp * replica, dp * replica));
   }
   return dp;
+}
+
+void check_tensor_parallel_per_node(const config::JobSpec& spec, std::optional<int64_t> ranks_per_node,
+                                    const std::string& launcher) {
+  const int64_t t = spec.pipeline.tensor_parallel;
+  if (t == 1 || !ranks_per_node || *ranks_per_node % t == 0) return;
+  const std::string source = spec.source.empty() ? "job spec" : spec.source;
+  const std::string rule = t > *ranks_per_node
+                               ? "a tensor-parallel group must sit on one node"
+                               : fmt::format("{} is not a multiple of it, so a tensor-parallel group would straddle "
+                                             "two nodes",
+                                             *ranks_per_node);
+  throw PlanError(fmt::format(
+      "{}: pipeline.tensor_parallel = {} but {} starts {} worker{} per node: {} (fix: start a multiple of {} "
+      "workers per node, e.g. one per GPU, or set pipeline.tensor_parallel to a divisor of {})",
+      source, t, launcher, *ranks_per_node, *ranks_per_node == 1 ? "" : "s", rule, t, *ranks_per_node));
 }
 
 std::string replica0_rank_name(int64_t pp, const RankGrid& grid) {

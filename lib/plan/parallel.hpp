@@ -14,10 +14,18 @@ namespace ppctl::plan {
 
 /// The data-parallel size of a job. `world_size` is the number of workers when something else
 /// started them (torchrun, Slurm), unset for the local launcher. pipeline.data_parallel 0 means
-/// WORLD_SIZE / pipeline.stages (external) or 1 (local); a non-zero value must give
-/// dp x stages = WORLD_SIZE. Throws ppctl::PlanError naming WORLD_SIZE, pipeline.stages and
-/// pipeline.data_parallel with their values when they disagree.
+/// WORLD_SIZE / (tensor_parallel x stages) (external) or 1 (local); a non-zero value must give
+/// tensor_parallel x dp x stages = WORLD_SIZE. Throws ppctl::PlanError naming WORLD_SIZE, pipeline.stages,
+/// pipeline.tensor_parallel (when above 1) and pipeline.data_parallel with their values when they disagree.
 int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t> world_size);
+
+/// A tensor-parallel group is t adjacent ranks (plan/rank_grid.hpp) and must sit on one node, where its
+/// all-reduces run (Megatron-LM, arXiv 2104.04473 §3.3). `ranks_per_node`: the workers on one node as the
+/// launcher (`launcher`: "torchrun", "slurm") says; unset when it does not say, then nothing is checked.
+/// Throws ppctl::PlanError naming pipeline.tensor_parallel and the ranks per node when t is above them or does not
+/// divide them.
+void check_tensor_parallel_per_node(const config::JobSpec& spec, std::optional<int64_t> ranks_per_node,
+                                    const std::string& launcher);
 
 /// How records that hold replica 0 only (metrics, traces, timelines) name pipeline rank `pp`: "rank P" when the
 /// grid has no other axis, else "rank G (pipeline rank P of replica 0)" with G the global rank of its first member

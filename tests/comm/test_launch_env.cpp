@@ -151,6 +151,25 @@ TEST_CASE("Slurm identity: SLURM_PROCID/NTASKS/LOCALID, first host of the node l
   CHECK(set.master_port == 31000);
 }
 
+TEST_CASE("workers per node: torchrun's LOCAL_WORLD_SIZE, Slurm's tasks per node (the fewest)") {
+  auto env = torchrun(1, 8);
+  CHECK_FALSE(comm::external_identity(env, LaunchMode::Torchrun).ranks_per_node.has_value());
+  env["LOCAL_WORLD_SIZE"] = "4";
+  CHECK(comm::external_identity(env, LaunchMode::Torchrun).ranks_per_node == 4);
+  auto s = slurm(1, 8);
+  s["SLURM_TASKS_PER_NODE"] = "4(x2)";
+  CHECK(comm::external_identity(s, LaunchMode::Slurm).ranks_per_node == 4);
+  s["SLURM_STEP_TASKS_PER_NODE"] = "3,5";  // the step's own layout wins over the allocation's
+  CHECK(comm::external_identity(s, LaunchMode::Slurm).ranks_per_node == 3);
+  CHECK(comm::fewest_tasks_per_node("8") == 8);
+  CHECK(comm::fewest_tasks_per_node("8(x3),2") == 2);
+  CHECK(comm::fewest_tasks_per_node("2(x3),8(x1)") == 2);
+  for (const char* bad : {"", "x", "4(3)", "4(x2", "4,,2", "4 ", "-1"}) {
+    INFO(bad);
+    CHECK_FALSE(comm::fewest_tasks_per_node(bad).has_value());
+  }
+}
+
 TEST_CASE("Slurm identity: bad variables name the variable and value") {
   CHECK_THAT(failure(slurm(4, 4)), ContainsSubstring("SLURM_PROCID='4' must be an integer in [0, 3]"));
   auto no_tasks = slurm(0, 4);

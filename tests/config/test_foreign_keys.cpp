@@ -86,10 +86,15 @@ TEST_CASE("a Megatron-LM or torchtitan name in a spec is answered with the ppctl
   CHECK(problems[0].find("(fix: Megatron-LM's global_batch_size is pipeline.microbatches: ppctl's global batch is "
                          "micro_batch_size x microbatches x data_parallel sequences)") != std::string::npos);
   // No counterpart: what to do instead.
+  problems = problems_of(place("context_parallel_degree: 4"));
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("(fix: torchtitan's context_parallel_degree: ppctl has no context parallelism: remove "
+                         "it)") != std::string::npos);
+  // A key ppctl has under its own name.
   problems = problems_of(place("tensor_parallel_degree: 4"));
   REQUIRE(problems.size() == 1);
-  CHECK(problems[0].find("(fix: torchtitan's tensor_parallel_degree: ppctl has no tensor parallelism (pipeline and "
-                         "data parallel only): remove it)") != std::string::npos);
+  CHECK(problems[0].find("(fix: torchtitan's tensor_parallel_degree is pipeline.tensor_parallel)") !=
+        std::string::npos);
   // A name of neither keeps the did-you-mean.
   problems = problems_of(place("num_layer: 8"));
   REQUIRE(problems.size() == 1);

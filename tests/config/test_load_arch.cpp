@@ -94,6 +94,28 @@ TEST_CASE("kv_heads must divide heads, and llama's head size must be even", "[co
   check(hidden, 3, "model.heads", "4 (default)", "must divide model.hidden (130)");
 }
 
+TEST_CASE("tensor_parallel must split heads, kv_heads, the MLP and the vocabulary", "[config][arch][combination]") {
+  const Message heads = only_problem(with_data("model: {heads: 6, hidden: 48}\npipeline:\n  tensor_parallel: 4\n"));
+  check(heads, 1, "model.heads", "6", "must be a multiple of pipeline.tensor_parallel (4): each tensor-parallel rank "
+        "holds whole attention heads");
+  CHECK(heads.hint == "use a tensor_parallel that divides 6 such as 3 or 6");
+  const Message kv = only_problem(
+      with_data("model:\n  arch: llama\n  heads: 8\n  kv_heads: 2\n  hidden: 64\npipeline: {tensor_parallel: 4}\n"));
+  check(kv, 4, "model.kv_heads", "2", "must be a multiple of pipeline.tensor_parallel (4): each tensor-parallel rank "
+        "holds kv_heads / t key/value heads (ppctl does not replicate key/value heads)");
+  const Message ffn = only_problem(with_data("model: {ffn_hidden: 50}\npipeline: {tensor_parallel: 4}\n"));
+  check(ffn, 1, "model.ffn_hidden", "50", "must be a multiple of pipeline.tensor_parallel (4): the MLP's columns are "
+        "split evenly over the tensor-parallel ranks");
+  const Message vocab = only_problem(with_data("model: {vocab_size: 256, heads: 512, hidden: 512}\npipeline: "
+                                               "{tensor_parallel: 512}\n"));
+  check(vocab, 1, "model.vocab_size", "256", "is below pipeline.tensor_parallel (512): every tensor-parallel rank "
+        "holds at least one vocabulary row");
+  // Every rule holds: no problem; the default ffn (4 x hidden) splits, and an odd vocabulary is fine (no padding).
+  const auto ok = parse_ok(with_data("model: {arch: llama, heads: 8, kv_heads: 4, hidden: 64, vocab_size: 257}\n"
+                                     "pipeline: {tensor_parallel: 4}\n"));
+  CHECK(ok.pipeline.tensor_parallel == 4);
+}
+
 TEST_CASE("the new model fields' ranges", "[config][arch][range]") {
   struct Case {
     std::string yaml;

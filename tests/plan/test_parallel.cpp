@@ -46,6 +46,49 @@ TEST_CASE("data-parallel size: derived from WORLD_SIZE, 1 locally, or checked ag
              ContainsSubstring("WORLD_SIZE=6 but pipeline.data_parallel x pipeline.stages = 2 x 2 = 4"));
 }
 
+TEST_CASE("data-parallel size with tensor parallelism: WORLD_SIZE / (t x p), the message names every factor") {
+  auto spec = spec_with(2, 0);
+  spec.pipeline.tensor_parallel = 4;
+  CHECK(plan::resolve_data_parallel(spec, 16) == 2);
+  CHECK_THAT(failure(spec, 12),
+             ContainsSubstring("WORLD_SIZE=12 is not a multiple of pipeline.tensor_parallel x pipeline.stages = 4 x "
+                               "2 = 8: every data-parallel replica needs 8 ranks"));
+  spec.pipeline.data_parallel = 3;
+  CHECK_THAT(failure(spec, 16),
+             ContainsSubstring("WORLD_SIZE=16 but pipeline.tensor_parallel x pipeline.data_parallel x "
+                               "pipeline.stages = 4 x 3 x 2 = 24 (fix: start exactly 24 workers"));
+  plan::Layout layout;
+  layout.tensor_parallel = 4;
+  layout.data_parallel = 3;
+  layout.pipeline_size = 2;
+  CHECK(layout.grid().world_size() == 24);
+  CHECK(layout.grid().coords(5).tp == 1);  // rank 5 = (0 x 3 + 1) x 4 + 1
+  CHECK(layout.grid().coords(5).dp == 1);
+}
+
+TEST_CASE("a tensor-parallel group must sit on one node: t at most the workers per node, and dividing them") {
+  auto spec = spec_with(2, 0);
+  spec.pipeline.tensor_parallel = 8;
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, 8, "slurm"));
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, 16, "slurm"));
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, std::nullopt, "torchrun"));  // not said: not checked
+  const auto refusal = [&](int64_t per_node) {
+    try {
+      plan::check_tensor_parallel_per_node(spec, per_node, "torchrun");
+    } catch (const PlanError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(refusal(4), ContainsSubstring("pipeline.tensor_parallel = 8 but torchrun starts 4 workers per node: a "
+                                           "tensor-parallel group must sit on one node (fix: start a multiple of 8 "
+                                           "workers per node"));
+  CHECK_THAT(refusal(12), ContainsSubstring("12 is not a multiple of it, so a tensor-parallel group would straddle "
+                                            "two nodes"));
+  spec.pipeline.tensor_parallel = 1;
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, 3, "slurm"));
+}
+
 TEST_CASE("the plan's rank mapping names the formula and each pipeline's ranks") {
   CHECK_THAT(plan::format_rank_mapping(plan::RankGrid(1, 2, 2)),
              ContainsSubstring("dp 2 x pp 2 = 4 ranks; rank = pp_rank x 2 + dp_rank") &&
