@@ -22,15 +22,12 @@ uint64_t init_seed(uint64_t seed, int64_t part) { return mix(seed, static_cast<u
 
 double residual_init_std(int64_t layers) { return kInitStd / std::sqrt(2.0 * static_cast<double>(layers)); }
 
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+ParallelLinear make_linear(int64_t in, int64_t out, bool bias, ParallelStyle style, const TensorParallel& tp,
+                           int64_t parts) {
+  return ParallelLinear(in, out, bias, style, tp, parts);
 }
 
-void init_linear(torch::nn::Linear& linear, at::Generator& gen, double std) {
-  torch::NoGradGuard no_grad;
-  linear->weight.normal_(0.0, std, gen);
-  if (linear->bias.defined()) linear->bias.zero_();
-}
+void init_linear(ParallelLinear& linear, at::Generator& gen, double std) { linear->init_normal(gen, std); }
 
 torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutContext& ctx, int64_t layer,
                              int64_t site) {

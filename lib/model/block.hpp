@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "model/tensor_parallel.hpp"
+
 namespace ppctl::model {
 
 /// Identifies one forward pass for dropout: masks depend only on (seed, step, microbatch, layer,
@@ -31,12 +33,15 @@ constexpr double kInitStd = 0.02;
 double residual_init_std(int64_t layers);
 
 /// The one factory of the blocks' and the LM head's linear layers, [in] -> [out] (weight [out, in], bias [out]
-/// when `bias`), for every architecture family: the place tensor-parallel (column- and row-parallel) layers
-/// are chosen.
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias);
+/// when `bias`), for every architecture family: `style` says how tensor parallelism over `tp` splits it
+/// (model/tensor_parallel.hpp; `parts` fused components for a column split such as GPT-2's qkv); with t = 1
+/// every style is a plain linear layer.
+ParallelLinear make_linear(int64_t in, int64_t out, bool bias, ParallelStyle style = ParallelStyle::Replicated,
+                           const TensorParallel& tp = {}, int64_t parts = 1);
 
-/// Fills `linear`'s weight from N(0, std) with `gen` and zeroes its bias when it has one.
-void init_linear(torch::nn::Linear& linear, at::Generator& gen, double std);
+/// Fills `linear`'s weight with its shard of an [out, in] N(0, std) draw from `gen` and zeroes its bias when it
+/// has one.
+void init_linear(ParallelLinear& linear, at::Generator& gen, double std);
 
 /// Inverted dropout of `x` with probability `p` whose mask comes from a generator keyed by (`ctx`,
 /// `layer`, `site`) — not from the global RNG — so that every partition of the model, and every

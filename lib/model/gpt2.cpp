@@ -17,19 +17,22 @@ torch::Tensor Gpt2LayerNormImpl::forward(const torch::Tensor& x) {
 
 Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec) { return Gpt2LayerNorm(spec.hidden, spec.norm_eps); }
 
-Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed)
+Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed,
+                             const TensorParallel& tp)
     : layer_index_(layer_index),
-      heads_(spec.heads),
+      heads_(spec.heads / tp.size),
+      head_dim_(spec.hidden / spec.heads),
       dropout_p_(spec.dropout),
-      gelu_tanh_(spec.activation == config::Activation::GeluTanh) {
+      gelu_tanh_(spec.activation == config::Activation::GeluTanh),
+      tp_(tp) {
   const int64_t h = spec.hidden;
   const int64_t f = config::ffn_hidden_of(spec);
   ln1_ = register_module("ln1", gpt2_layer_norm(spec));
-  qkv_ = register_module("qkv", make_linear(h, 3 * h, true));
-  proj_ = register_module("proj", make_linear(h, h, true));
+  qkv_ = register_module("qkv", make_linear(h, 3 * h, true, ParallelStyle::Column, tp, 3));
+  proj_ = register_module("proj", make_linear(h, h, true, ParallelStyle::Row, tp));
   ln2_ = register_module("ln2", gpt2_layer_norm(spec));
-  fc1_ = register_module("fc1", make_linear(h, f, true));
-  fc2_ = register_module("fc2", make_linear(f, h, true));
+  fc1_ = register_module("fc1", make_linear(h, f, true, ParallelStyle::Column, tp));
+  fc2_ = register_module("fc2", make_linear(f, h, true, ParallelStyle::Row, tp));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
   const double residual_std = residual_init_std(spec.layers);
   init_linear(qkv_, gen, kInitStd);
@@ -39,18 +42,18 @@ Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index,
 }
 
 torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
-  const auto batch = x.size(0), seq = x.size(1), hidden = x.size(2);
-  const auto head_dim = hidden / heads_;
-  auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
+  const auto batch = x.size(0), seq = x.size(1);
+  const auto width = heads_ * head_dim_;  // this rank's heads
+  auto qkv = qkv_->forward(tensor_parallel_copy(ln1_->forward(x), tp_)).chunk(3, -1);
   auto split_heads = [&](const torch::Tensor& t) {
-    return t.view({batch, seq, heads_, head_dim}).transpose(1, 2);
+    return t.view({batch, seq, heads_, head_dim_}).transpose(1, 2);
   };
   auto attn = at::scaled_dot_product_attention(split_heads(qkv[0]), split_heads(qkv[1]),
                                                split_heads(qkv[2]), /*attn_mask=*/{},
                                                /*dropout_p=*/0.0, /*is_causal=*/true);
-  attn = attn.transpose(1, 2).reshape({batch, seq, hidden});
+  attn = attn.transpose(1, 2).reshape({batch, seq, width});
   auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
-  auto inner = fc1_->forward(ln2_->forward(h));
+  auto inner = fc1_->forward(tensor_parallel_copy(ln2_->forward(h), tp_));
   auto mlp = fc2_->forward(gelu_tanh_ ? torch::gelu(inner, "tanh") : torch::gelu(inner));
   return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
 }

@@ -29,18 +29,24 @@ TORCH_MODULE(Gpt2LayerNorm);
 /// Parameters `ln1`, `qkv` [3h, h] (q | k | v rows), `proj`, `ln2`, `fc1`, `fc2` (weights and biases).
 /// Initialised from init_seed(seed, layer_index): N(0, 0.02) weights, zero biases, residual_init_std
 /// for proj and fc2, drawn in that order. Dropout sites: 0 after attention, 1 after the MLP.
+/// Over `tp` (t ranks, Megatron-LM's split, arXiv 1909.08053 §3): qkv column-parallel by heads (heads / t
+/// of each of q, k and v), proj row-parallel, fc1 column-parallel, fc2 row-parallel; the norms and the
+/// residual stream replicated; one all-reduce after attention and one after the MLP forward, one before
+/// each backward.
 class Gpt2BlockImpl : public DecoderBlock {
  public:
-  Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
+  Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed, const TensorParallel& tp = {});
   torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) override;
 
  private:
   int64_t layer_index_;
-  int64_t heads_;
+  int64_t heads_;  ///< this rank's: model.heads / t
+  int64_t head_dim_;
   double dropout_p_;
   bool gelu_tanh_;
+  TensorParallel tp_;
   Gpt2LayerNorm ln1_{nullptr}, ln2_{nullptr};
-  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+  ParallelLinear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 
 /// GPT-2's LayerNorm of model.hidden with epsilon model.norm_eps (weight 1, bias 0).

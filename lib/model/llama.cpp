@@ -7,7 +7,7 @@
 
 namespace ppctl::model {
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const TensorParallel& partial) : eps_(eps), partial_(partial) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
@@ -15,7 +15,7 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   const auto dtype = x.scalar_type();
   const auto x32 = x.to(torch::kFloat);
   const auto variance = x32.pow(2).mean(-1, /*keepdim=*/true);
-  return weight * (x32 * torch::rsqrt(variance + eps_)).to(dtype);
+  return tensor_parallel_copy(weight, partial_) * (x32 * torch::rsqrt(variance + eps_)).to(dtype);
 }
 
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t seq_len, int64_t head_dim, double theta,
@@ -29,29 +29,33 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
   return x * cos + rotated * sin;
 }
 
-LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed)
+LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed,
+                               const TensorParallel& tp)
     : layer_index_(layer_index),
-      heads_(spec.heads),
-      kv_heads_(config::kv_heads_of(spec)),
+      heads_(spec.heads / tp.size),
+      kv_heads_(config::kv_heads_of(spec) / tp.size),
       head_dim_(config::head_dim_of(spec)),
+      tp_(tp),
       rope_(spec),
       dropout_p_(spec.dropout) {
   const int64_t h = spec.hidden;
   const int64_t f = config::ffn_hidden_of(spec);
+  const int64_t q_width = spec.heads * head_dim_, kv_width = config::kv_heads_of(spec) * head_dim_;
   const bool qkv_bias = spec.arch == config::Arch::Qwen2;
+  const auto column = ParallelStyle::Column, row = ParallelStyle::Row;
   attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps));
-  q_proj_ = register_module("q_proj", make_linear(h, heads_ * head_dim_, qkv_bias));
-  k_proj_ = register_module("k_proj", make_linear(h, kv_heads_ * head_dim_, qkv_bias));
-  v_proj_ = register_module("v_proj", make_linear(h, kv_heads_ * head_dim_, qkv_bias));
-  o_proj_ = register_module("o_proj", make_linear(heads_ * head_dim_, h, false));
+  q_proj_ = register_module("q_proj", make_linear(h, q_width, qkv_bias, column, tp));
+  k_proj_ = register_module("k_proj", make_linear(h, kv_width, qkv_bias, column, tp));
+  v_proj_ = register_module("v_proj", make_linear(h, kv_width, qkv_bias, column, tp));
+  o_proj_ = register_module("o_proj", make_linear(q_width, h, false, row, tp));
   if (spec.arch == config::Arch::Qwen3) {
-    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps));
-    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps));
+    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps, tp));
+    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps, tp));
   }
   mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps));
-  gate_proj_ = register_module("gate_proj", make_linear(h, f, false));
-  up_proj_ = register_module("up_proj", make_linear(h, f, false));
-  down_proj_ = register_module("down_proj", make_linear(f, h, false));
+  gate_proj_ = register_module("gate_proj", make_linear(h, f, false, column, tp));
+  up_proj_ = register_module("up_proj", make_linear(h, f, false, column, tp));
+  down_proj_ = register_module("down_proj", make_linear(f, h, false, row, tp));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
   const double residual_std = residual_init_std(spec.layers);
   for (auto* proj : {&q_proj_, &k_proj_, &v_proj_}) init_linear(*proj, gen, kInitStd);
@@ -62,7 +66,7 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
 
 torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
   const auto batch = x.size(0), seq = x.size(1);
-  const auto normed = attn_norm_->forward(x);
+  const auto normed = tensor_parallel_copy(attn_norm_->forward(x), tp_);  // f: once for q, k and v
   // [batch, seq, heads, head_dim] -> [batch, heads, seq, head_dim], qwen3's per-head norm before the turn
   auto split_heads = [&](const torch::Tensor& t, int64_t heads, RMSNorm& norm) {
     const auto per_head = t.view({batch, seq, heads, head_dim_});
@@ -80,7 +84,7 @@ torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutConte
   auto attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
   attn = attn.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_});
   const auto h = x + seeded_dropout(o_proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
-  const auto m = mlp_norm_->forward(h);
+  const auto m = tensor_parallel_copy(mlp_norm_->forward(h), tp_);  // f: once for gate and up
   const auto mlp = down_proj_->forward(torch::silu(gate_proj_->forward(m)) * up_proj_->forward(m));
   return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
 }

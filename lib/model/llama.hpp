@@ -14,15 +14,18 @@
 namespace ppctl::model {
 
 /// RMSNorm as HF LlamaRMSNorm: y = weight * (x32 * rsqrt(mean(x32^2, last dim) + eps)).to(x.dtype),
-/// x32 = x in fp32. Parameter `weight` [dim], initialised to ones.
+/// x32 = x in fp32. Parameter `weight` [dim], initialised to ones. `partial`: the tensor-parallel group over
+/// which the norm sees only part of the data (qwen3's per-head q_norm and k_norm over a rank's heads): the
+/// weight's gradient is then summed over it (tensor_parallel_copy of the weight); inactive by default.
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t dim, double eps);
+  RMSNormImpl(int64_t dim, double eps, const TensorParallel& partial = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
  private:
   double eps_;
+  TensorParallel partial_;
 };
 TORCH_MODULE(RMSNorm);
 
@@ -47,20 +50,25 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 /// Initialised from init_seed(seed, layer_index): norms 1, biases 0, q, k, v, gate, up N(0, 0.02),
 /// o_proj and down_proj residual_init_std, drawn in the order q, k, v, o, gate, up, down. Dropout sites:
 /// 0 after attention, 1 after the MLP (as gpt2).
+/// Over `tp` (t ranks, Megatron-LM's split): q_proj, k_proj, v_proj column-parallel by heads (heads / t query
+/// and kv_heads / t key/value heads per rank, so each rank's query heads read its own key/value heads),
+/// o_proj row-parallel; gate_proj and up_proj column-parallel, down_proj row-parallel; attn_norm and
+/// mlp_norm replicated.
 class LlamaBlockImpl : public DecoderBlock {
  public:
-  LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed);
+  LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed, const TensorParallel& tp = {});
   torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) override;
 
  private:
   int64_t layer_index_;
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_;  ///< this rank's heads and kv_heads (model's / t)
+  TensorParallel tp_;
   config::ModelSpec rope_;  ///< the fields model/rope.hpp reads: head_dim, rope_theta, rope_scaling
   double dropout_p_;
   RMSNorm attn_norm_{nullptr}, mlp_norm_{nullptr};
   RMSNorm q_norm_{nullptr}, k_norm_{nullptr};  ///< qwen3 only
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
-  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+  ParallelLinear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  ParallelLinear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 
 }  // namespace ppctl::model

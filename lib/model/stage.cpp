@@ -15,13 +15,14 @@ namespace ppctl::model {
 namespace {
 
 /// Block `layer_index` of model.arch.
-std::shared_ptr<DecoderBlock> make_block(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed) {
+std::shared_ptr<DecoderBlock> make_block(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed,
+                                         const TensorParallel& tp) {
   switch (spec.arch) {
-    case config::Arch::Gpt2: return std::make_shared<Gpt2BlockImpl>(spec, layer_index, seed);
+    case config::Arch::Gpt2: return std::make_shared<Gpt2BlockImpl>(spec, layer_index, seed, tp);
     case config::Arch::Llama:
     case config::Arch::Qwen2:
     case config::Arch::Qwen3:
-    case config::Arch::Mistral: return std::make_shared<LlamaBlockImpl>(spec, layer_index, seed);
+    case config::Arch::Mistral: return std::make_shared<LlamaBlockImpl>(spec, layer_index, seed, tp);
   }
   throw InternalError("make_block: unknown Arch");
 }
@@ -56,36 +57,29 @@ struct AccumulateSeparately : public torch::autograd::Function<AccumulateSeparat
 }  // namespace
 
 StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout,
-                                 uint64_t seed)
-    : spec_(spec), layout_(layout) {
+                                 uint64_t seed, const TensorParallel& tp)
+    : spec_(spec), layout_(layout), tp_(tp) {
   torch::NoGradGuard no_grad;
   if (layout.has_embedding) {
-    tok_embed_ = register_module("tok_embed", torch::nn::Embedding(spec.vocab_size, spec.hidden));
+    tok_embed_ = register_module("tok_embed", VocabParallelEmbedding(spec.vocab_size, spec.hidden, tp));
     auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -1));
-    tok_embed_->weight.normal_(0.0, kInitStd, gen);
+    tok_embed_->init_normal(gen, kInitStd);
     if (spec.arch == config::Arch::Gpt2) {  // learned positions; llama rotates q and k instead
       pos_embed_ = register_module("pos_embed", torch::nn::Embedding(spec.seq_len, spec.hidden));
       pos_embed_->weight.normal_(0.0, kInitStd, gen);
     }
   }
   for (int64_t i = layout.layers.begin; i < layout.layers.end; ++i) {
-    blocks_.push_back(register_module(fmt::format("block{}", i), make_block(spec, i, seed)));
+    blocks_.push_back(register_module(fmt::format("block{}", i), make_block(spec, i, seed, tp)));
   }
   if (layout.has_head) {
     ln_f_ = make_final_norm(spec);
     register_module("ln_f", ln_f_.ptr());
     if (!(spec.tie_embeddings && layout.has_embedding)) {  // else the head uses tok_embed's weight
-      lm_head_ = register_module(
-          "lm_head",
-          make_linear(spec.hidden, spec.vocab_size, false));
-      if (spec.tie_embeddings) {
-        // The copy of the token embedding: the same generator and first draw as tok_embed.
-        auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -1));
-        lm_head_->weight.normal_(0.0, kInitStd, gen);
-      } else {
-        auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, -2));
-        init_linear(lm_head_, gen, kInitStd);
-      }
+      lm_head_ = register_module("lm_head", make_linear(spec.hidden, spec.vocab_size, false, ParallelStyle::Column, tp));
+      // Tied: the copy of the token embedding, the same generator and first draw as tok_embed.
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, spec.tie_embeddings ? -1 : -2));
+      init_linear(lm_head_, gen, kInitStd);
     }
   }
 }
@@ -122,7 +116,7 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
     } else if (block < blocks) {
       x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
     } else {
-      x = ln_f_.forward(x);
+      x = tensor_parallel_copy(ln_f_.forward<torch::Tensor>(x), tp_);  // f before the column-parallel head
       if (lm_head_) {
         x = lm_head_->forward(x);
       } else {
@@ -148,8 +142,33 @@ std::vector<int64_t> StageModuleImpl::segment_starts(int64_t every) const {
 }
 
 torch::Tensor StageModuleImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              targets.reshape({-1}));
+  const auto flat = logits.reshape({-1, logits.size(-1)});
+  if (tp_.active()) return vocab_parallel_cross_entropy(flat, targets.reshape({-1}), vocab_rows().first, tp_);
+  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+}
+
+std::vector<int64_t> StageModuleImpl::whole_sizes(const std::string& name, at::IntArrayRef shard_sizes) const {
+  const Split split = parameter_split(name);
+  auto sizes = shard_sizes.vec();
+  if (split.replicated() || !tp_.active()) return sizes;
+  const bool vocabulary = name == "tok_embed.weight" || name == "lm_head.weight";
+  auto& split_size = sizes.at(static_cast<size_t>(split.dim));
+  split_size = vocabulary ? spec_.vocab_size : split_size * tp_.size;
+  return sizes;
+}
+
+torch::Tensor StageModuleImpl::whole_of(const std::string& name, const torch::Tensor& shard) const {
+  const Split split = parameter_split(name);
+  if (split.replicated() || !tp_.active()) return shard;
+  return gather_shards(shard.contiguous(), split, whole_sizes(name, shard.sizes()), tp_);
+}
+
+torch::Tensor StageModuleImpl::shard_of(const std::string& name, const torch::Tensor& whole) const {
+  return take_shard(whole, parameter_split(name), tp_.size, tp_.rank);
+}
+
+std::pair<int64_t, int64_t> StageModuleImpl::vocab_rows() const {
+  return shard_range(spec_.vocab_size, tp_.size, tp_.rank);
 }
 
 torch::Tensor StageModuleImpl::tied_weight() const {

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/job_spec.hpp"
 #include "model/block.hpp"
+#include "model/tensor_parallel.hpp"
 #include "plan/layout.hpp"
 
 namespace ppctl::model {
@@ -23,11 +25,15 @@ namespace ppctl::model {
 /// The embedding and the head are initialised from init_seed(seed, -1) and (-2): N(0, 0.02).
 class StageModuleImpl : public torch::nn::Module {
  public:
-  /// Builds (and initialises from `seed`) exactly the layers of `layout` on the CPU.
-  StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout, uint64_t seed);
+  /// Builds (and initialises from `seed`) exactly the layers of `layout` on the CPU: at tensor-parallel rank
+  /// `tp.rank` of `tp.size`, this rank's shards (model/tensor_parallel.hpp; the token embedding and LM head
+  /// split by vocabulary rows), cut from the same whole draws as at t = 1.
+  StageModuleImpl(const config::ModelSpec& spec, const plan::StageLayout& layout, uint64_t seed,
+                  const TensorParallel& tp = {});
 
   /// First stage: token ids [batch, seq_len] int64 -> hidden [batch, seq_len, hidden].
-  /// Middle stages: hidden -> hidden. Last stage: -> logits [batch, seq_len, vocab_size].
+  /// Middle stages: hidden -> hidden. Last stage: -> logits [batch, seq_len, vocab_size], at t > 1 this
+  /// rank's vocabulary rows only [batch, seq_len, rows] (vocab_rows()).
   /// The same as forward_parts(input, 0, num_parts(), dropout).
   torch::Tensor forward(const torch::Tensor& input, const DropoutContext& dropout);
 
@@ -49,8 +55,29 @@ class StageModuleImpl : public torch::nn::Module {
   std::vector<int64_t> segment_starts(int64_t every) const;
 
   /// Mean cross-entropy (nats per token) of logits [batch, seq_len, vocab] against targets
-  /// [batch, seq_len] int64. Only meaningful on the last stage.
+  /// [batch, seq_len] int64. Only meaningful on the last stage. At t > 1 the logits are this rank's rows and
+  /// the loss is model::vocab_parallel_cross_entropy (collective over the tensor-parallel group).
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
+
+  /// The vocabulary rows [begin, end) this rank's embedding and head hold (model::shard_range; all of them at
+  /// t = 1).
+  std::pair<int64_t, int64_t> vocab_rows() const;
+
+  /// The whole tensor of parameter `name` (its global name, as named_parameters() gives it) from `shard`, a tensor
+  /// of that parameter's shape on this rank (the parameter, its gradient, or AdamW state of it): at t > 1 a
+  /// collective over the tensor-parallel group (model::gather_shards; every rank of the group must call it for the
+  /// same name in the same order); `shard` itself when the parameter is replicated or t = 1.
+  torch::Tensor whole_of(const std::string& name, const torch::Tensor& shard) const;
+
+  /// The whole shape of parameter `name` whose shard on this rank has `shard_sizes` (no communication).
+  std::vector<int64_t> whole_sizes(const std::string& name, at::IntArrayRef shard_sizes) const;
+
+  /// This rank's shard of `whole`, the whole tensor of parameter `name` (model::take_shard; `whole` itself when
+  /// replicated or t = 1). No communication.
+  torch::Tensor shard_of(const std::string& name, const torch::Tensor& whole) const;
+
+  /// The tensor-parallel group the stage was built for.
+  const TensorParallel& tensor_parallel() const { return tp_; }
 
   /// runtime.precision: with Bf16 and Bf16Params every forward_parts runs under AutocastGuard (bf16
   /// matrix products) and the head returns fp32 logits, so the loss is fp32. Bf16Params also turns
@@ -73,10 +100,12 @@ class StageModuleImpl : public torch::nn::Module {
   config::ModelSpec spec_;
   plan::StageLayout layout_;
   config::Precision precision_ = config::Precision::Fp32;
-  torch::nn::Embedding tok_embed_{nullptr}, pos_embed_{nullptr};
+  TensorParallel tp_;
+  VocabParallelEmbedding tok_embed_{nullptr};
+  torch::nn::Embedding pos_embed_{nullptr};
   std::vector<std::shared_ptr<DecoderBlock>> blocks_;
   torch::nn::AnyModule ln_f_;
-  torch::nn::Linear lm_head_{nullptr};
+  ParallelLinear lm_head_{nullptr};
 };
 TORCH_MODULE(StageModule);
 

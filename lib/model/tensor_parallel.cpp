@@ -1,0 +1,210 @@
+// Tensor-parallel shards, the f and g regions, parallel linear layers, the vocabulary-parallel embedding and
+// cross-entropy (see tensor_parallel.hpp).
+#include "model/tensor_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/check.hpp"
+
+namespace ppctl::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The group rides in the autograd context as an integer: the Communicator outlives every graph (the worker's
+// groups are built before the stages and destroyed after the executor).
+void keep_group(AutogradContext* ctx, const TensorParallel& tp) {
+  ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(tp.group));
+}
+
+comm::Communicator& group_of(AutogradContext* ctx) {
+  return *reinterpret_cast<comm::Communicator*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
+}
+
+/// The sum of `x` over the group in a new tensor (x is left as it is).
+torch::Tensor summed(const torch::Tensor& x, comm::Communicator& group) {
+  auto out = x.contiguous().clone();
+  group.all_reduce_sum_inplace(out);
+  return out;
+}
+
+struct CopyRegion : public torch::autograd::Function<CopyRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const TensorParallel& tp) {
+    keep_group(ctx, tp);
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {summed(grads[0], group_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceRegion : public torch::autograd::Function<ReduceRegion> {
+  static torch::Tensor forward(AutogradContext* /*ctx*/, const torch::Tensor& x, const TensorParallel& tp) {
+    return summed(x, *tp.group);
+  }
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list grads) { return {grads[0], torch::Tensor()}; }
+};
+
+/// Megatron's _VocabParallelCrossEntropy: forward keeps this rank's softmax rows and where the targets fall.
+struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
+                               int64_t vocab_begin, const TensorParallel& tp) {
+    const int64_t n = logits.size(0), rows = logits.size(1);
+    auto& group = *tp.group;
+    // The largest logit of each token over every rank: the ranks' maxima side by side, summed into place.
+    auto maxima = torch::zeros({tp.size, n}, logits.options());
+    maxima[tp.rank].copy_(std::get<0>(logits.max(-1)));
+    group.all_reduce_sum_inplace(maxima);
+    const auto shifted = logits - std::get<0>(maxima.max(0)).unsqueeze(-1);
+    auto exp = shifted.exp();
+    const auto local = targets - vocab_begin;
+    const auto mine = (local >= 0) & (local < rows);
+    const auto index = torch::where(mine, local, torch::zeros_like(local));
+    auto sums = torch::stack({exp.sum(-1), shifted.gather(-1, index.unsqueeze(-1)).squeeze(-1) *
+                                               mine.to(logits.scalar_type())});
+    group.all_reduce_sum_inplace(sums);
+    const auto sum_exp = sums[0];
+    exp.div_(sum_exp.unsqueeze(-1));  // this rank's softmax rows
+    ctx->save_for_backward({exp, index, mine});
+    return (sum_exp.log() - sums[1]).mean();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto grad = saved[0].clone();
+    const auto n = grad.size(0);
+    grad.scatter_add_(-1, saved[1].unsqueeze(-1), -saved[2].to(grad.scalar_type()).unsqueeze(-1));
+    grad.mul_(grads[0] / static_cast<double>(n));
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t size, int64_t rank) {
+  PPCTL_ASSERT(size >= 1 && rank >= 0 && rank < size && n >= size,
+               fmt::format("shard {} of {} over {} rows", rank, size, n));
+  const int64_t chunk = (n + size - 1) / size;
+  return {std::min(n, rank * chunk), std::min(n, (rank + 1) * chunk)};
+}
+
+Split parameter_split(const std::string& name) {
+  const size_t last = name.rfind('.');
+  if (last == std::string::npos) return {};
+  const std::string leaf = name.substr(last + 1);
+  const size_t before = name.rfind('.', last - 1);
+  const std::string module = name.substr(before == std::string::npos ? 0 : before + 1,
+                                         last - (before == std::string::npos ? 0 : before + 1));
+  for (const char* column : {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1"}) {
+    if (module == column) return {0, 1};
+  }
+  if (module == "qkv") return {0, 3};
+  if ((module == "tok_embed" || module == "lm_head") && leaf == "weight") return {0, 1};
+  for (const char* row : {"o_proj", "down_proj", "proj", "fc2"}) {
+    if (module == row) return leaf == "weight" ? Split{1, 1} : Split{};
+  }
+  return {};
+}
+
+torch::Tensor take_shard(const torch::Tensor& full, const Split& split, int64_t size, int64_t rank) {
+  if (split.replicated() || size == 1) return full;
+  const int64_t n = full.size(split.dim) / split.parts;
+  const auto [begin, end] = shard_range(n, size, rank);
+  if (split.parts == 1) return full.narrow(split.dim, begin, end - begin);
+  std::vector<torch::Tensor> pieces;
+  for (int64_t part = 0; part < split.parts; ++part) pieces.push_back(full.narrow(split.dim, part * n + begin, end - begin));
+  return torch::cat(pieces, split.dim);
+}
+
+torch::Tensor gather_shards(const torch::Tensor& shard, const Split& split, const std::vector<int64_t>& full_sizes,
+                            const TensorParallel& tp) {
+  if (split.replicated() || !tp.active()) return shard;
+  auto full = torch::zeros(full_sizes, shard.options());
+  const int64_t n = full.size(split.dim) / split.parts;
+  const auto [begin, end] = shard_range(n, tp.size, tp.rank);
+  for (int64_t part = 0; part < split.parts; ++part) {
+    full.narrow(split.dim, part * n + begin, end - begin)
+        .copy_(shard.narrow(split.dim, part * (end - begin), end - begin));
+  }
+  tp.group->all_reduce_sum_inplace(full);
+  return full;
+}
+
+torch::Tensor tensor_parallel_copy(const torch::Tensor& x, const TensorParallel& tp) {
+  return tp.active() ? CopyRegion::apply(x, tp) : x;
+}
+
+torch::Tensor tensor_parallel_reduce(const torch::Tensor& x, const TensorParallel& tp) {
+  return tp.active() ? ReduceRegion::apply(x, tp) : x;
+}
+
+ParallelLinearImpl::ParallelLinearImpl(int64_t in, int64_t out, bool bias, ParallelStyle style,
+                                       const TensorParallel& tp, int64_t parts)
+    : in_(in), out_(out), style_(tp.active() ? style : ParallelStyle::Replicated), tp_(tp) {
+  if (style_ == ParallelStyle::Column) split_ = {0, parts};
+  if (style_ == ParallelStyle::Row) split_ = {1, 1};
+  const auto shape = take_shard(torch::empty({out, in}, torch::kMeta), split_, tp.size, tp.rank).sizes().vec();
+  weight = register_parameter("weight", torch::empty(shape));
+  if (bias) {
+    const int64_t width = style_ == ParallelStyle::Column ? shape[0] : out;
+    this->bias = register_parameter("bias", torch::zeros({width}));
+  }
+  // torch::nn::Linear's default initialisation (kaiming-uniform) would draw from the global generator: every
+  // caller draws with init_normal instead.
+  torch::NoGradGuard no_grad;
+  weight.zero_();
+}
+
+torch::Tensor ParallelLinearImpl::forward(const torch::Tensor& x) {
+  if (style_ != ParallelStyle::Row) return torch::nn::functional::linear(x, weight, bias);
+  auto y = tensor_parallel_reduce(torch::nn::functional::linear(x, weight), tp_);
+  return bias.defined() ? y + bias : y;
+}
+
+void ParallelLinearImpl::init_normal(at::Generator& gen, double std) {
+  torch::NoGradGuard no_grad;
+  if (style_ == ParallelStyle::Replicated) {
+    weight.normal_(0.0, std, gen);
+  } else {
+    auto full = torch::empty({out_, in_});
+    full.normal_(0.0, std, gen);
+    weight.copy_(take_shard(full, split_, tp_.size, tp_.rank));
+  }
+  if (bias.defined()) bias.zero_();
+}
+
+VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t vocab, int64_t hidden, const TensorParallel& tp)
+    : vocab_(vocab), hidden_(hidden), rows_(shard_range(vocab, tp.size, tp.rank)), tp_(tp) {
+  weight = register_parameter("weight", torch::zeros({rows_.second - rows_.first, hidden}));
+}
+
+torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {
+  if (!tp_.active()) return torch::nn::functional::embedding(ids, weight);
+  const auto local = ids - rows_.first;
+  const auto mine = (local >= 0) & (local < rows_.second - rows_.first);
+  const auto looked_up =
+      torch::nn::functional::embedding(torch::where(mine, local, torch::zeros_like(local)), weight);
+  return tensor_parallel_reduce(looked_up * mine.unsqueeze(-1).to(looked_up.scalar_type()), tp_);
+}
+
+void VocabParallelEmbeddingImpl::init_normal(at::Generator& gen, double std) {
+  torch::NoGradGuard no_grad;
+  if (!tp_.active()) {
+    weight.normal_(0.0, std, gen);
+    return;
+  }
+  auto full = torch::empty({vocab_, hidden_});
+  full.normal_(0.0, std, gen);
+  weight.copy_(full.narrow(0, rows_.first, rows_.second - rows_.first));
+}
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           int64_t vocab_begin, const TensorParallel& tp) {
+  PPCTL_ASSERT(tp.active(), "vocab_parallel_cross_entropy without a tensor-parallel group");
+  return VocabParallelCrossEntropy::apply(logits, targets, vocab_begin, tp);
+}
+
+}  // namespace ppctl::model

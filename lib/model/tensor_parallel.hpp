@@ -1,0 +1,121 @@
+// Tensor parallelism inside a pipeline stage (Megatron-LM: Shoeybi et al., arXiv 1909.08053 §3): which slice of
+// each parameter a tensor-parallel rank holds, the two autograd regions f and g, column- and row-parallel linear
+// layers, the vocabulary-parallel embedding and the vocabulary-parallel cross-entropy.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace ppctl::model {
+
+/// The tensor-parallel group of one stage's ranks: `size` t ranks (adjacent global ranks, plan/rank_grid.hpp)
+/// that each hold 1/t of every split parameter. `group` is null exactly when size is 1; every collective below is
+/// then the identity.
+struct TensorParallel {
+  int64_t size = 1;
+  int64_t rank = 0;
+  comm::Communicator* group = nullptr;
+  bool active() const { return size > 1; }
+};
+
+/// How one parameter is split over the tensor-parallel ranks: along dimension `dim` (-1: replicated, every rank
+/// holds all of it), viewed as `parts` equal fused components (GPT-2's qkv rows are q | k | v: parts 3), each
+/// component cut into t contiguous shards; a rank holds its shard of every component, in component order.
+struct Split {
+  int64_t dim = -1;
+  int64_t parts = 1;
+  bool replicated() const { return dim < 0; }
+};
+
+/// Rows [begin, end) of `n` that tensor-parallel rank `rank` of `size` holds: shards of ceil(n / size), the last
+/// one shorter when size does not divide n (the vocabulary: no padding rows, so nothing padded ever reaches a
+/// checkpoint, an export or the loss). 0 <= rank < size <= n.
+std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t size, int64_t rank);
+
+/// The split of the stage parameter `name` (`block3.q_proj.weight`, `tok_embed.weight`; model/stage.hpp's names)
+/// in ppctl's Megatron-style layers: column-parallel (dim 0 of weight and bias) q_proj, k_proj, v_proj, gate_proj,
+/// up_proj, fc1, qkv (parts 3), the token embedding and the LM head (vocabulary rows); row-parallel (dim 1 of the
+/// weight; the bias replicated) o_proj, down_proj, proj, fc2; everything else (norms, positions) replicated.
+Split parameter_split(const std::string& name);
+
+/// Rank `rank`'s shard (of `size`) of the whole tensor `full` split by `split` (a view when contiguous along the
+/// split; `full` itself when replicated).
+torch::Tensor take_shard(const torch::Tensor& full, const Split& split, int64_t size, int64_t rank);
+
+/// The whole tensor of shape `full_sizes` from every rank's `shard` (this rank's, of take_shard's shape),
+/// identical on every rank of `tp`: one all-reduce of a zero-filled whole tensor into which each rank writes its
+/// shard (adding zeros is exact, so the result is bitwise every rank's values). Collective over tp.group; returns
+/// `shard` itself when replicated or t = 1. Throws ppctl::CommTimeout / CommError from the group.
+torch::Tensor gather_shards(const torch::Tensor& shard, const Split& split, const std::vector<int64_t>& full_sizes,
+                            const TensorParallel& tp);
+
+/// Megatron's f (copy_to_tensor_model_parallel_region): identity forward; backward sums the gradient over the
+/// group (all-reduce). Applied once to the input shared by the column-parallel layers that read it (q, k, v;
+/// gate and up), and to a replicated weight used on per-rank data (qwen3's q_norm, k_norm). `x` any shape.
+torch::Tensor tensor_parallel_copy(const torch::Tensor& x, const TensorParallel& tp);
+
+/// Megatron's g (reduce_from_tensor_model_parallel_region): forward sums `x` over the group (all-reduce);
+/// backward is the identity. Ends a row-parallel layer and the vocabulary-parallel embedding.
+torch::Tensor tensor_parallel_reduce(const torch::Tensor& x, const TensorParallel& tp);
+
+/// Which way a linear layer is split (arXiv 1909.08053 §3, fig. 3): not at all, by output features (column:
+/// weight rows and bias; the output stays split) or by input features (row: weight columns; the output is summed
+/// over the group by g, then the whole bias is added).
+enum class ParallelStyle { Replicated, Column, Row };
+
+/// A linear layer [in] -> [out] of a tensor-parallel rank: parameters `weight` and (when `bias`) `bias` under the
+/// same names as torch::nn::Linear, holding this rank's shard (parameter_split). Column: input [..., in] (already
+/// through tensor_parallel_copy), output [..., out / t]. Row: input [..., in / t], output [..., out] (g, then
+/// bias). Replicated, or t = 1: exactly torch::nn::Linear.
+class ParallelLinearImpl : public torch::nn::Module {
+ public:
+  ParallelLinearImpl(int64_t in, int64_t out, bool bias, ParallelStyle style, const TensorParallel& tp,
+                     int64_t parts = 1);
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Fills the weight with this rank's shard of a whole [out, in] N(0, std) draw from `gen` (the same draw at
+  /// every t, so weights never depend on the layout) and zeroes the bias.
+  void init_normal(at::Generator& gen, double std);
+  torch::Tensor weight, bias;
+
+ private:
+  int64_t in_, out_;
+  ParallelStyle style_;
+  Split split_;
+  TensorParallel tp_;
+};
+TORCH_MODULE(ParallelLinear);
+
+/// The token embedding split by vocabulary rows (Megatron's VocabParallelEmbedding): parameter `weight`
+/// [rows of shard_range(vocab, t, rank), hidden]; forward(ids [batch, seq] int64) -> [batch, seq, hidden] (each
+/// rank looks up the ids in its rows, zeros elsewhere, and g sums over the group).
+class VocabParallelEmbeddingImpl : public torch::nn::Module {
+ public:
+  VocabParallelEmbeddingImpl(int64_t vocab, int64_t hidden, const TensorParallel& tp);
+  torch::Tensor forward(const torch::Tensor& ids);
+  /// This rank's rows of a whole [vocab, hidden] N(0, std) draw from `gen`.
+  void init_normal(at::Generator& gen, double std);
+  torch::Tensor weight;
+
+ private:
+  int64_t vocab_, hidden_;
+  std::pair<int64_t, int64_t> rows_;
+  TensorParallel tp_;
+};
+TORCH_MODULE(VocabParallelEmbedding);
+
+/// Mean cross-entropy (nats per token) over N tokens of logits split by vocabulary (Megatron's
+/// vocab_parallel_cross_entropy; arXiv 1909.08053 §3): `logits` [N, rows] fp32, this rank's rows `vocab_begin` ..
+/// `vocab_begin + rows` of the vocabulary; `targets` [N] int64, whole ids. No rank holds all the logits: two
+/// all-reduces of [t, N] (the ranks' maxima) and [2, N] (sum of exponentials, target logit). Differentiable in
+/// `logits`: backward is (softmax - one-hot) / N on each rank's rows, without communication. The same as
+/// torch cross_entropy over the whole logits (up to the order of additions).
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           int64_t vocab_begin, const TensorParallel& tp);
+
+}  // namespace ppctl::model
