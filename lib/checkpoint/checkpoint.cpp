@@ -40,30 +40,38 @@ int64_t step_of(const std::string& name) {
   return std::regex_match(name, m, pattern) ? std::stoll(m[1]) : -1;
 }
 
-/// This rank's parameters grouped by unit file name (e.g. "block3.pt" -> its parameters).
-std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> parameters_by_file(
-    const std::vector<model::StageModule>& stages) {
-  std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> files;
+/// A parameter of this rank and the stage holding it (which knows its tensor-parallel split).
+struct UnitParameter {
+  std::string name;
+  torch::Tensor param;
+  const model::StageModuleImpl* stage;
+};
+
+/// This rank's parameters grouped by unit file name (e.g. "block3.pt" -> its parameters), in the same order on
+/// every tp rank of a stage (the gathers of unit_bytes are collectives).
+std::map<std::string, std::vector<UnitParameter>> parameters_by_file(const std::vector<model::StageModule>& stages) {
+  std::map<std::string, std::vector<UnitParameter>> files;
   for (const auto& stage : stages) {
     for (const auto& item : stage->named_parameters()) {
-      files[checkpoint_unit(item.key()) + ".pt"].emplace_back(item.key(), item.value());
+      files[checkpoint_unit(item.key()) + ".pt"].push_back({item.key(), item.value(), stage.get()});
     }
   }
   return files;
 }
 
-/// One unit file's bytes: its parameters and their AdamW state, on the CPU.
-std::vector<char> unit_bytes(const std::vector<std::pair<std::string, torch::Tensor>>& params,
-                             const torch::optim::Optimizer& optimizer) {
+/// One unit file's bytes: its parameters and their AdamW state, whole (gathered over the stage's tensor-parallel
+/// ranks at t > 1: every one of them calls this for the same unit), on the CPU.
+std::vector<char> unit_bytes(const std::vector<UnitParameter>& params, const torch::optim::Optimizer& optimizer) {
   c10::Dict<std::string, torch::Tensor> dict;
   const auto& state = optimizer.state();
-  for (const auto& [name, param] : params) {
-    dict.insert("param/" + name, param.detach().cpu().clone());
+  for (const auto& [name, param, stage] : params) {
+    const auto whole = [&](const torch::Tensor& t) { return stage->whole_of(name, t.detach()).cpu().clone(); };
+    dict.insert("param/" + name, whole(param));
     const auto it = state.find(param.unsafeGetTensorImpl());
     if (it == state.end()) continue;
     const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-    dict.insert("exp_avg/" + name, adamw.exp_avg().detach().cpu().clone());
-    dict.insert("exp_avg_sq/" + name, adamw.exp_avg_sq().detach().cpu().clone());
+    dict.insert("exp_avg/" + name, whole(adamw.exp_avg()));
+    dict.insert("exp_avg_sq/" + name, whole(adamw.exp_avg_sq()));
     dict.insert("step/" + name, torch::tensor(adamw.step(), torch::kLong));
   }
   return torch::pickle_save(dict);
@@ -152,6 +160,10 @@ void save_checkpoint(const CheckpointWriter& writer, int64_t step, double lr) {
   const auto start = std::chrono::steady_clock::now();
   const fs::path dir = writer.spec.checkpoint.dir;
   const fs::path partial = dir / (checkpoint_name(step) + kPartialSuffix);
+  if (!writer.writes) {  // tp rank > 0: its shards gathered into tp rank 0's files, unit by unit
+    for (const auto& [name, params] : parameters_by_file(writer.stages)) unit_bytes(params, writer.optimizer);
+    return;
+  }
   if (writer.rank == 0) {
     fs::create_directories(dir);
     fs::remove_all(partial);  // a leftover of an interrupted save of this step
@@ -312,7 +324,7 @@ void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
     return units[name] = std::move(dict);
   };
   for (const auto& [name, params] : parameters_by_file(stages)) {
-    for (const auto& [param_name, param] : params) {
+    for (const auto& [param_name, param, stage] : params) {
       // A tied head copy saved with one stage (where the head used the embedding itself) comes
       // from the embedding: both copies are kept identical, AdamW state included.
       const bool from_embedding = meta.tie_embeddings && param_name == "lm_head.weight" &&
@@ -328,19 +340,22 @@ void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
       const fs::path file = checkpoint / file_name;
       const auto value = tensor("param/");
       if (!value) corrupt(file, fmt::format("lacks the parameter {}", key));
-      if (value->sizes() != param.sizes()) {
+      // Whole tensors in the file; this rank's shard of each at t > 1 (the whole file is read: see checkpoint.hpp).
+      const auto shard = [&](const torch::Tensor& whole) { return stage->shard_of(param_name, whole); };
+      const auto whole_shape = stage->whole_sizes(param_name, param.sizes());
+      if (value->sizes() != whole_shape) {
         corrupt(file, fmt::format("holds {} with shape [{}] where the model has [{}]", key,
-                                  fmt::join(value->sizes(), ", "), fmt::join(param.sizes(), ", ")));
+                                  fmt::join(value->sizes(), ", "), fmt::join(whole_shape, ", ")));
       }
-      param.copy_(*value);
+      param.copy_(shard(*value));
       const auto exp_avg = tensor("exp_avg/");
       const auto exp_avg_sq = tensor("exp_avg_sq/");
       const auto steps = tensor("step/");
       if (!exp_avg || !exp_avg_sq || !steps) continue;  // saved before AdamW's first step
       auto state = std::make_unique<torch::optim::AdamWParamState>();
       state->step(steps->item<int64_t>());
-      state->exp_avg(exp_avg->to(param.device()).clone());
-      state->exp_avg_sq(exp_avg_sq->to(param.device()).clone());
+      state->exp_avg(shard(*exp_avg).to(param.device()).clone());
+      state->exp_avg_sq(shard(*exp_avg_sq).to(param.device()).clone());
       optimizer.state()[param.unsafeGetTensorImpl()] = std::move(state);
     }
   }

@@ -37,6 +37,9 @@ struct CheckpointWriter {
   /// step `crash_step` (the --inject-crash-in-checkpoint option).
   std::optional<std::pair<int64_t, int64_t>> crash_after_files;
   int64_t total_steps = 0;  ///< the run's total steps (the schedule's horizon); 0 = spec.train.steps
+  /// False on tensor-parallel ranks above 0: they take part in gathering every tensor whole (collectives over
+  /// their stages' tensor-parallel groups, unit by unit) and write nothing; tp rank 0 writes the whole tensors.
+  bool writes = true;
 };
 
 /// Collective: every rank calls it after optimizer step `step` (counted from 1). Writes
@@ -70,7 +73,9 @@ void verify_checkpoint_files(const std::filesystem::path& checkpoint, const Chec
 void check_checkpoint_dir_writable(const std::filesystem::path& dir, const std::string& location = {});
 
 /// Loads every parameter of `stages` and its AdamW state from the unit files of `checkpoint`
-/// (checksums verified against `meta`). Throws ppctl::CheckpointError naming the file when one is
+/// (checksums verified against `meta`). The files hold whole tensors, whatever t wrote them: at t > 1 each
+/// rank takes its shard (model::StageModuleImpl::shard_of) after reading the whole unit file (one layer at a
+/// time; reading only a shard's bytes is not done yet). Throws ppctl::CheckpointError naming the file when one is
 /// corrupt or lacks a parameter, or a shape differs.
 void load_checkpoint(const std::filesystem::path& checkpoint, const CheckpointMeta& meta,
                      const std::vector<model::StageModule>& stages,

@@ -12,6 +12,7 @@
 #include "core/check.hpp"
 #include "core/echo.hpp"
 #include "interop/hf_folder.hpp"
+#include "model/stage.hpp"
 
 namespace ppctl::interop {
 namespace {
@@ -26,7 +27,7 @@ double peak_rss_mib() {
 }  // namespace
 
 void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& model,
-                     const plan::StageLayout& layout, torch::nn::Module& stage) {
+                     const plan::StageLayout& layout, model::StageModuleImpl& stage) {
   const auto start = std::chrono::steady_clock::now();
   const double rss_before = peak_rss_mib();
   const HfFolder folder(dir);
@@ -44,9 +45,10 @@ void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& 
     PPCTL_ASSERT(it != by_name.end(), "no Hugging Face tensor for parameter " + item.key());
     auto values = folder.read(it->second);
     auto& param = item.value();
-    const auto source = torch::from_blob(values.data(), param.sizes(), torch::kFloat);
-    PPCTL_ASSERT(static_cast<int64_t>(values.size()) == param.numel(), "size of " + item.key());
-    param.copy_(source);
+    const auto& shape = it->second.ppctl_shape;  // whole; at t > 1 the stage holds its shard of it
+    const auto source = torch::from_blob(values.data(), shape, torch::kFloat);
+    PPCTL_ASSERT(static_cast<int64_t>(values.size()) == source.numel(), "size of " + item.key());
+    param.copy_(stage.shard_of(item.key(), source));
     bytes += static_cast<int64_t>(values.size() * sizeof(float));
   }
   spdlog::info("stage {}: {} parameter tensors ({:.1f} MiB) loaded from {} in {:.3f} s; peak RSS {:.1f} MiB "

@@ -142,9 +142,10 @@ int run_worker(const WorkerOptions& options) {
       static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
   auto groups = comm::make_worker_groups(info, layout, spec.model.tie_embeddings,
                                           backend_kind(spec.runtime), timeout, device, options.store.get());
-  for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
+  for (auto* group : {groups.tensor_parallel.get(), groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);
   }
+  const model::TensorParallel tp{layout.tensor_parallel, coords.tp, groups.tensor_parallel.get()};
   comm::Communicator* comm = groups.pipeline.get();
   // Progress for the launcher's stall report: the store exists now (the groups are built on it);
   // a job of one rank has no store and no peer to blame.
@@ -167,7 +168,7 @@ int run_worker(const WorkerOptions& options) {
   bool needs_data = false;
   for (const auto& s : layout.stages) {
     if (s.rank != coords.pp) continue;
-    model::StageModule stage(spec.model, s, spec.train.seed);
+    model::StageModule stage(spec.model, s, spec.train.seed, tp);
     if (!spec.model.init_from.empty()) interop::load_hf_weights(spec.model.init_from, spec.model, s, *stage);
     stage->to(device);
     stage->set_precision(spec.runtime.precision);
@@ -189,8 +190,9 @@ int run_worker(const WorkerOptions& options) {
                              device, {spec.train.recompute, spec.train.recompute_every},
                              runtime::p2p_torch_dtype(spec.runtime));
   const int64_t steps = spec.train.steps;  // --steps applied by load_spec
-  RunObserver observer(spec, program, static_cast<int>(coords.pp), device,
-                       coords.dp == 0 ? run_dir : std::nullopt, steps, coords.dp == 0);
+  const bool records = coords.dp == 0 && coords.tp == 0;  // replica 0's first tp rank writes the run's records
+  RunObserver observer(spec, program, static_cast<int>(coords.pp), device, records ? run_dir : std::nullopt, steps,
+                       records);
   executor.set_trace(&observer.trace());
   executor.set_progress(&progress.position);
   train::LoopContext ctx{spec,   program,       static_cast<int>(coords.pp), executor, stages, dataset.get(),
@@ -200,6 +202,8 @@ int run_worker(const WorkerOptions& options) {
   ctx.data_parallel = groups.data_parallel.get();
   ctx.dp_rank = coords.dp;
   ctx.dp_size = layout.data_parallel;
+  ctx.tensor_parallel = groups.tensor_parallel.get();
+  ctx.tp_rank = coords.tp;
   ctx.global_rank = info.rank;
   ctx.embedding = groups.embedding.get();
   ctx.progress = &progress;
@@ -218,7 +222,7 @@ int run_worker(const WorkerOptions& options) {
   spdlog::info("memory: max resident set {:.1f} MiB; {}",
                static_cast<double>(runtime::max_resident_bytes()) / (1024.0 * 1024.0),
                executor.memory_report());
-  for (auto* group : {groups.pipeline.get(), groups.data_parallel.get()}) {
+  for (auto* group : {groups.tensor_parallel.get(), groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) group->barrier();
   }
   if (end.stop_signal == 0) return 0;

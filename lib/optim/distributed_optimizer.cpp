@@ -27,6 +27,11 @@ DistributedOptimizer::DistributedOptimizer(const std::vector<model::StageModule>
     const auto& layout = gradients.layout(stage.index);
     const auto grads = gradients.buffer(stage.index);
     auto params = module->parameters();
+    // t > 1: a parameter every tp rank holds whole counts in the gradient norm on tp rank 0 only (stage_gradients).
+    std::vector<bool> counted;
+    for (const auto& item : module->named_parameters()) {
+      counted.push_back(module->tensor_parallel().rank == 0 || !model::parameter_split(item.key()).replicated());
+    }
     for (const auto& p : params) PPCTL_ASSERT(p.scalar_type() == torch::kFloat, "the optimizer starts from fp32 parameters");
     stage.flat = torch::zeros({layout.numel}, grads.options().dtype(weight_type));
     stage.offsets = layout.offsets;
@@ -53,6 +58,7 @@ DistributedOptimizer::DistributedOptimizer(const std::vector<model::StageModule>
         if (begin >= end) continue;
         Piece piece;
         piece.param = params[i];
+        piece.counted = counted[i];
         piece.begin = begin - layout.offsets[i];
         piece.bucket_offset = begin - own_begin;
         piece.tensor = bucket.main.narrow(0, piece.bucket_offset, end - begin).detach();
@@ -109,7 +115,8 @@ std::map<int64_t, std::vector<torch::Tensor>> DistributedOptimizer::owned_gradie
   for (const auto& stage : stages_) {
     auto& list = owned[stage.index];
     for (const auto& bucket : stage.buckets)
-      for (const auto i : bucket.pieces) list.push_back(pieces_[i].tensor.grad());
+      for (const auto i : bucket.pieces)
+        if (pieces_[i].counted) list.push_back(pieces_[i].tensor.grad());
     if (stage.tied.defined() && !stage.has_head && data_parallel_.rank() == 0) list.push_back(stage.tied.grad());
   }
   return owned;

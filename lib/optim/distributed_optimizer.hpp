@@ -57,7 +57,8 @@ class DistributedOptimizer final : public StepOptimizer, public runtime::Paramet
 
   /// The gradients this rank answers for in the global norm, by stage: its shard pieces' and,
   /// on dp rank 0 only, the tied copy of a stage without the head (the copy counts once, as in
-  /// local_gradient_stats). Summed over the data-parallel group, they cover each gradient once.
+  /// local_gradient_stats); at t > 1 a replicated parameter's pieces on tp rank 0 only. Summed over the
+  /// data-parallel and tensor-parallel groups, they cover each gradient once.
   std::map<int64_t, std::vector<torch::Tensor>> owned_gradients() const override;
 
   /// AdamW on the shard, then the in-place all-gather of every parameter bucket, posted stage by
@@ -86,6 +87,7 @@ class DistributedOptimizer final : public StepOptimizer, public runtime::Paramet
     int64_t begin = 0;      // [begin, begin + numel) of the parameter's elements, flattened
     torch::Tensor tensor;   // that part of the bucket's fp32 main slice, detached; .grad = the gradient's part
     int64_t bucket_offset;  // where it sits in its bucket's own slice
+    bool counted = true;    // in owned_gradients: false for a replicated parameter on tp rank > 0
   };
   struct Bucket {
     torch::Tensor params;  // a view into the stage's parameter buffer

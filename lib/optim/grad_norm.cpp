@@ -87,6 +87,9 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
     if (sum.defined()) stats.sum_squares[index] = sum.item<double>();
   }
   for (const auto& stage : stages) {
+    // Every tp rank of the head computes the same loss: rank 0 of the group reports it, so that the sums over the
+    // tensor-parallel group (reduce_gradient_stats) count it once.
+    if (stage->tensor_parallel().rank != 0) continue;
     if (stage->has_head() && loss_count > 0 && !std::isfinite(loss_sum)) {
       stats.loss_nonfinite[static_cast<size_t>(stage->layout().stage)] = 1.0;
       if (nonfinite_microbatch >= 0) {
@@ -101,10 +104,16 @@ std::map<int64_t, std::vector<torch::Tensor>> stage_gradients(const std::vector<
   std::map<int64_t, std::vector<torch::Tensor>> gradients;
   for (const auto& stage : stages) {
     auto& list = gradients[stage->layout().stage];
-    // A tied embedding counts once: on the first stage, not again as the last stage's copy.
+    // A tied embedding counts once: on the first stage, not again as the last stage's copy. At t > 1 a parameter
+    // every tp rank holds whole (norms, positions, row-parallel biases) counts on tp rank 0 only, a split one on
+    // every rank (its shard): summed over the tensor-parallel group, each entry counts once.
     const auto copy = stage->has_head() ? stage->tied_weight() : torch::Tensor();
-    for (const auto& p : stage->parameters()) {
-      if (!(copy.defined() && p.is_same(copy))) list.push_back(p.grad());
+    const bool counts_replicated = stage->tensor_parallel().rank == 0;
+    for (const auto& item : stage->named_parameters()) {
+      const auto& p = item.value();
+      if (copy.defined() && p.is_same(copy)) continue;
+      if (!counts_replicated && model::parameter_split(item.key()).replicated()) continue;
+      list.push_back(p.grad());
     }
   }
   return gradients;

@@ -49,7 +49,9 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
                                    int64_t nonfinite_microbatch = -1);
 
 /// The gradients of `stages` by global stage, each once: a tied embedding's copy on the stage holding the
-/// head is left out (it counts on the first stage). Views of the parameters' .grad (undefined ones included).
+/// head is left out (it counts on the first stage); at t > 1 the replicated parameters (model::parameter_split)
+/// only on tp rank 0, so that a sum over the tensor-parallel group counts every entry once. Views of the
+/// parameters' .grad (undefined ones included).
 std::map<int64_t, std::vector<torch::Tensor>> stage_gradients(const std::vector<model::StageModule>& stages);
 
 /// The same over given gradients: `owned` by global stage (the distributed optimizer's shard

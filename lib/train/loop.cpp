@@ -185,6 +185,8 @@ class TrainingRun {
     check_injection(ctx.inject_nan, num_stages_, ctx.dp_size);
     make_optimizer();
     if (ctx.comm != nullptr) norm_groups_.push_back(ctx.comm);
+    // t > 1: each tp rank counted its shards (and tp rank 0 the replicated parameters and the loss): summed whole.
+    if (ctx.tensor_parallel != nullptr) norm_groups_.push_back(ctx.tensor_parallel);
     // Last, so that nothing can throw between here and the destructor that detaches them again.
     ctx.executor.set_gradient_reduction(&gradients_);
     ctx.executor.set_parameter_gather(sharded_);  // each F waits for its stage's updated weights
@@ -356,7 +358,7 @@ class TrainingRun {
                 Clock::time_point step_start) {
     const auto now = Clock::now();
     const bool log_now = step == first_step || step + 1 == ctx_.steps || (step + 1) % spec_.train.log_interval == 0;
-    if (result.loss_count > 0 && ctx_.dp_rank == 0 && log_now) {
+    if (result.loss_count > 0 && ctx_.dp_rank == 0 && ctx_.tp_rank == 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start_).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
       const int64_t tokens_per_step = sequences_per_step_ * spec_.model.seq_len;
@@ -381,7 +383,7 @@ class TrainingRun {
     const auto eval_start = Clock::now();
     const auto loss = evaluate(ctx_.executor, actions_, ctx_.dataset, spec_, ctx_.dp_rank, ctx_.dp_size,
                                ctx_.data_parallel);
-    if (loss && ctx_.dp_rank == 0) {
+    if (loss && ctx_.dp_rank == 0 && ctx_.tp_rank == 0) {
       spdlog::info("eval after step {}: loss {:.4f} ({} held-out batch(es), {:.2f} s)", step + 1, *loss,
                    spec_.eval.batches, std::chrono::duration<double>(Clock::now() - eval_start).count());
       if (ctx_.observer) ctx_.observer->on_eval(step + 1, *loss, spec_.eval.batches);
@@ -405,13 +407,16 @@ class TrainingRun {
 
   /// Replicas hold the same weights: the first one (dp rank 0) writes. The distributed optimizer's moments (and
   /// fp32 main parameters) are gathered first, by every replica, into whole tensors on the CPU (the same
-  /// format); fp32 main parameters are written in place of bf16 weights.
+  /// format); fp32 main parameters are written in place of bf16 weights. At t > 1 every tp rank of replica 0
+  /// gathers each tensor whole and tp rank 0 writes it, so the files do not depend on t.
   void save(int64_t step, double lr) {
     const auto state = optimizer_->checkpoint_state(ctx_.stages);
     if (ctx_.dp_rank != 0) return;
     const optim::SeatedWeights seated(ctx_.stages, state.weights);
-    const CheckpointWriter writer{spec_,     ctx_.stages, *state.optimizer,    ctx_.rank,
-                                  ctx_.comm, sequences_per_step_, ctx_.crash_in_checkpoint, ctx_.steps};
+    const CheckpointWriter writer{spec_,     ctx_.stages,         *state.optimizer,
+                                  ctx_.rank, ctx_.comm,           sequences_per_step_,
+                                  ctx_.crash_in_checkpoint,       ctx_.steps,
+                                  /*writes=*/ctx_.tp_rank == 0};
     save_checkpoint(writer, step, lr);
   }
 

@@ -39,6 +39,8 @@ struct LoopContext {
   comm::Communicator* data_parallel = nullptr;  ///< this stage's replicas; null when dp = 1
   int64_t dp_rank = 0;     ///< this rank's replica (data-parallel rank), in [0, dp_size)
   int64_t dp_size = 1;     ///< data-parallel size dp
+  comm::Communicator* tensor_parallel = nullptr;  ///< this stage's tensor-parallel ranks; null when t = 1
+  int64_t tp_rank = 0;     ///< this rank's place in it: rank 0 of each group logs and counts replicated gradients
   int global_rank = 0;     ///< the job-wide rank (names the gradient dump); `rank` is the pipeline rank
   comm::Communicator* embedding = nullptr;  ///< tied embeddings: first + last stage ranks of every replica; else null
   comm::ProgressCursor* progress = nullptr;  ///< told the step and phase (cheap atomics); may be null

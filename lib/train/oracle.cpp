@@ -57,8 +57,9 @@ void dump_gradients(const std::vector<model::StageModule>& stages, double loss_s
   for (const auto& stage : stages) {
     for (const auto& item : stage->named_parameters()) {
       auto grad = item.value().grad();
-      grads.insert(item.key(), grad.defined() ? grad.detach().cpu().clone()
-                                              : torch::zeros_like(item.value()).cpu());
+      // Whole again at t > 1 (a collective over the stage's tensor-parallel ranks, parameter by parameter).
+      grad = stage->whole_of(item.key(), grad.defined() ? grad.detach() : torch::zeros_like(item.value()));
+      grads.insert(item.key(), grad.cpu().clone());
     }
   }
   if (loss_count > 0) {

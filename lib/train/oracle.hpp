@@ -22,7 +22,9 @@ inline constexpr const char* kGradNormKey = "__grad_norm__";
 
 /// Writes the gradients of `stages` as they stand (after clipping, when clipping is on), plus
 /// "__grad_norm__" = `grad_norm` and "__loss__" = loss_sum / loss_count when loss_count > 0,
-/// as a pickled Dict<string, Tensor> to `path`, atomically (temporary file, then rename).
+/// as a pickled Dict<string, Tensor> to `path`, atomically (temporary file, then rename). Whole tensors: at
+/// t > 1 each gradient is gathered over the stage's tensor-parallel group first (collective: every rank of the
+/// group calls it), so every tp rank writes the same values.
 /// Throws ppctl::Error naming the file when it cannot be written.
 void dump_gradients(const std::vector<model::StageModule>& stages, double loss_sum,
                     int64_t loss_count, double grad_norm, const std::string& path);

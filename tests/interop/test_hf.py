@@ -1,7 +1,7 @@
 """ppctl against Hugging Face transformers: import (model.init_from), export (ppctl export --hf) and the
 bad inputs of both. Usage: test_hf.py CASE PPCTL PPCTL_LOGITS, CASE one of
-  parity-gpt2-tied, parity-gpt2-untied, parity-llama: the model loaded at 1, 2 and 4 stages (1f1b) and
-      at 2 under zb-h1 and zbv (the split backward); the loss and
+  parity-gpt2-tied, parity-gpt2-untied, parity-llama: the model loaded at 1, 2 and 4 stages (1f1b), at 2
+      under zb-h1 and zbv (the split backward), and at tensor parallel 2 x 2 stages (1f1b, zbv); the loss and
       every parameter's gradient of step 1 equal transformers' forward and backward (fp32, relative 1e-5);
   export-gpt2, export-llama: a few training steps from the HF folder, `ppctl export` (one file and
       sharded), transformers loads the result and its logits equal ppctl's (relative 1e-5);
@@ -47,13 +47,14 @@ def write_data(folder):
     return path, batch[:, :-1], batch[:, 1:]
 
 
-def write_spec(folder, name, init_from, data, stages, extra="", schedule="1f1b"):
+def write_spec(folder, name, init_from, data, stages, extra="", schedule="1f1b", tensor_parallel=1):
     spec = folder / f"{name}.yaml"
     spec.write_text(f"""model:
   init_from: {init_from}
   seq_len: {SEQ_LEN}
 pipeline:
   stages: {stages}
+  tensor_parallel: {tensor_parallel}
   schedule: {schedule}
   microbatches: {SEQUENCES}
   micro_batch_size: 1
@@ -99,22 +100,26 @@ def case_parity(kind, ppctl, tmp):
     hf_loss, hf_grads = hf_loss_and_grads(reference, tokens, targets)
     names = hf_models.ppctl_to_hf(kind, reference.config.num_hidden_layers)
     worst = 0.0
-    # 1F1B at 1, 2 and 4 stages; the split backward (I and W apart) of zb-h1 and zbv at 2.
-    for stages, schedule in ((1, "1f1b"), (2, "1f1b"), (4, "1f1b"), (2, "zb-h1"), (2, "zbv")):
-        spec = write_spec(tmp, f"p{stages}-{schedule}", hf_dir, data, stages, schedule=schedule)
+    # 1F1B at 1, 2 and 4 stages; the split backward (I and W apart) of zb-h1 and zbv at 2; tensor parallel 2 x 2
+    # stages (each rank reads its shards of the folder's tensors; the dumps hold whole gradients).
+    for stages, schedule, tp in ((1, "1f1b", 1), (2, "1f1b", 1), (4, "1f1b", 1), (2, "zb-h1", 1), (2, "zbv", 1),
+                                 (2, "1f1b", 2), (2, "zbv", 2)):
+        stages_name = f"{stages}" if tp == 1 else f"{stages} (tp {tp})"
+        spec = write_spec(tmp, f"p{stages}-t{tp}-{schedule}", hf_dir, data, stages, schedule=schedule,
+                          tensor_parallel=tp)
         plan = run([ppctl, "plan", spec]).stdout
         assert str(hf_dir) in plan, f"plan does not name the folder:\n{plan}"
-        dump = tmp / f"dump{stages}-{schedule}"
+        dump = tmp / f"dump{stages}-t{tp}-{schedule}"
         dump.mkdir()
-        run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", tmp / f"run{stages}-{schedule}"])
+        run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", tmp / f"run{stages}-t{tp}-{schedule}"])
         grads = {}
         for f in sorted(dump.glob("rank*.pt")):
             grads.update(torch.load(f, weights_only=False))  # our own dump (torch::pickle_save)
         loss = grads.pop("__loss__").item()
         grads.pop("__grad_norm__")
-        assert abs(loss - hf_loss) <= TOLERANCE * abs(hf_loss), f"{schedule} at {stages} stages: loss {loss} vs HF {hf_loss}"
+        assert abs(loss - hf_loss) <= TOLERANCE * abs(hf_loss), f"{schedule} at {stages_name} stages: loss {loss} vs HF {hf_loss}"
         expected = {n for n in names if n != "lm_head.weight"}
-        assert expected <= set(grads), f"{schedule} at {stages} stages: missing gradients {expected - set(grads)}"
+        assert expected <= set(grads), f"{schedule} at {stages_name} stages: missing gradients {expected - set(grads)}"
         for name, grad in grads.items():
             hf_name, transposed = names[name]
             theirs = hf_grads[hf_name]
@@ -125,8 +130,8 @@ def case_parity(kind, ppctl, tmp):
             assert grad.shape == theirs.shape, f"{name}: shape {grad.shape} vs HF {theirs.shape}"
             r = relative(grad, theirs)
             worst = max(worst, r)
-            assert r <= TOLERANCE, f"{schedule} at {stages} stages: gradient of {name} ({hf_name}) differs, relative {r:.2e}"
-        print(f"{kind}: {schedule} at {stages} stage(s): loss {loss:.6f} (HF {hf_loss:.6f}), {len(grads)} gradients equal")
+            assert r <= TOLERANCE, f"{schedule} at {stages_name} stages: gradient of {name} ({hf_name}) differs, relative {r:.2e}"
+        print(f"{kind}: {schedule} at {stages_name} stage(s): loss {loss:.6f} (HF {hf_loss:.6f}), {len(grads)} gradients equal")
     print(f"{kind}: worst relative gradient difference {worst:.2e}")
 
 

@@ -87,7 +87,8 @@ Run run_job(const fs::path& spec_path, const std::vector<std::string>& args, con
   {
     const Restore restore{saved_out, saved_err};
     const auto start = std::chrono::steady_clock::now();
-    const auto world = spec.pipeline.stages * std::max<int64_t>(spec.pipeline.data_parallel, 1);  // dp x pp
+    const auto world = spec.pipeline.tensor_parallel * spec.pipeline.stages *
+                       std::max<int64_t>(spec.pipeline.data_parallel, 1);  // tp x dp x pp
     run.result = job::run_local_job(spec, static_cast<int>(world), PPCTL_BINARY, spec_path.string(), args, env);
     run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

@@ -88,7 +88,7 @@ std::string check_parity(const Case& c, const fs::path& dir, const fs::path& spe
   INFO(name_of(c));
   // Every rank of every replica writes a dump; copies (a stage on each replica, the global norm on
   // every rank) must be bitwise equal (load_gradient_dumps checks).
-  const int64_t world = c.ranks * std::max<int64_t>(spec.pipeline.data_parallel, 1);
+  const int64_t world = c.ranks * std::max<int64_t>(spec.pipeline.data_parallel, 1) * spec.pipeline.tensor_parallel;
   const auto pipelined = pipelined_gradients(spec_path, world, dir / "dump");
   const auto reference = train::reference_gradients(spec);
   // Tied embeddings over several stages: the last stage's copy is one more entry and one more row.
@@ -254,6 +254,31 @@ TEST_CASE("llama meets the oracle: schedules, split backward, dropout, dp x pp, 
                           Case{2, "1f1b", 3, 4, 0.0, 1, ", data_parallel: 2", false, kLlama},
                           Case{4, "gpipe", 4, 4, 0.1, 1, "", true, kLlama});
   const auto dir = fresh_dir(name_of(c));
+  check_parity(c, dir, make_job(c, dir));
+}
+
+TEST_CASE("tensor parallelism meets the oracle: every schedule family, gpt2 and llama, dp, bf16 parameters") {
+  // pipeline.tensor_parallel 2: every stage's layers split over two ranks (column- and row-parallel linears, the
+  // vocabulary-parallel embedding, head and cross-entropy). The dump gathers each gradient whole on every tp rank
+  // (the copies must agree bitwise), so a wrong split, a missing all-reduce in f or g, a shard of a norm's gradient
+  // counted once per rank, or a vocabulary row off by one fails the comparison with the unsplit reference. With
+  // dp, the data-parallel groups run per (tp, pp) coordinate; the distributed optimizer shards each tp rank's
+  // shards over them. (bf16 at t > 1 rounds where the split sums: tests/train/test_step.cpp.)
+  const std::string tp = ", tensor_parallel: 2";
+  const std::string qwen3 = ", arch: qwen3, kv_heads: 2, ffn_hidden: 48";  // per-head q_norm, k_norm over 2 ranks
+  const auto c = GENERATE_COPY(Case{2, "1f1b", 4, 4, 0.0, 1, tp}, Case{2, "gpipe", 4, 4, 0.1, 1, tp},
+                               Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, tp}, Case{2, "zb-h1", 4, 4, 0.1, 1, tp},
+                               Case{2, "zbv", 4, 4, 0.0, 2, tp},
+                               Case{1, "1f1b", 2, 2, 0.0, 1, tp},  // one stage: the head uses the embedding's shard
+                               Case{2, "1f1b", 4, 4, 0.0, 1, tp, false, kLlama},
+                               Case{2, "zbv", 4, 4, 0.1, 2, tp, true, kLlama},
+                               Case{2, "zb-h1", 4, 4, 0.0, 1, tp, false, qwen3},
+                               Case{2, "1f1b", 3, 4, 0.0, 1, tp + ", data_parallel: 2", true, "",
+                                    ", grad_bucket_size: 2000"},
+                               Case{2, "zb-h1", 3, 4, 0.0, 1, tp + ", data_parallel: 2", false, kLlama,
+                                    ", grad_bucket_size: 2000", "distributed: true"},
+                               Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, tp, true, kLlama});
+  const auto dir = fresh_dir(name_of(c) + "_tp2");
   check_parity(c, dir, make_job(c, dir));
 }
 
