@@ -7,6 +7,7 @@
 
 #include "core/check.hpp"
 #include "plan/balance.hpp"
+#include "plan/tensor_parallel.hpp"
 
 namespace ppctl::plan {
 
@@ -36,35 +37,12 @@ std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages) {
   return ranges;
 }
 
-/// gpt2, with f = ffn_hidden_of: LayerNorm 2h (x2), fused QKV 3h^2 + 3h, projection h^2 + h, MLP
-/// h f + f and f h + h (12 h^2 + 13 h at f = 4h). llama family, with q = heads x head_dim and kv =
-/// kv_heads x head_dim: RMSNorm h (x2), q and o h q each, k and v h kv each, gate, up and down h f each;
-/// qwen2 adds the q, k and v biases (q + 2 kv), qwen3 the q and k norms (2 head_dim).
-int64_t block_parameters(const config::ModelSpec& model) {
-  const int64_t h = model.hidden;
-  const int64_t f = config::ffn_hidden_of(model);
-  if (config::llama_family(model.arch)) {
-    const int64_t d = config::head_dim_of(model);
-    const int64_t q = model.heads * d, kv = config::kv_heads_of(model) * d;
-    const int64_t biases = model.arch == config::Arch::Qwen2 ? q + 2 * kv : 0;
-    const int64_t qk_norms = model.arch == config::Arch::Qwen3 ? 2 * d : 0;
-    return 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f + biases + qk_norms;
-  }
-  return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
-}
+// The whole counts (one unsplit rank); the terms and how tensor parallelism divides them are in tensor_parallel.cpp.
+int64_t block_parameters(const config::ModelSpec& model) { return block_parameter_split(model).whole(); }
 
-/// Token embedding vocab x h, plus for gpt2 the learned position embedding seq_len x h.
-int64_t embedding_parameters(const config::ModelSpec& model) {
-  const int64_t positions = model.arch == config::Arch::Gpt2 ? model.seq_len * model.hidden : 0;
-  return model.vocab_size * model.hidden + positions;
-}
+int64_t embedding_parameters(const config::ModelSpec& model) { return embedding_parameter_split(model).whole(); }
 
-/// Final norm (LayerNorm 2h for gpt2, RMSNorm h for llama) plus the bias-free LM head vocab x h (not
-/// tied to the embedding).
-int64_t head_parameters(const config::ModelSpec& model) {
-  const int64_t norm = config::llama_family(model.arch) ? model.hidden : 2 * model.hidden;
-  return norm + model.vocab_size * model.hidden;
-}
+int64_t head_parameters(const config::ModelSpec& model) { return head_parameter_split(model).whole(); }
 
 /// The idle share of a step's time when every F and B costs the same on every stage: (p-1)/(m+p-1)
 /// (GPipe, arXiv 1811.06965 §2.3). Megatron-LM (arXiv 2104.04473 §2.2.1) states the same bubble as
@@ -151,7 +129,6 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
                                 "pipeline.virtual_stages = {} x {} = {}",
                                 source, layout.stage_to_rank.size(), p, v, num_stages));
   }
-  const int64_t block = block_parameters(spec.model);
   for (int64_t s = 0; s < num_stages; ++s) {
     StageLayout stage;
     stage.stage = s;
@@ -163,16 +140,10 @@ Layout make_layout(const config::JobSpec& spec, const std::vector<int64_t>* stag
     stage.layers = ranges[static_cast<size_t>(s)];
     stage.has_embedding = s == 0;
     stage.has_head = s == num_stages - 1;
-    stage.parameters = stage.layers.size() * block +
-                       (stage.has_embedding ? embedding_parameters(spec.model) : 0) +
-                       (stage.has_head ? head_parameters(spec.model) : 0);
-    // Tied: one stage with both ends shares one weight; otherwise the last stage's LM head is a copy
-    // of the token embedding (counted on its stage, not again in the total).
-    const int64_t tied = spec.model.tie_embeddings && stage.has_head
-                             ? spec.model.vocab_size * spec.model.hidden
-                             : 0;
-    if (stage.has_embedding) stage.parameters -= tied;
-    stage.tied_copy = stage.has_embedding ? 0 : tied;
+    // The whole stage (every tp rank's share together): tensor_parallel 1.
+    const auto counts = stage_parameters(spec.model, stage.layers.size(), stage.has_embedding, stage.has_head, 1);
+    stage.parameters = counts.parameters;
+    stage.tied_copy = counts.tied_copy;
     layout.total_parameters += stage.parameters - stage.tied_copy;
     layout.stages.push_back(stage);
   }

@@ -33,6 +33,7 @@ std::vector<LayerRange> partition_uniform(int64_t layers, int64_t stages);
 /// embeddings); head = 2 h + vocab h (final LayerNorm and the bias-free LM head).
 /// llama (kv = kv_heads x hidden / heads): block = 2 h + 2 h^2 + 2 h kv + 3 h f (two RMSNorms, q, k, v, o,
 /// gate, up, down, no biases); embedding = vocab h; head = h + vocab h (final RMSNorm and LM head).
+/// Whole counts (every tensor-parallel rank's share together); one tp rank's: plan/tensor_parallel.hpp.
 int64_t block_parameters(const config::ModelSpec& model);
 int64_t embedding_parameters(const config::ModelSpec& model);
 int64_t head_parameters(const config::ModelSpec& model);
@@ -57,8 +58,9 @@ struct StageLayout {
   LayerRange layers;           ///< blocks it owns
   bool has_embedding = false;  ///< true on stage 0
   bool has_head = false;       ///< true on stage p-1 (final norm, LM head, loss)
-  int64_t parameters = 0;      ///< parameters it holds (count, not bytes); with tied embeddings the
-                               ///< last stage's LM head counts here (a copy), a lone stage's does not
+  int64_t parameters = 0;      ///< parameters it holds (count, not bytes), all its tp ranks together (one tp
+                               ///< rank's: plan::stage_parameters); with tied embeddings the last stage's LM head
+                               ///< counts here (a copy), a lone stage's does not
   int64_t tied_copy = 0;       ///< of `parameters`, the LM head's copy of the tied token embedding
                                ///< (vocab x hidden) on the last of several stages; 0 otherwise
 };
