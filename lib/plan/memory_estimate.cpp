@@ -5,12 +5,29 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "plan/tensor_parallel.hpp"
 
 namespace ppctl::plan {
 namespace {
 
 /// Tokens per microbatch: t = micro_batch_size x seq_len.
 int64_t tokens_of(const config::JobSpec& spec) { return spec.pipeline.micro_batch_size * spec.model.seq_len; }
+
+/// The tensor-parallel size t (pipeline.tensor_parallel; 1 in a spec built by hand without it).
+int64_t tp_of(const config::JobSpec& spec) { return std::max<int64_t>(spec.pipeline.tensor_parallel, 1); }
+
+/// A tensor-parallel rank's share of `x` elements of a split width (heads, kv heads, ffn columns): x / tp, rounded up
+/// (exact where the rules make t divide it; x at tp = 1).
+int64_t per_rank(const config::JobSpec& spec, int64_t x) { return (x + tp_of(spec) - 1) / tp_of(spec); }
+
+/// v': the rows of the largest vocabulary shard, ceil(vocab / tp) (vocab at tp = 1).
+int64_t vocab_per_rank(const config::JobSpec& spec) { return vocab_shard_rows(spec.model.vocab_size, tp_of(spec)); }
+
+/// One g all-reduce's clone of its [tokens, h] input while it runs (model/tensor_parallel.cpp's `summed`): a t h
+/// at tp > 1, none at tp = 1 (no all-reduce).
+int64_t reduce_clone_bytes(const config::JobSpec& spec, int64_t element_bytes) {
+  return tp_of(spec) > 1 ? element_bytes * tokens_of(spec) * spec.model.hidden : 0;
+}
 
 /// Bytes of one element of autocast's matrix products: a = 2 under bf16, 4 under fp32.
 int64_t matmul_element_bytes(const config::JobSpec& spec) {
@@ -39,8 +56,10 @@ int64_t gpt2_block_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
   const int64_t a = matmul_element_bytes(spec);
-  return 8 * t * h + a * t * (6 * h + 2 * f) + 16 * t + 4 * t * m.heads +
-         weight_copy_bytes(spec, 4 * h * h + 2 * h * f);
+  // qkv's and fc1's inputs (the norms' outputs) are whole on every tp rank; q, k, v, the attention output (proj's
+  // input), fc2's input and the GELU input are this rank's heads' or columns' share.
+  return 8 * t * h + a * t * (2 * h + per_rank(spec, 4 * h) + per_rank(spec, 2 * f)) + 16 * t +
+         4 * t * per_rank(spec, m.heads) + weight_copy_bytes(spec, per_rank(spec, 4 * h * h + 2 * h * f));
 }
 
 int64_t llama_block_bytes(const config::JobSpec& spec) {
@@ -53,10 +72,24 @@ int64_t llama_block_bytes(const config::JobSpec& spec) {
   const int64_t attention_kv = config::kv_heads_of(m) < m.heads ? h : kv;  // k', v' as SDPA gets them
   const int64_t norms = 16 * t * h + 8 * t;
   const int64_t projection_inputs = bf16 ? 2 * t * 5 * h : 4 * t * 2 * h;
-  const int64_t matmuls = a * t * (2 * h + 2 * attention_kv + 4 * f);
+  // The norms and the projections' inputs are whole on every tp rank; the rest is this rank's heads and columns.
+  const int64_t matmuls = a * t * per_rank(spec, 2 * h + 2 * attention_kv + 4 * f);
   const int64_t rotary = 8 * m.seq_len * head_dim;
-  return norms + projection_inputs + matmuls + 4 * t * m.heads + rotary +
-         weight_copy_bytes(spec, 2 * h * h + 2 * h * kv + 3 * h * f);
+  return norms + projection_inputs + matmuls + 4 * t * per_rank(spec, m.heads) + rotary +
+         weight_copy_bytes(spec, per_rank(spec, 2 * h * h + 2 * h * kv + 3 * h * f));
+}
+
+/// The gradients arriving at a block's matrix products, which I keeps for W (its graph is retained
+/// until I ends): gpt2 qkv (3h), proj (h), fc1 (f), fc2 (h); llama q, o, down (h each), k, v (kv
+/// each), gate, up (f each). At tp > 1 the row-parallel products' (proj, fc2; o, down) are whole [t, h] (the
+/// gradient of g's sum), the column-parallel ones this rank's share.
+int64_t block_output_gradient_bytes(const config::JobSpec& spec) {
+  const auto& m = spec.model;
+  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
+  const int64_t a = matmul_element_bytes(spec);
+  if (config::llama_family(m.arch))
+    return a * t * (2 * h + per_rank(spec, h + 2 * config::kv_heads_of(m) * config::head_dim_of(m) + 2 * f));
+  return a * t * (2 * h + per_rank(spec, 3 * h + f));
 }
 
 /// From I until W (runtime/split_backward.hpp): each matrix product keeps its saved input and its
@@ -65,8 +98,9 @@ int64_t gpt2_block_deferred_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
   const int64_t a = matmul_element_bytes(spec);
-  // Inputs of qkv, proj, fc1 (h each) and fc2 (f); output gradients of qkv (3h), proj (h), fc1 (f), fc2 (h).
-  return a * t * (3 * h + f) + a * t * (5 * h + f) + weight_copy_bytes(spec, 4 * h * h + 2 * h * f);
+  // Inputs of qkv, fc1 (h each, whole) and proj (h), fc2 (f) (this rank's share); the output gradients.
+  return a * t * (2 * h + per_rank(spec, h + f)) + block_output_gradient_bytes(spec) +
+         weight_copy_bytes(spec, per_rank(spec, 4 * h * h + 2 * h * f));
 }
 
 int64_t llama_block_deferred_bytes(const config::JobSpec& spec) {
@@ -74,51 +108,50 @@ int64_t llama_block_deferred_bytes(const config::JobSpec& spec) {
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
   const int64_t kv = config::kv_heads_of(m) * config::head_dim_of(m);
   const int64_t a = matmul_element_bytes(spec);
-  // Inputs: the two norm outputs q/k/v and gate/up share (fp32), or one bf16 cast per projection;
-  // o's (h) and down's (f). Output gradients: q, o, down (h each), k, v (kv each), gate, up (f each).
+  // Inputs: the two norm outputs q/k/v and gate/up share (fp32), or one bf16 cast per projection (whole);
+  // o's (h) and down's (f) (this rank's share). Then the output gradients.
   const int64_t projection_inputs = config::computes_in_bf16(spec.runtime.precision) ? 2 * t * 5 * h : 4 * t * 2 * h;
-  return projection_inputs + a * t * (h + f) + a * t * (3 * h + 2 * kv + 2 * f) +
-         weight_copy_bytes(spec, 2 * h * h + 2 * h * kv + 3 * h * f);
+  return projection_inputs + a * t * per_rank(spec, h + f) + block_output_gradient_bytes(spec) +
+         weight_copy_bytes(spec, per_rank(spec, 2 * h * h + 2 * h * kv + 3 * h * f));
 }
 
 /// The LM head's product from I until W: its input, the logits' gradient, the weight's bf16 copy (bf16 only).
 int64_t head_deferred_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
-  return matmul_element_bytes(spec) * tokens_of(spec) * (m.hidden + m.vocab_size) +
-         weight_copy_bytes(spec, m.vocab_size * m.hidden);
+  const int64_t v = vocab_per_rank(spec);
+  return matmul_element_bytes(spec) * tokens_of(spec) * (m.hidden + v) + weight_copy_bytes(spec, v * m.hidden);
 }
 
 /// A block's forward without a graph (no_grad): its input, the residual stream after attention, and
-/// the MLP's widest intermediates (gpt2: fc1 output and GELU; llama: gate, up and SiLU).
+/// the MLP's widest intermediates (gpt2: fc1 output and GELU; llama: gate, up and SiLU; this rank's columns),
+/// and at tp > 1 the down (fc2) all-reduce's clone.
 int64_t block_forward_no_grad_bytes(const config::JobSpec& spec) {
   const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
   const int64_t widest = config::llama_family(spec.model.arch) ? 3 : 2;
-  return 8 * t * h + widest * matmul_element_bytes(spec) * t * f;
+  const int64_t a = matmul_element_bytes(spec);
+  return 8 * t * h + widest * a * t * per_rank(spec, f) + reduce_clone_bytes(spec, a);
 }
 
-/// The head's logits in fp32 (and their bf16 original under bf16 and bf16-params).
+/// The head's logits in fp32 (and their bf16 original under bf16 and bf16-params): this rank's vocabulary rows.
 int64_t logits_bytes(const config::JobSpec& spec) {
-  const int64_t tv = tokens_of(spec) * spec.model.vocab_size;
+  const int64_t tv = tokens_of(spec) * vocab_per_rank(spec);
   return 4 * tv + (config::computes_in_bf16(spec.runtime.precision) ? 2 * tv : 0);
 }
 
 /// A block's backward at its high-water mark: the MLP's two f-wide gradients in GELU's (SiLU's)
-/// backward, or fc2's (down's) input gradient next to its weight gradient before it is added into .grad.
+/// backward, or fc2's (down's) input gradient next to its weight gradient before it is added into .grad (this
+/// rank's columns), or at tp > 1 f's backward all-reduce: the fp32 gradient of a norm's output and its clone (8 t h).
 int64_t block_backward_bytes(const config::JobSpec& spec) {
-  const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
+  const int64_t t = tokens_of(spec), h = spec.model.hidden, f = per_rank(spec, config::ffn_hidden_of(spec.model));
   const int64_t a = matmul_element_bytes(spec);
-  return std::max(2 * a * t * f, a * t * f + weight_gradient_element_bytes(spec) * h * f);
+  return std::max({2 * a * t * f, a * t * f + weight_gradient_element_bytes(spec) * h * f,
+                   2 * reduce_clone_bytes(spec, 4)});
 }
 
-/// The gradients arriving at a block's matrix products, which I keeps for W (its graph is retained
-/// until I ends): gpt2 qkv (3h), proj (h), fc1 (f), fc2 (h); llama q, o, down (h each), k, v (kv
-/// each), gate, up (f each).
-int64_t block_output_gradient_bytes(const config::JobSpec& spec) {
-  const auto& m = spec.model;
-  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
-  const int64_t a = matmul_element_bytes(spec);
-  if (config::llama_family(m.arch)) return a * t * (3 * h + 2 * config::kv_heads_of(m) * config::head_dim_of(m) + 2 * f);
-  return a * t * (5 * h + f);
+/// At tp > 1, what the vocabulary-parallel cross-entropy's forward holds beside the logits (model/tensor_parallel.cpp):
+/// the shifted logits (4 t v') next to their exponentials (the saved softmax, in head_activation_bytes).
+int64_t vocab_parallel_loss_bytes(const config::JobSpec& spec) {
+  return tp_of(spec) > 1 ? 4 * tokens_of(spec) * vocab_per_rank(spec) : 0;
 }
 
 }  // namespace
@@ -139,6 +172,7 @@ int64_t embedding_activation_bytes(const config::JobSpec& spec) {
   int64_t bytes = 8 * t;
   if (spec.model.arch == config::Arch::Gpt2) bytes += 8 * spec.model.seq_len;
   if (spec.model.dropout > 0) bytes += boundary_bytes(spec);
+  if (tp_of(spec) > 1) bytes += 12 * t;  // the vocabulary-parallel lookup's local ids (int64) and row mask (fp32)
   return bytes;
 }
 
@@ -146,8 +180,11 @@ int64_t head_activation_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec);
   const int64_t norm = config::llama_family(m.arch) ? 8 * t * m.hidden + 4 * t : 4 * t * m.hidden + 8 * t;
-  return norm + matmul_element_bytes(spec) * t * m.hidden + 4 * t * m.vocab_size + 8 * t +
-         weight_copy_bytes(spec, m.vocab_size * m.hidden);
+  const int64_t v = vocab_per_rank(spec);
+  // At tp > 1 the vocabulary-parallel loss saves its softmax rows (4 t v', in place of the log-softmax) and the
+  // targets' local index (int64) and mask (bool): 9 t.
+  return norm + matmul_element_bytes(spec) * t * m.hidden + 4 * t * v + 8 * t + (tp_of(spec) > 1 ? 9 * t : 0) +
+         weight_copy_bytes(spec, v * m.hidden);
 }
 
 StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const StageLayout& stage) {
@@ -194,16 +231,26 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
 
 StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const StageLayout& stage) {
   const auto& m = spec.model;
-  const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m), v = m.vocab_size;
+  // f and v: this tp rank's ffn columns and vocabulary rows (the whole at tp = 1).
+  const int64_t t = tokens_of(spec), h = m.hidden, f = per_rank(spec, config::ffn_hidden_of(m));
+  const int64_t v = vocab_per_rank(spec);
   const bool blocks = stage.layers.size() > 0;
   const bool graph = spec.train.recompute == config::Recompute::None;
+  const int64_t a = matmul_element_bytes(spec);
   StageTransientBytes bytes;
-  // F: with the graph, only what the kept graph does not hold; without, each part's intermediates.
+  // F: with the graph, only what the kept graph does not hold; without, each part's intermediates. At tp > 1 a
+  // row-parallel product's output is cloned by its all-reduce, and the vocabulary-parallel embedding holds its
+  // lookup, the masked lookup and the all-reduce's clone (3 x [t, h] in the weights' type) at once.
+  const int64_t embedding_lookup =
+      stage.has_embedding ? 3 * reduce_clone_bytes(spec, weight_gradient_element_bytes(spec)) : 0;
   if (graph) {
-    bytes.forward = std::max(blocks ? matmul_element_bytes(spec) * t * h : 0, stage.has_head ? logits_bytes(spec) : 0);
+    bytes.forward = std::max({blocks ? a * t * h + reduce_clone_bytes(spec, a) : 0,
+                              stage.has_head ? logits_bytes(spec) + vocab_parallel_loss_bytes(spec) : 0,
+                              embedding_lookup});
   } else {
-    bytes.forward = std::max(blocks ? block_forward_no_grad_bytes(spec) : 0,
-                             stage.has_head ? logits_bytes(spec) + 4 * t * v : 0);
+    bytes.forward = std::max({blocks ? block_forward_no_grad_bytes(spec) : 0,
+                              stage.has_head ? logits_bytes(spec) + 4 * t * v + vocab_parallel_loss_bytes(spec) : 0,
+                              embedding_lookup});
   }
   const int64_t backward = std::max(blocks ? block_backward_bytes(spec) : 0, stage.has_head ? 8 * t * v : 0);
   // The graph a backward rebuilds before running (and frees as it goes), with its output.
@@ -223,17 +270,16 @@ StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const Sta
   // I retains its graph until it ends (runtime/split_backward.cpp), holding every matrix product's
   // arriving gradient on top. A segment fed by token ids has no I: W runs its whole backward.
   const bool whole_first = stage.has_embedding && spec.train.recompute != config::Recompute::Blocks;
-  const int64_t gradients = run * block_output_gradient_bytes(spec) +
-                            (stage.has_head ? matmul_element_bytes(spec) * t * v : 0);
+  const int64_t gradients = run * block_output_gradient_bytes(spec) + (stage.has_head ? a * t * v : 0);
   // Under blocks, I splits one segment at a time, last first: the segments already split hold their
   // deferred graphs (the head's segment's, and run blocks' each) while the next one is rebuilt. The
   // embedding's segment (token ids: no I) only rebuilds its graph, after all the others are split.
   // At the backward temporaries' high-water mark (the first block's MLP, the last one I reaches) that
   // block's attention products have not had their gradients yet: gpt2 qkv and proj (4 h), llama q, k,
-  // v, o (2 h + 2 kv).
+  // v, o (2 h + 2 kv); at tp > 1 proj's and o's whole (h), the others this rank's share.
   const int64_t kv = config::kv_heads_of(m) * config::head_dim_of(m);
   const int64_t pending =
-      blocks ? matmul_element_bytes(spec) * t * (config::llama_family(m.arch) ? 2 * h + 2 * kv : 4 * h) : 0;
+      blocks ? a * t * (h + (config::llama_family(m.arch) ? per_rank(spec, h + 2 * kv) : per_rank(spec, 3 * h))) : 0;
   bytes.input = whole_first ? 0 : rebuilt + gradients + backward - pending;
   if (spec.train.recompute == config::Recompute::Blocks) {
     const int64_t deferred =

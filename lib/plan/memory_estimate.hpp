@@ -1,7 +1,7 @@
-// Memory estimate of one pipeline stage from the job spec: the bytes autograd saves from a forward to
-// its backward per microbatch (by block, embedding and head, under runtime.precision and
-// train.recompute), the bytes crossing a stage boundary, and the static bytes of parameters,
-// gradients and AdamW state. Pure functions of the spec; no torch.
+// Memory estimate of one pipeline stage from the job spec, on one tensor-parallel rank: the bytes autograd saves
+// from a forward to its backward per microbatch (by block, embedding and head, under runtime.precision,
+// train.recompute and pipeline.tensor_parallel), the bytes crossing a stage boundary, and the static bytes of
+// parameters, gradients and AdamW state. Pure functions of the spec; no torch.
 #pragma once
 
 #include <cstdint>
@@ -40,16 +40,32 @@ int64_t p2p_bytes(const config::JobSpec& spec);
 /// - bf16 adds the bf16 copies of the block's fp32 weight matrices autocast makes for the forward (2
 ///   bytes per weight of qkv/proj/fc1/fc2, or q/k/v/o/gate/up/down), which the graph holds;
 ///   bf16-params makes none (the weights are bf16 already: the graph saves the parameters themselves).
+/// Tensor parallelism (pipeline.tensor_parallel tp > 1; model/tensor_parallel.hpp, Megatron-LM's layers without
+/// sequence parallelism): what lives inside a tp region is this rank's share, x / tp: q, k, v (and k', v'), the
+/// attention output (proj's / o's input), the logsumexp (heads / tp), the ffn intermediates (fc2's input and the
+/// GELU input; gate, SiLU, up and their product: f / tp) and the weight copies. What lies outside stays whole on
+/// every tp rank: the residual stream and the norms' inputs, outputs and statistics, the projections' inputs
+/// (qkv's and fc1's, q/k/v's and gate/up's: the norm outputs f hands on), the dropout masks, the rotary tables.
+/// For gpt2 under bf16-params at f = 4h (bf16 adds the weight copies) that is t h (12 + 24 / tp) bytes plus
+/// 16 t + 4 t n / tp: Korthikanti et al. (arXiv 2205.05198 §4.2, Table 2, "tensor parallel"; their t is our tp,
+/// their s b our t) count s b h (10 + 24 / tp + 5 a s / (h tp)); their 24 / tp
+/// is ours term by term (q, k, v, attention output 8; GELU input and output 16); they keep the two LayerNorm
+/// inputs in bf16 (4, ours 8 in fp32) but count the dropout masks (2, ours 0 without dropout), and flash
+/// attention keeps no a s / h term.
 int64_t block_activation_bytes(const config::JobSpec& spec);
 
 /// Bytes the embedding's graph saves per microbatch: the token ids (8 t, int64), gpt2's position
-/// ids (8 s), and with dropout its mask (4 t h, fp32).
+/// ids (8 s), and with dropout its mask (4 t h, fp32); at tp > 1 the vocabulary-parallel lookup's local ids and
+/// row mask (12 t).
 int64_t embedding_activation_bytes(const config::JobSpec& spec);
 
 /// Bytes the head's graph saves per microbatch (v = vocab_size): the final norm's input and
 /// statistics (gpt2: 4 t h + 8 t; llama: 8 t h + 4 t), the LM head's input (a t h), the
 /// log-softmax of the fp32 logits that cross_entropy keeps (4 t v), the targets (8 t), and under
 /// bf16 the LM head weight's bf16 copy (2 v h; none under bf16-params, whose weight is bf16).
+/// At tp > 1 v is this rank's vocabulary rows v' = ceil(v / tp) (the largest shard): the vocabulary-parallel
+/// cross-entropy keeps its softmax rows (4 t v') and the targets' local index and mask (9 t); the norm and the
+/// LM head's input stay whole.
 int64_t head_activation_bytes(const config::JobSpec& spec);
 
 /// What one (stage, microbatch) holds between its actions, in bytes (runtime/executor.hpp).
@@ -93,7 +109,14 @@ StageActivationBytes stage_activation_bytes(const config::JobSpec& spec, const S
 ///   embedding's segment has no I and only rebuilds its graph, after the others are split. A
 ///   stage fed by token ids (no I, recompute none or full): 0, and W is its whole backward (the B term).
 /// - W: one matrix's weight gradient before it is added into .grad (g h f, or g v h with the head).
-/// Not modelled: LibTorch's per-op workspaces (SDPA's CPU kernel: kilobytes here), the bias gradients.
+/// - At tp > 1 (this rank's f / tp columns and v' = ceil(v / tp) vocabulary rows in every term above): each g
+///   all-reduce (after proj / o and fc2 / down, and the embedding's) clones its [t, h] input while it runs
+///   (model/tensor_parallel.cpp): F adds a t h to a block's output, the vocabulary-parallel embedding holds its
+///   lookup, the masked lookup and the clone (3 x [t, h] in the weights' type), the loss its shifted logits
+///   (4 t v') beside the logits; B's high-water mark may be f's backward all-reduce instead, the fp32 gradient of
+///   a norm's output and its clone (8 t h). The loss's all-reduces ([t, tokens] and [2, tokens]) are left out.
+/// Not modelled: LibTorch's per-op workspaces (SDPA's CPU kernel: kilobytes here), the bias gradients, NCCL's
+/// own buffers.
 struct StageTransientBytes {
   int64_t forward = 0;   ///< during F
   int64_t backward = 0;  ///< during B
@@ -103,7 +126,8 @@ struct StageTransientBytes {
 StageTransientBytes stage_transient_bytes(const config::JobSpec& spec, const StageLayout& stage);
 
 /// Static bytes of parameters: the weights, their gradients and the optimizer's state (AdamW's two
-/// fp32 moments, and under bf16-params the fp32 main parameters). Megatron-Core's table
+/// fp32 moments, and under bf16-params the fp32 main parameters), of the parameters one rank holds (with tensor
+/// parallelism one tp rank's: plan::stage_parameters). Megatron-Core's table
 /// (docs/source/api-guide/dist_optimizer.md of Megatron-LM; d = the data-parallel size):
 /// - fp32 and bf16 (autocast over fp32 weights, which are the main parameters: no extra copy outside
 ///   the forward's graph): 4 (weights) + 4 (gradients) + 8 (moments) = 16 B per parameter, Megatron's

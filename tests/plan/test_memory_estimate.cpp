@@ -2,6 +2,8 @@
 // recompute mode keeps (the comparison with measured bytes is tests/runtime/test_memory_estimate.cpp).
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
+
 #include "plan/memory_estimate.hpp"
 #include "support/memory_spec.hpp"
 
@@ -181,4 +183,78 @@ TEST_CASE("recompute modes: full keeps the stage input, blocks every k-th block'
   spec.train.recompute = config::Recompute::Blocks;
   spec.train.recompute_every = 2;
   CHECK(plan::stage_activation_bytes(spec, last).kept == 3 * boundary + 8 * 2 * 32);
+}
+
+TEST_CASE("tensor parallel: a GPT-2 block keeps t h (8 + a (2 + 12 / tp)) + 16 t + 4 t n / tp bytes") {
+  // Inside the tp regions (q, k, v, attention output 4h; fc2 input and GELU input 2f = 8h) each rank holds 1/tp;
+  // the residual stream into the two LayerNorms (8 t h, fp32) and qkv's and fc1's inputs (2h) stay whole
+  // (Korthikanti et al., arXiv 2205.05198 Table 2 without sequence parallelism: 10 + 24 / t in their units).
+  const int64_t t = 2 * 32, h = 64, n = 4;
+  for (const auto precision : {config::Precision::Fp32, config::Precision::Bf16Params}) {
+    auto spec = gpt2();
+    spec.runtime.precision = precision;
+    const int64_t a = precision == config::Precision::Fp32 ? 4 : 2;
+    int64_t previous = plan::block_activation_bytes(spec);
+    CHECK(previous == t * h * (8 + a * 14) + 16 * t + 4 * t * n);  // tp 1: today's 64 t h in fp32
+    for (const int64_t tp : {2, 4}) {
+      INFO("precision " << config::to_string(precision) << ", tp " << tp);
+      spec.pipeline.tensor_parallel = tp;
+      const int64_t bytes = plan::block_activation_bytes(spec);
+      CHECK(bytes == t * h * (8 + a * (2 + 12 / tp)) + 16 * t + 4 * t * n / tp);
+      CHECK(bytes < previous);
+      previous = bytes;
+    }
+  }
+}
+
+TEST_CASE("tensor parallel: Llama's split terms divide by tp, the norms and projection inputs do not") {
+  auto spec = gpt2();
+  spec.model.arch = config::Arch::Llama;
+  spec.model.kv_heads = 2;
+  spec.runtime.precision = config::Precision::Bf16Params;
+  const int64_t t = 2 * 32, h = 64, f = config::ffn_hidden_of(spec.model), n = 4, d = h / n, s = 32;
+  const int64_t whole = 16 * t * h + 8 * t + 2 * t * 5 * h + 8 * s * d;  // norms, 5 bf16 casts, rotary tables
+  for (const int64_t tp : {1, 2}) {
+    INFO("tp " << tp);
+    spec.pipeline.tensor_parallel = tp;
+    // q and the attention output (h), k' and v' repeated to every query head (h each), gate, SiLU, up, product (4f).
+    CHECK(plan::block_activation_bytes(spec) == whole + 2 * t * (4 * h + 4 * f) / tp + 4 * t * n / tp);
+  }
+}
+
+TEST_CASE("tensor parallel: the head keeps its vocabulary rows' softmax, the logits shrink to ceil(v / tp)") {
+  auto spec = gpt2();
+  spec.model.vocab_size = 257;
+  const int64_t t = 2 * 32, h = 64;
+  const int64_t whole = plan::head_activation_bytes(spec);
+  CHECK(whole == 4 * t * h + 8 * t + 4 * t * h + 4 * t * 257 + 8 * t);
+  spec.pipeline.tensor_parallel = 2;
+  // 129 rows on tp rank 0; the targets' local index (int64) and mask (bool) 9 t.
+  CHECK(plan::head_activation_bytes(spec) == 4 * t * h + 8 * t + 4 * t * h + 4 * t * 129 + 8 * t + 9 * t);
+  plan::StageLayout last;
+  last.layers = {0, 0};
+  last.has_head = true;
+  // F with the graph: fp32 logits (4 t v') and the loss's shifted logits beside them (4 t v'); B: the saved
+  // softmax's gradient and its clone (8 t v').
+  const auto transient = plan::stage_transient_bytes(spec, last);
+  CHECK(transient.forward == 8 * t * 129);
+  CHECK(transient.backward == 8 * t * 129);
+}
+
+TEST_CASE("tensor parallel: a block's forward holds its row-parallel output and the all-reduce's clone") {
+  auto spec = gpt2();
+  const int64_t t = 2 * 32, h = 64;
+  const auto stage = middle_stage(2);
+  CHECK(plan::stage_transient_bytes(spec, stage).forward == 4 * t * h);
+  spec.pipeline.tensor_parallel = 2;
+  CHECK(plan::stage_transient_bytes(spec, stage).forward == 2 * 4 * t * h);
+  // The backward's high-water mark: fc2's f/tp-wide gradients (2 x 4 t 128) against f's all-reduce of the fp32
+  // gradient of a norm's output and its clone (8 t h = 2 x 4 t 64): the larger.
+  CHECK(plan::stage_transient_bytes(spec, stage).backward == std::max(2 * 4 * t * 128, 4 * t * 128 + 4 * h * 128));
+  // Under bf16 at tp 4 (f / tp = h): the MLP's 2 x 2 t h and 2 t h + 4 h h are below the all-reduce's 8 t h.
+  spec.runtime.precision = config::Precision::Bf16;
+  spec.pipeline.tensor_parallel = 4;
+  CHECK(plan::stage_transient_bytes(spec, stage).backward == 8 * t * h);
+  spec.pipeline.tensor_parallel = 1;  // without tp: the MLP's
+  CHECK(plan::stage_transient_bytes(spec, stage).backward == std::max(2 * 2 * t * 256, 2 * t * 256 + 4 * h * 256));
 }
