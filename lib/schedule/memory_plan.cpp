@@ -13,6 +13,10 @@
 #include <tuple>
 
 #include "core/rank_list.hpp"
+#include "core/error.hpp"
+#include "plan/tensor_parallel.hpp"
+#include "schedule/job_program.hpp"
+#include "schedule/split_time.hpp"
 
 namespace ppctl::schedule {
 namespace {
@@ -152,17 +156,24 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
   const int64_t p2p = plan::p2p_bytes(spec);
   const int64_t boundary = plan::boundary_bytes(spec);
   const auto rank_of = [&](int64_t stage) { return program.stage_to_rank.at(static_cast<size_t>(stage)); };
+  // One tp rank's parameters of each stage (the whole stage at tensor_parallel 1).
+  std::vector<plan::StageParameters> held;
+  for (const auto& stage : layout.stages) {
+    held.push_back(plan::stage_parameters(spec.model, stage.layers.size(), stage.has_embedding, stage.has_head,
+                                          std::max<int64_t>(spec.pipeline.tensor_parallel, 1)));
+  }
   // The tied embedding's two copies (the first stage's and the last stage's), when on several stages.
   int64_t tied_copy = 0;
-  for (const auto& stage : layout.stages) tied_copy += stage.tied_copy;
+  for (const auto& stage : held) tied_copy += stage.tied_copy;
   std::vector<RankMemory> out;
   for (int64_t r = 0; r < program.num_ranks(); ++r) {
     RankMemory rank;
     rank.rank = r;
-    for (const auto& stage : layout.stages) {
+    for (size_t s = 0; s < layout.stages.size(); ++s) {
+      const auto& stage = layout.stages[s];
       if (stage.rank != r) continue;
-      rank.parameters += stage.parameters;
-      rank.tied += stage.tied_copy + (stage.has_embedding ? tied_copy : 0);
+      rank.parameters += held[s].parameters;
+      rank.tied += held[s].tied_copy + (stage.has_embedding ? tied_copy : 0);
     }
     rank.fixed = plan::static_bytes(rank.parameters, spec.runtime.precision, optimizer_shards(spec), rank.tied);
     Peak bytes, pairs, buffers, sends, receives, total;
@@ -267,6 +278,73 @@ std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Prog
   return out;
 }
 
+std::optional<FittingConfiguration> fitting_configuration(const config::JobSpec& spec) {
+  const double limit = spec.runtime.device_memory_gib;
+  if (limit <= 0 || spec.pipeline.schedule == config::ScheduleKind::Custom) return std::nullopt;
+  const auto& m = spec.model;
+  const auto& p = spec.pipeline;
+  const int64_t tp = std::max<int64_t>(p.tensor_parallel, 1), dp = std::max<int64_t>(p.data_parallel, 1);
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (tp, pp)
+  for (const int64_t t : plan::tensor_parallel_sizes(m)) {
+    if (t < tp) continue;
+    for (int64_t stages = p.stages; stages <= m.layers; stages *= 2) shapes.emplace_back(t, stages);
+  }
+  std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
+    return std::make_tuple(a.first * a.second, -a.first) < std::make_tuple(b.first * b.second, -b.first);
+  });
+  std::vector<std::pair<config::ScheduleKind, int64_t>> schedules{{p.schedule, p.virtual_stages}};
+  if (p.schedule != config::ScheduleKind::OneFOneB) schedules.emplace_back(config::ScheduleKind::OneFOneB, 1);
+  std::vector<config::Recompute> recomputes;  // the spec's, then the ones that keep less (towards full)
+  for (const auto r : {config::Recompute::None, config::Recompute::Blocks, config::Recompute::Full}) {
+    if (r == spec.train.recompute || !recomputes.empty()) recomputes.push_back(r);
+  }
+  std::vector<bool> distributed{spec.optimizer.distributed};
+  if (!spec.optimizer.distributed && dp > 1) distributed.push_back(true);
+  for (const auto& [t, stages] : shapes) {
+    for (const auto& [kind, v] : schedules) {
+      for (const auto recompute : recomputes) {
+        for (const bool shard : distributed) {
+          auto variant = spec;
+          variant.pipeline.tensor_parallel = t;
+          variant.pipeline.stages = stages;
+          variant.pipeline.schedule = kind;
+          variant.pipeline.virtual_stages = v;
+          variant.train.recompute = recompute;
+          variant.optimizer.distributed = shard;
+          std::vector<std::string> pipeline, train;
+          if (t != tp) pipeline.push_back(fmt::format("tensor_parallel: {}", t));
+          if (stages != p.stages) {
+            pipeline.push_back(fmt::format("stages: {}", stages));
+            variant.pipeline.layers_per_stage.clear();
+          }
+          if (kind != p.schedule) {
+            pipeline.push_back(fmt::format("schedule: {}, virtual_stages: {}", config::to_string(kind), v));
+            variant.pipeline.microbatch_group_size = 0;
+          }
+          if (recompute != spec.train.recompute) train.push_back("recompute: " + config::to_string(recompute));
+          if (pipeline.empty() && train.empty() && shard == spec.optimizer.distributed) continue;  // the spec itself
+          if (stages * v > m.layers) continue;
+          int64_t largest = 0;
+          try {
+            const auto program = job_program(variant);
+            const auto layout = job_layout(variant, program);
+            for (const auto& r : estimate_memory(variant, layout, program)) largest = std::max(largest, r.total());
+          } catch (const Error&) {
+            continue;  // the schedule's rules refuse this shape (e.g. microbatches against stages)
+          }
+          if (static_cast<double>(largest) / kGiB > limit) continue;
+          FittingConfiguration fit{variant, {}, largest, t * dp * stages};
+          if (!pipeline.empty()) fit.changes.push_back(fmt::format("pipeline: {{{}}}", fmt::join(pipeline, ", ")));
+          if (!train.empty()) fit.changes.push_back(fmt::format("train: {{{}}}", fmt::join(train, ", ")));
+          if (shard != spec.optimizer.distributed) fit.changes.emplace_back("optimizer: {distributed: true}");
+          return fit;
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> memory_warnings(const config::JobSpec& spec, const plan::Layout& layout,
                                          const Program& program, const std::vector<RankMemory>& ranks) {
   const double limit = spec.runtime.device_memory_gib;
@@ -317,7 +395,14 @@ std::vector<std::string> memory_warnings(const config::JobSpec& spec, const plan
   if (spec.pipeline.micro_batch_size > 1) options.emplace_back("a smaller pipeline.micro_batch_size");
   if (spec.runtime.precision == config::Precision::Fp32) options.emplace_back("runtime.precision bf16");
   options.emplace_back("or a larger runtime.device_memory_gib if the device has more");
-  const std::string fix = fmt::format("(fix: {})", fmt::join(options, ", "));
+  std::string fits;
+  if (const auto fit = fitting_configuration(spec)) {
+    const auto& q = fit->spec.pipeline;
+    fits = fmt::format("; it fits with {} (tp {} x dp {} x pp {} = {} ranks): at most {} per rank",
+                       fmt::join(fit->changes, ", "), q.tensor_parallel, dp, q.stages, fit->world_size,
+                       bytes_text(fit->largest));
+  }
+  const std::string fix = fmt::format("(fix: {}{})", fmt::join(options, ", "), fits);
   if (over.size() == 1) {
     return {fmt::format("pp rank {}: estimated {} exceeds runtime.device_memory_gib = {:g} {}", most->rank,
                         bytes_text(most->total()), limit, fix)};
@@ -354,13 +439,21 @@ std::string format_memory(const config::JobSpec& spec, const plan::Layout& layou
                             ? fmt::format("; {} B for the tied embedding's two copies, kept whole", each.optimizer)
                             : "")
           : fmt::format("{} + {} = {} B per parameter", weights, optimizer, each.total());
+  const int64_t tp = std::max<int64_t>(spec.pipeline.tensor_parallel, 1);
+  const std::string per_tp_rank =
+      tp > 1 ? fmt::format(", on one of its tp {} ranks (the largest, tp rank 0: the split weights / {} and the "
+                           "replicated norms, row-parallel biases and positions whole; activations inside the tp "
+                           "regions / {}, the residual stream whole: no sequence parallelism; the transient with each tp "
+                           "all-reduce's clone)",
+                           tp, tp, tp)
+             : "";
   std::string out = fmt::format(
-      "\nmemory per pp rank (estimate; precision {}, recompute {}; {}; activations: the most kept between actions, at the peak of microbatches in flight; send and "
+      "\nmemory per pp rank{} (estimate; precision {}, recompute {}; {}; activations: the most kept between actions, at the peak of microbatches in flight; send and "
       "receive buffers of {} each, p2p dtype {}, the most alive at once; transient: the most one action "
       "allocates for its duration (logits, backward temporaries, recomputed graphs); peak: activations + "
       "buffers + the running action's transient, the most at any one time; gradient buckets reduce in place: "
       "0; total = weights + gradients + AdamW + peak):\n",
-      config::to_string(spec.runtime.precision), mode, static_text, bytes_text(plan::p2p_bytes(spec)),
+      per_tp_rank, config::to_string(spec.runtime.precision), mode, static_text, bytes_text(plan::p2p_bytes(spec)),
       config::to_string(config::p2p_dtype_of(spec.runtime)));
   const auto row = [](const auto&... cells) {
     return fmt::format("{:>7}  {:>10}  {:>10}  {:>10}  {:>11}  {:>9}  {:>14}  {:>14}  {:>10}  {:>10}  {:>10}\n",

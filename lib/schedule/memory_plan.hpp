@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,10 +15,12 @@
 
 namespace ppctl::schedule {
 
-/// The estimate for one pipeline rank (the same in every data-parallel replica), in bytes.
+/// The estimate for one pipeline rank (the same in every data-parallel replica), in bytes; with tensor parallelism
+/// for one tp rank of it, the largest (tp rank 0, which holds the longest vocabulary shard).
 struct RankMemory {
   int64_t rank = 0;
-  int64_t parameters = 0;        ///< count, over the stages the rank holds (a tied head's copy included)
+  int64_t parameters = 0;        ///< count, over the stages the rank holds (a tied head's copy included); one tp
+                                 ///< rank's (plan::stage_parameters)
   int64_t tied = 0;              ///< of `parameters`, the tied embedding's copies (both ends of several stages):
                                  ///< the distributed optimizer keeps their AdamW state whole
   plan::StaticBytes fixed;       ///< weights, gradients, AdamW's state (plan::static_bytes under runtime.precision;
@@ -83,6 +86,24 @@ std::vector<RankMemory> estimate_memory(const config::JobSpec& spec, const plan:
 /// measures on that rank of each replica.
 std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Program& program);
 
+/// A variant of a job that fits runtime.device_memory_gib (fitting_configuration).
+struct FittingConfiguration {
+  config::JobSpec spec;                ///< the job with the changes applied
+  std::vector<std::string> changes;    ///< the spec lines that select it, `pipeline: {tensor_parallel: 8, stages: 16}`
+  int64_t largest = 0;                 ///< its largest rank's estimate_memory total, bytes
+  int64_t world_size = 0;              ///< tp x dp x pp ranks it needs
+};
+
+/// The first variant of `spec` that fits runtime.device_memory_gib (none when it is 0), trying in this order:
+/// the (tp, pp) shapes by ranks needed, fewest first, and at equal ranks the larger tp first (tensor parallelism
+/// up to the GPUs of a node before more pipeline stages: Narayanan et al., arXiv 2104.04473 §3.3, takeaway 1),
+/// tp over plan::tensor_parallel_sizes at or above the spec's (at most 8), pp = pipeline.stages x 1, 2, 4, ...
+/// while layers allow; in each shape the spec's schedule then 1f1b, train.recompute from the spec's towards full
+/// (none, blocks, full), optimizer.distributed as written then true (dp > 1). dp, precision and the micro batch
+/// are kept; a variant the schedule's rules refuse is skipped. Each variant is laid out (job_program,
+/// job_layout) and estimated as `ppctl plan` does.
+std::optional<FittingConfiguration> fitting_configuration(const config::JobSpec& spec);
+
 /// One warning for all the ranks of `ranks` (estimate_memory of `spec`, `layout`, `program`) whose total
 /// exceeds runtime.device_memory_gib, or none (also when it is 0): "pp rank 3: estimated 90.2 GiB exceeds
 /// runtime.device_memory_gib = 80 (fix: ...)" for one rank, "pp ranks 0-63: estimated 70.1 GiB to
@@ -92,7 +113,9 @@ std::vector<int64_t> sent_bytes_per_step(const config::JobSpec& spec, const Prog
 /// bytes, each with the largest rank's estimate_memory under it and "enough alone" when that brings
 /// every rank under the limit: optimizer.distributed (dp > 1), runtime.precision bf16-params, and both
 /// together (dp > 1, when neither alone is enough); then more stages, recompute, micro batch, and
-/// runtime.precision bf16 from fp32.
+/// runtime.precision bf16 from fp32; last, fitting_configuration's variant with its lines, ranks and largest rank
+/// ("...; it fits with pipeline: {tensor_parallel: 8, stages: 16} (tp 8 x dp 8 x pp 16 = 1024 ranks): at most
+/// 120.31 GiB per rank)").
 std::vector<std::string> memory_warnings(const config::JobSpec& spec, const plan::Layout& layout,
                                          const Program& program, const std::vector<RankMemory>& ranks);
 

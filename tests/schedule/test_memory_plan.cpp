@@ -435,3 +435,115 @@ TEST_CASE("estimate_memory with release points computed once equals the estimate
     }
   }
 }
+
+namespace {
+
+constexpr double kGiBytes = 1024.0 * 1024.0 * 1024.0;
+
+/// Llama-3.1-405B (126 blocks, hidden 16384, ffn 53248, 128 heads, 8 key/value heads, vocab 128256, seq 8192) on
+/// tp 8 x dp 8 x pp 16, 1f1b, bf16-params, the distributed optimizer, recompute full, one H200 (140.4 GiB).
+config::JobSpec llama_405b() {
+  config::JobSpec spec;
+  auto& m = spec.model;
+  m.arch = config::Arch::Llama;
+  m.layers = 126;
+  m.hidden = 16384;
+  m.heads = 128;
+  m.kv_heads = 8;
+  m.ffn_hidden = 53248;
+  m.vocab_size = 128256;
+  m.seq_len = 8192;
+  spec.pipeline.stages = 16;
+  spec.pipeline.data_parallel = 8;
+  spec.pipeline.tensor_parallel = 8;
+  spec.pipeline.microbatches = 32;
+  spec.pipeline.micro_batch_size = 1;
+  spec.optimizer.distributed = true;
+  spec.runtime.precision = config::Precision::Bf16Params;
+  spec.train.recompute = config::Recompute::Full;
+  spec.runtime.device_memory_gib = 140.4;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallel: a tp rank's static bytes are its split parameters / tp and the replicated ones whole") {
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 4);
+  spec.model.vocab_size = 257;
+  spec.pipeline.tensor_parallel = 2;
+  const auto p = plan_of(spec);
+  const int64_t h = 64, f = 256, v = 257, s = 32;
+  // From the weight shapes on one of 2 tp ranks. Split: qkv (3h/2 rows of h, bias 3h/2), proj (h/2 columns),
+  // fc1 (f/2 rows, bias f/2), fc2 (f/2 columns); the token embedding's and LM head's first shard ceil(v / 2) rows.
+  // Replicated: ln1, ln2 (4h), the proj and fc2 biases (2h), the positions (s h), the final LayerNorm (2h).
+  const int64_t split_block = (3 * h * h + 3 * h) / 2 + h * h / 2 + (f * h + f) / 2 + h * f / 2;
+  const int64_t replicated_block = 6 * h;
+  const int64_t rank0 = 4 * (split_block + replicated_block) + ((v + 1) / 2) * h + s * h;
+  const int64_t rank1 = 4 * (split_block + replicated_block) + ((v + 1) / 2) * h + 2 * h;
+  REQUIRE(p.ranks.size() == 2);
+  CHECK(p.ranks[0].parameters == rank0);
+  CHECK(p.ranks[1].parameters == rank1);
+  CHECK(p.ranks[0].fixed.total() == 16 * rank0);  // fp32: 4 + 4 + 8 B per parameter
+  CHECK(p.ranks[1].fixed.total() == 16 * rank1);
+  // The layout still counts the whole stage (all tp ranks together), and tp 1 is unchanged.
+  CHECK(p.layout.stages[0].parameters > 2 * rank0 - 2 * (replicated_block * 4 + s * h) - 2 * h);
+  auto whole = spec;
+  whole.pipeline.tensor_parallel = 1;
+  const auto q = plan_of(whole);
+  CHECK(q.ranks[0].parameters == q.layout.stages[0].parameters);
+  // And the activations a tp rank keeps are below the whole block's (recompute none).
+  CHECK(p.ranks[0].activations < q.ranks[0].activations);
+  CHECK(p.ranks[0].total() < q.ranks[0].total());
+}
+
+TEST_CASE("tensor parallel: Llama-3.1-405B fits an H200 at tp 8 x pp 16 x dp 8, not without tp") {
+  const auto spec = llama_405b();
+  const auto p = plan_of(spec);
+  int64_t largest = 0;
+  for (const auto& r : p.ranks) largest = std::max(largest, r.total());
+  CHECK(static_cast<double>(largest) < 0.75 * 140.4 * kGiBytes);  // fits with room
+  CHECK(warnings_of(spec, p).empty());
+  CHECK_THAT(memory_text(spec, p), ContainsSubstring("memory per pp rank, on one of its tp 8 ranks"));
+
+  auto no_tp = spec;
+  no_tp.pipeline.tensor_parallel = 1;
+  const auto q = plan_of(no_tp);
+  const auto warnings = warnings_of(no_tp, q);
+  REQUIRE(warnings.size() == 1);
+  // Without tp the static bytes alone (6 + 12/8 B per parameter of 1/16 of the model) exceed the device.
+  for (const auto& r : q.ranks) CHECK(static_cast<double>(r.fixed.total()) > 140.4 * kGiBytes);
+  // The warning names a configuration that fits, with tp (tried before more stages at equal ranks).
+  const auto fit = schedule::fitting_configuration(no_tp);
+  REQUIRE(fit.has_value());
+  CHECK(fit->spec.pipeline.tensor_parallel > 1);
+  CHECK(static_cast<double>(fit->largest) <= 140.4 * kGiBytes);
+  CHECK(fit->largest == largest_total(fit->spec));
+  CHECK(fit->world_size == fit->spec.pipeline.tensor_parallel * 8 * fit->spec.pipeline.stages);
+  CHECK_THAT(warnings[0],
+             ContainsSubstring(fmt::format("; it fits with pipeline: {{tensor_parallel: {}",
+                                           fit->spec.pipeline.tensor_parallel)) &&
+                 ContainsSubstring(" ranks): at most "));
+}
+
+TEST_CASE("the memory warning's fitting configuration: more stages where no tp divides the model") {
+  auto spec = spec_of(config::ScheduleKind::OneFOneB, 2, 8);
+  spec.model.heads = 1;  // gpt2, one head: tp 1 only
+  spec.train.recompute = config::Recompute::Full;  // else recompute on 2 stages comes first (fewer ranks)
+  const auto p = plan_of(spec);
+  const int64_t two_stages = largest_total(spec);
+  auto four = spec;
+  four.pipeline.stages = 4;
+  const int64_t four_stages = largest_total(four);
+  REQUIRE(four_stages < two_stages);
+  spec.runtime.device_memory_gib = static_cast<double>(two_stages + four_stages) / 2 / kGiBytes;
+  const auto fit = schedule::fitting_configuration(spec);
+  REQUIRE(fit.has_value());
+  CHECK(fit->spec.pipeline.stages == 4);
+  CHECK(fit->spec.pipeline.tensor_parallel == 1);
+  CHECK(fit->changes == std::vector<std::string>{"pipeline: {stages: 4}"});
+  CHECK_THAT(warnings_of(spec, p).at(0),
+             ContainsSubstring("; it fits with pipeline: {stages: 4} (tp 1 x dp 1 x pp 4 = 4 ranks): at most "));
+  spec.runtime.device_memory_gib = 1e-6;  // nothing fits: no such clause
+  CHECK(!schedule::fitting_configuration(spec).has_value());
+  CHECK_THAT(warnings_of(spec, p).at(0), !ContainsSubstring("it fits with"));
+}
