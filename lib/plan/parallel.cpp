@@ -2,6 +2,7 @@
 #include "plan/parallel.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "core/rank_list.hpp"
@@ -62,13 +63,39 @@ std::string replica0_rank_name(int64_t pp, const RankGrid& grid) {
   return fmt::format("rank {} (pipeline rank {} of replica 0)", grid.rank({0, 0, pp}), pp);
 }
 
+namespace {
+
+/// "a, b, ..., z" of `items`: all of them up to 4, else the first two and the last.
+std::string first_two_and_last(const std::vector<std::string>& items) {
+  if (items.size() <= 4) return fmt::format("{}", fmt::join(items, ", "));
+  return fmt::format("{}, {}, ..., {}", items[0], items[1], items.back());
+}
+
+}  // namespace
+
 std::string format_rank_mapping(const RankGrid& grid) {
   std::string out = grid.describe() + "\n";
-  for (const auto& pipeline : grid.groups(Axis::pipeline)) {
-    const RankCoords first = grid.coords(pipeline.front());
-    const std::string tp = grid.size(Axis::tensor) > 1 ? fmt::format(", tp rank {}", first.tp) : "";
-    out += fmt::format("           replica {}{}: ranks {} (pp rank 0..{})\n", first.dp, tp,
-                       core::format_rank_list(pipeline), grid.size(Axis::pipeline) - 1);
+  const int64_t tp = grid.size(Axis::tensor), pp = grid.size(Axis::pipeline);
+  if (tp == 1) {
+    for (const auto& pipeline : grid.groups(Axis::pipeline)) {
+      out += fmt::format("           replica {}: ranks {} (pp rank 0..{})\n", grid.coords(pipeline.front()).dp,
+                         core::format_rank_list(pipeline), pp - 1);
+    }
+    return out;
+  }
+  // With tp, a pipeline rank of a replica is a tp group of adjacent ranks: one line per replica.
+  std::vector<std::string> groups;
+  for (const auto& group : grid.groups(Axis::tensor)) groups.push_back(fmt::format("{}-{}", group.front(), group.back()));
+  out += fmt::format("           tp groups: {} of {} adjacent ranks, {} (each on one node: 2 all-reduces per block "
+                     "forward, 2 backward)\n",
+                     groups.size(), tp, first_two_and_last(groups));
+  for (int64_t dp = 0; dp < grid.size(Axis::data); ++dp) {
+    std::vector<std::string> stages;
+    for (int64_t k = 0; k < pp; ++k) {
+      const int64_t first = grid.rank({0, dp, k});
+      stages.push_back(fmt::format("{}-{}", first, first + tp - 1));
+    }
+    out += fmt::format("           replica {}: tp groups {} (pp rank 0..{})\n", dp, first_two_and_last(stages), pp - 1);
   }
   return out;
 }

@@ -33,7 +33,10 @@ void check_tensor_parallel_per_node(const config::JobSpec& spec, std::optional<i
 std::string replica0_rank_name(int64_t pp, const RankGrid& grid);
 
 /// The grid's line (RankGrid::describe) and one line per pipeline listing its ranks, compressed by
-/// format_rank_list ("replica 15: ranks 15-1023:16 (pp rank 0..63)"; with tp > 1 "replica D, tp rank T").
+/// format_rank_list ("replica 15: ranks 15-1023:16 (pp rank 0..63)"). With tp > 1 a line of the tp groups
+/// ("tp groups: 128 of 8 adjacent ranks, 0-7, 8-15, ..., 1016-1023 ...") and one line per replica naming the tp
+/// group of each pipeline rank ("replica 1: tp groups 8-15, 72-79, ..., 968-975 (pp rank 0..15)"), the first two
+/// and the last where there are more than 4.
 std::string format_rank_mapping(const RankGrid& grid);
 
 }  // namespace ppctl::plan

@@ -12,6 +12,7 @@
 #include "plan/parallel.hpp"
 #include "schedule/memory_plan.hpp"
 #include "plan/slurm_resources.hpp"
+#include "plan/tensor_parallel.hpp"
 #include "schedule/split_time.hpp"
 
 namespace ppctl::schedule {
@@ -243,17 +244,22 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
   out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
                      simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs, program));
   out += split_section(spec, layout, program, layer_costs);
-  out += fmt::format("\n{:>7}  {:>5}  {:>12}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage",
-                     "parameters", "F before", "bubble", "peak act", "holds");
+  // With tensor parallelism a column of one tp rank's parameters (the largest, tp rank 0) follows the stage's.
+  const int64_t tp = std::max<int64_t>(p.tensor_parallel, 1);
+  const auto per_tp_rank = [&](const std::string& cell) { return tp > 1 ? fmt::format("  {:>12}", cell) : ""; };
+  out += fmt::format("\n{:>7}  {:>5}  {:>12}{}  {:>9}  {:>6}  {:>9}  {}\n", "pp rank", "stage", "parameters",
+                     per_tp_rank("per tp rank"), "F before", "bubble", "peak act", "holds");
   int64_t column_sum = 0;
   int64_t copies = 0;
   for (const auto& stage : layout.stages) {
     const auto r = static_cast<size_t>(stage.rank);
+    const auto shard =
+        plan::stage_parameters(m, stage.layers.size(), stage.has_embedding, stage.has_head, tp).parameters;
     // A stage holding the tied LM head's copy of the embedding is marked '*' (footnote below the table).
-    out += fmt::format("{:>7}  {:>5}  {:>12}  {:>9}  {:>6.3f}  {:>9}  {}\n", stage.rank, stage.stage,
+    out += fmt::format("{:>7}  {:>5}  {:>12}{}  {:>9}  {:>6.3f}  {:>9}  {}\n", stage.rank, stage.stage,
                        fmt::format("{}{}", stage.parameters, stage.tied_copy > 0 ? "*" : ""),
-                       forwards_before_backward(program.ranks[r]), simulation.bubble_fraction[r],
-                       simulation.peak_activations[r], stage_contents(stage));
+                       per_tp_rank(std::to_string(shard)), forwards_before_backward(program.ranks[r]),
+                       simulation.bubble_fraction[r], simulation.peak_activations[r], stage_contents(stage));
     column_sum += stage.parameters;
     copies += stage.tied_copy;
   }
@@ -263,7 +269,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                        copies, column_sum, layout.total_parameters, copies);
   }
   out += memory_section(spec, layout, program);
-  // The lines are by pipeline rank: every replica (and later every tensor-parallel rank) of it runs the same list.
+  // The lines are by pipeline rank: every replica and every tensor-parallel rank of it runs the same list.
   out += with_communication ? "\nactions per pipeline rank (with communication):\n"
                             : "\nactions per pipeline rank (compute order):\n";
   for (int64_t r = 0; r < program.num_ranks(); ++r) {

@@ -3,6 +3,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.hpp"
@@ -95,7 +96,13 @@ TEST_CASE("the plan's rank mapping names the formula and each pipeline's ranks")
                  ContainsSubstring("replica 1: ranks 1, 3"));
   CHECK_THAT(plan::format_rank_mapping(plan::RankGrid(2, 2, 2)),
              ContainsSubstring("tp 2 x dp 2 x pp 2 = 8 ranks; rank = (pp_rank x 2 + dp_rank) x 2 + tp_rank") &&
-                 ContainsSubstring("replica 1, tp rank 1: ranks 3, 7 (pp rank 0..1)"));
+                 ContainsSubstring("tp groups: 4 of 2 adjacent ranks, 0-1, 2-3, 4-5, 6-7 (each on one node") &&
+                 ContainsSubstring("replica 1: tp groups 2-3, 6-7 (pp rank 0..1)"));
+  // At scale: the first two and the last of each list, one line per replica.
+  const auto large = plan::format_rank_mapping(plan::RankGrid(8, 8, 16));
+  CHECK_THAT(large, ContainsSubstring("tp groups: 128 of 8 adjacent ranks, 0-7, 8-15, ..., 1016-1023 ") &&
+                        ContainsSubstring("replica 7: tp groups 56-63, 120-127, ..., 1016-1023 (pp rank 0..15)\n"));
+  CHECK(std::count(large.begin(), large.end(), '\n') == 1 + 1 + 8);
   CHECK_THAT(plan::format_rank_mapping(plan::RankGrid(1, 1, 4)), ContainsSubstring("pp 4 = 4 ranks; rank = pp_rank"));
 }
 
