@@ -24,8 +24,11 @@ std::string to_string(Split split) {
 std::string describe(const Knobs& knobs) {
   std::string kind = config::to_string(knobs.kind);
   if (knobs.kind == config::ScheduleKind::Interleaved1F1B) kind += fmt::format(" v {}", knobs.virtual_stages);
-  return fmt::format("{}, m {} x mbs {}, {} split, recompute {}", kind, knobs.microbatches, knobs.micro_batch_size,
-                     to_string(knobs.split), config::to_string(knobs.recompute));
+  return fmt::format("{}, m {} x mbs {}, {} split, recompute {}{}", kind, knobs.microbatches, knobs.micro_batch_size,
+                     to_string(knobs.split), config::to_string(knobs.recompute),
+                     knobs.tensor_parallel > 0
+                         ? fmt::format(", tp {} x dp {}", knobs.tensor_parallel, knobs.data_parallel)
+                         : std::string());
 }
 
 std::vector<Change> changes_of(const Knobs& knobs, const config::JobSpec& spec) {
@@ -36,6 +39,10 @@ std::vector<Change> changes_of(const Knobs& knobs, const config::JobSpec& spec) 
       {"pipeline.micro_batch_size", std::to_string(knobs.micro_batch_size)},
       {"pipeline.balance", knobs.split == Split::Auto ? "auto" : "uniform"},
   };
+  if (knobs.tensor_parallel > 0) {
+    out.push_back({"pipeline.tensor_parallel", std::to_string(knobs.tensor_parallel)});
+    out.push_back({"pipeline.data_parallel", std::to_string(knobs.data_parallel)});
+  }
   if (spec.pipeline.microbatch_group_size != 0) out.push_back({"pipeline.microbatch_group_size", ""});
   if (!spec.pipeline.layers_per_stage.empty()) out.push_back({"pipeline.layers_per_stage", ""});
   if (spec.pipeline.schedule == config::ScheduleKind::ZBAuto) out.push_back({"pipeline.zb_auto", ""});

@@ -36,13 +36,18 @@ struct Knobs {
   int64_t micro_batch_size = 1;  ///< global batch per replica / m
   Split split = Split::Uniform;
   config::Recompute recompute = config::Recompute::None;
+  /// Another tensor-parallel size than the spec's, taking its ranks from dp (tp x dp stays the spec's): t and the
+  /// dp it leaves; 0 = the spec's own tp and dp (no change).
+  int64_t tensor_parallel = 0;
+  int64_t data_parallel = 0;
 };
 
-/// One line naming the knobs: `zb-h1, m 16 x mbs 4, uniform split, recompute none`.
+/// One line naming the knobs: `zb-h1, m 16 x mbs 4, uniform split, recompute none`, with another tp
+/// `..., recompute none, tp 8 x dp 1`.
 std::string describe(const Knobs& knobs);
 
 /// The spec changes that select `knobs` (schedule, virtual_stages, microbatches, micro_batch_size, balance,
-/// train.recompute) on top of `spec`: pipeline.microbatch_group_size, pipeline.layers_per_stage and
+/// train.recompute; tensor_parallel and data_parallel when Knobs::tensor_parallel is set) on top of `spec`: pipeline.microbatch_group_size, pipeline.layers_per_stage and
 /// pipeline.zb_auto are removed when `spec` writes them (the generated candidates use the default group size,
 /// balance's split and no zb-auto costs; callers add an explicit split or zb-auto costs as changes of their
 /// own). train.recompute_every keeps the spec's value.

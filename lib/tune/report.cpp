@@ -35,8 +35,10 @@ std::string indented(const std::string& text, const std::string& indent) {
 std::string format_tune(const TuneResult& result, const config::JobSpec& spec, const TuneOptions& options) {
   const auto& p = spec.pipeline;
   const int64_t batch = p.microbatches * p.micro_batch_size;
-  std::string out = fmt::format("tune      {}: p {}, dp {}, {} sequences per replica per step (m x micro_batch_size)\n",
-                                spec.source, p.stages, std::max<int64_t>(p.data_parallel, 1), batch);
+  std::string out = fmt::format("tune      {}: p {}, dp {}{}, {} sequences per replica per step (m x micro_batch_size)\n",
+                                spec.source, p.stages, std::max<int64_t>(p.data_parallel, 1),
+                                p.tensor_parallel > 1 ? fmt::format(", tp {}", p.tensor_parallel) : std::string(),
+                                batch);
   if (options.affine) {
     const auto& fit = *options.affine;
     out += fmt::format("costs     {} ({}), per microbatch, each piece fitted as a + c x micro_batch_size through "
@@ -84,9 +86,25 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
   out += options.memory_gib > 0
              ? fmt::format("memory    at most {:g} GiB per pipeline rank ({})\n", options.memory_gib, options.memory_source)
              : std::string("memory    no limit (runtime.device_memory_gib is not set; --memory-gib N sets one)\n");
-  out += fmt::format("searched  gpipe, 1f1b, interleaved-1f1b v 2-4, zb-h1, zbv, zb-auto; m dividing {}; uniform, "
+  const auto tps = tensor_parallel_candidates(spec);
+  const int64_t spec_tp = tps.front(), ranks = spec_tp * std::max<int64_t>(p.data_parallel, 1);
+  std::string tp_text;
+  if (tps.size() > 1) {
+    tp_text = fmt::format("tp {} (tp x dp = {} kept: tp takes its ranks from dp and each replica runs tp / {} times "
+                          "the sequences; a layer's time divided by tp / {}; tp's all-reduces, 2 per block forward and "
+                          "2 backward, are not costed yet, so a larger tp looks faster than it runs)",
+                          fmt::join(tps, ", "), ranks, spec_tp, spec_tp);
+  } else if (p.data_parallel < 1) {
+    tp_text = fmt::format("tp {} only (pipeline.data_parallel 0 is derived at launch: no dp to trade for tp)", spec_tp);
+  } else {
+    tp_text = fmt::format("tp {} only (no other tp up to {} divides tp x dp = {} and the model's heads, kv_heads "
+                          "and ffn width)",
+                          spec_tp, kMostTensorParallel, ranks);
+  }
+  out += fmt::format("searched  {}; gpipe, 1f1b, interleaved-1f1b v 2-4, zb-h1, zbv, zb-auto; m dividing {}{}; uniform, "
                      "auto{} split; recompute none, full, blocks (every {})\n",
-                     batch, options.measured ? ", measured" : "", spec.train.recompute_every);
+                     tp_text, batch, tps.size() > 1 ? " x tp / the spec's tp" : "", options.measured ? ", measured" : "",
+                     spec.train.recompute_every);
   out += fmt::format("kept      runtime.precision {} and optimizer.distributed {}: the cost model does not predict "
                      "their time, so they change only where a configuration does not fit otherwise (memory levers)\n",
                      config::to_string(spec.runtime.precision), spec.optimizer.distributed ? "true" : "false");

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "plan/tensor_parallel.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/split_time.hpp"
@@ -107,10 +108,14 @@ std::string cost_list(const std::vector<double>& values) {
 }
 
 /// The cost model of a candidate `spec` laid out as `layout`: candidate_times at its micro batch size (against
-/// the searched spec's `spec_mbs`), the options' latency, reduction, defer penalty and transfer posting.
-schedule::CostModel candidate_costs(const TuneOptions& options, int64_t spec_mbs, const config::JobSpec& spec,
-                                    const plan::Layout& layout) {
-  const auto times = candidate_times(options, spec.pipeline.micro_batch_size, spec_mbs);
+/// the searched spec's `spec_mbs`) and its tensor-parallel size (against the spec's `spec_tp`: each rank computes
+/// 1/tp of a layer, so the times are scaled by spec_tp / tp; tp's all-reduces are not costed), the options'
+/// latency, reduction, defer penalty and transfer posting.
+schedule::CostModel candidate_costs(const TuneOptions& options, int64_t spec_mbs, int64_t spec_tp,
+                                    const config::JobSpec& spec, const plan::Layout& layout) {
+  auto times = candidate_times(options, spec.pipeline.micro_batch_size, spec_mbs);
+  const int64_t tp = std::max<int64_t>(spec.pipeline.tensor_parallel, 1);
+  if (tp != spec_tp) times = scaled(times, static_cast<double>(spec_tp) / static_cast<double>(tp));
   auto costs = schedule::job_cost_model(spec, layout, times, options.p2p_latency, options.grad_reduce);
   for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
   costs.transfer_post = options.transfer_post;
@@ -149,7 +154,8 @@ class Search {
   std::map<std::string, plan::Layout> layouts_;  // per schedule, v, m and split
   std::vector<Prepared> prepared_;
   std::vector<Evaluated> ranked_;
-  std::map<std::tuple<int64_t, Split, config::Recompute>, int64_t> zb_auto_combos_;  // (m, split, recompute)
+  /// (tp, m, split, recompute) -> the order of its zb-h1 candidate
+  std::map<std::tuple<int64_t, int64_t, Split, config::Recompute>, int64_t> zb_auto_combos_;
   Tally tally_;
   int64_t candidates_ = 0;
   int64_t simulated_ = 0;
@@ -171,7 +177,8 @@ std::shared_ptr<const schedule::Program> Search::program_of(const config::JobSpe
 }
 
 schedule::CostModel Search::costs_of(const config::JobSpec& spec, const plan::Layout& layout) const {
-  return candidate_costs(options_, spec_.pipeline.micro_batch_size, spec, layout);
+  return candidate_costs(options_, spec_.pipeline.micro_batch_size, std::max<int64_t>(spec_.pipeline.tensor_parallel, 1),
+                         spec, layout);
 }
 
 void Search::prepare(const Knobs& knobs, int64_t order) {
@@ -195,8 +202,8 @@ void Search::prepare(const Knobs& knobs, int64_t order) {
       candidate.spec = editor_.apply(candidate.changes);
     }
     // The layout depends on the schedule, v, m and the split, not on recompute: laid out once for the three.
-    const std::string key = fmt::format("{}/{}/{}/{}", config::to_string(knobs.kind), knobs.virtual_stages,
-                                        knobs.microbatches, to_string(knobs.split));
+    const std::string key = fmt::format("{}/{}/{}/{}/{}", config::to_string(knobs.kind), knobs.virtual_stages,
+                                        knobs.microbatches, to_string(knobs.split), knobs.tensor_parallel);
     auto layout = layouts_.find(key);
     if (layout == layouts_.end())
       layout = layouts_.emplace(key, schedule::job_layout(candidate.spec, *candidate.program)).first;
@@ -207,14 +214,15 @@ void Search::prepare(const Knobs& knobs, int64_t order) {
   }
   // The same blocks on the same stages as an earlier split of this schedule, m and recompute: one candidate.
   for (auto it = prepared_.rbegin(); it != prepared_.rend() && it->program == candidate.program; ++it) {
-    if (it->knobs.recompute == knobs.recompute && same_split(split_of(it->layout), split_of(candidate.layout))) {
+    if (it->knobs.recompute == knobs.recompute && it->knobs.tensor_parallel == knobs.tensor_parallel &&
+        same_split(split_of(it->layout), split_of(candidate.layout))) {
       tally_.add(fmt::format("duplicate: the {} split equals the {} split", to_string(knobs.split),
                              to_string(it->knobs.split)));
       return;
     }
   }
   if (knobs.kind == config::ScheduleKind::ZBH1)
-    zb_auto_combos_[{knobs.microbatches, knobs.split, knobs.recompute}] = order;
+    zb_auto_combos_[{knobs.tensor_parallel, knobs.microbatches, knobs.split, knobs.recompute}] = order;
   candidate.costs = costs_of(candidate.spec, candidate.layout);
   candidate.offset = offset_of(*candidate.program);
   candidate.bound = lower_bound(*candidate.program, candidate.costs) + candidate.offset;
@@ -231,11 +239,20 @@ void Search::enumerate() {
   if (options_.measured) splits.push_back(Split::Measured);
   const config::Recompute modes[] = {config::Recompute::None, config::Recompute::Full, config::Recompute::Blocks};
   const int64_t batch = spec_.pipeline.microbatches * spec_.pipeline.micro_batch_size;
+  const int64_t spec_tp = std::max<int64_t>(spec_.pipeline.tensor_parallel, 1);
+  const int64_t spec_dp = std::max<int64_t>(spec_.pipeline.data_parallel, 1);
   int64_t order = 0;
-  for (const auto& [kind, v] : kinds)
-    for (const int64_t m : divisors(batch))
-      for (const auto recompute : modes)
-        for (const auto split : splits) prepare({kind, v, m, batch / m, split, recompute}, order++);
+  // The spec's tp first; another tp takes its ranks from dp, and each replica then runs tp / spec_tp times the
+  // sequences, so that the ranks and the global batch stay the spec's.
+  for (const int64_t tp : tensor_parallel_candidates(spec_)) {
+    const int64_t replica_batch = batch * tp / spec_tp;
+    const int64_t knob_tp = tp == spec_tp ? 0 : tp, knob_dp = tp == spec_tp ? 0 : spec_dp * spec_tp / tp;
+    for (const auto& [kind, v] : kinds)
+      for (const int64_t m : divisors(replica_batch))
+        for (const auto recompute : modes)
+          for (const auto split : splits)
+            prepare({kind, v, m, replica_batch / m, split, recompute, knob_tp, knob_dp}, order++);
+  }
 }
 
 std::optional<Evaluated> Search::evaluate(const Prepared& candidate, double kth, double own_step) {
@@ -310,13 +327,13 @@ std::vector<Evaluated> Search::best() const {
 }
 
 void Search::place_zb_auto(const std::vector<Evaluated>& top) {
-  std::set<std::tuple<int64_t, Split, config::Recompute>> placed;
+  std::set<std::tuple<int64_t, int64_t, Split, config::Recompute>> placed;
   const int64_t p = spec_.pipeline.stages;
   int64_t order = static_cast<int64_t>(candidates_) + 1'000'000;
   for (const auto& entry : top) {
     const auto& k = entry.knobs;
     if (k.kind != config::ScheduleKind::ZBH1 && k.kind != config::ScheduleKind::OneFOneB) continue;
-    const auto combo = std::make_tuple(k.microbatches, k.split, k.recompute);
+    const auto combo = std::make_tuple(k.tensor_parallel, k.microbatches, k.split, k.recompute);
     if (!zb_auto_combos_.count(combo) || !placed.insert(combo).second) continue;
     ++candidates_;
     if (p * k.microbatches > kZbAutoMaxCells) {
@@ -328,7 +345,8 @@ void Search::place_zb_auto(const std::vector<Evaluated>& top) {
     const auto source = std::find_if(prepared_.begin(), prepared_.end(), [&](const Prepared& c) {
       return c.order == zb_auto_combos_.at(combo);
     });
-    Knobs knobs{config::ScheduleKind::ZBAuto, 1, k.microbatches, k.micro_batch_size, k.split, k.recompute};
+    Knobs knobs{config::ScheduleKind::ZBAuto, 1, k.microbatches, k.micro_batch_size, k.split, k.recompute,
+                k.tensor_parallel, k.data_parallel};
     auto changes = changes_of(knobs, spec_);
     std::vector<double> f, i, w, b;
     for (const auto& stage : source->costs.stages) {
@@ -475,6 +493,17 @@ double lower_bound(const schedule::Program& program, const schedule::CostModel& 
   return bound;
 }
 
+std::vector<int64_t> tensor_parallel_candidates(const config::JobSpec& spec) {
+  const int64_t spec_tp = std::max<int64_t>(spec.pipeline.tensor_parallel, 1);
+  std::vector<int64_t> out{spec_tp};
+  if (spec.pipeline.data_parallel < 1) return out;  // dp derived at launch: nothing to trade
+  const int64_t ranks = spec_tp * spec.pipeline.data_parallel;  // tp x dp, kept
+  for (const int64_t tp : plan::tensor_parallel_sizes(spec.model, kMostTensorParallel)) {
+    if (tp != spec_tp && tp % spec_tp == 0 && ranks % tp == 0) out.push_back(tp);
+  }
+  return out;
+}
+
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> low, high;
   for (int64_t d = 1; d * d <= n; ++d) {
@@ -523,7 +552,8 @@ Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options) {
     try {
       const auto program = schedule::job_program(probe.spec);
       const auto layout = schedule::job_layout(probe.spec, program);
-      const auto costs = candidate_costs(options, spec.pipeline.micro_batch_size, probe.spec, layout);
+      const auto costs = candidate_costs(options, spec.pipeline.micro_batch_size,
+                                         std::max<int64_t>(spec.pipeline.tensor_parallel, 1), probe.spec, layout);
       const double simulated = schedule::simulate(program, costs).step_time;
       // Measured under half or over ten times the simulated step: the run's metrics.jsonl and trace.json
       // cannot both be right (a loaded 2-core machine measured up to 1.8 times: docs/benchmarks.md).

@@ -133,6 +133,15 @@ double lower_bound(const schedule::Program& program, const schedule::CostModel& 
 /// taking the scheduler's costs from a profiled run is Zero Bubble's (arXiv 2401.10241 §3); the fit is ours.
 Calibration calibrate(const config::JobSpec& spec, const TuneOptions& options);
 
+/// The most tensor-parallel ranks a candidate gets: the GPUs of one node (a tp group's all-reduces stay on NVLink).
+inline constexpr int64_t kMostTensorParallel = 8;
+
+/// The tensor-parallel sizes the search tries, the spec's first: every tp <= kMostTensorParallel the model allows
+/// (plan::tensor_parallel_sizes: heads, kv_heads and the ffn width divisible; the rules check each candidate
+/// again) that is a multiple of the spec's tp and divides tp x dp, which stays the spec's (tp takes its ranks from
+/// dp). Only the spec's own when pipeline.data_parallel is 0 (derived at launch).
+std::vector<int64_t> tensor_parallel_candidates(const config::JobSpec& spec);
+
 /// Every divisor of `n` (>= 1), ascending.
 std::vector<int64_t> divisors(int64_t n);
 
@@ -144,9 +153,12 @@ plan::LayerTimes scaled(const plan::LayerTimes& times, double factor);
 /// probes, else `times` scaled by mbs / `spec_mbs` (the spec's micro_batch_size; proportional model).
 plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_t spec_mbs);
 
-/// The search (docs/planning.md, "Letting ppctl choose"). Candidates: schedules gpipe, 1f1b, interleaved-1f1b with
-/// v 2, 3, 4, zb-h1, zbv, and zb-auto; every m dividing the global batch per replica (m x micro_batch_size of
-/// `spec`) with micro_batch_size = that batch / m (with two probes, only sizes affine.hpp's searched() takes;
+/// The search (docs/planning.md, "Letting ppctl choose"). Candidates: the tensor-parallel sizes of
+/// tensor_parallel_candidates, each with dp = the spec's tp x dp / tp and the sequences per replica scaled by tp /
+/// the spec's tp (the ranks and the global batch stay the spec's), its layer times divided by tp / the spec's tp
+/// (each rank computes its share of a layer; the all-reduces tp adds are not costed); schedules gpipe, 1f1b,
+/// interleaved-1f1b with v 2, 3, 4, zb-h1, zbv, and zb-auto; every m dividing the global batch per replica
+/// (m x micro_batch_size of `spec`, at the candidate's tp) with micro_batch_size = that batch / m (with two probes, only sizes affine.hpp's searched() takes;
 /// the others counted as ruled out); the uniform split, balance auto's, and with measured times
 /// schedule::balance_by_times's; train.recompute none, full, blocks (recompute_every as the spec's). Each is
 /// the spec's YAML with its lines applied, validated by config::parse_job_spec and schedule::job_program

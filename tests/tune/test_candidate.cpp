@@ -89,3 +89,14 @@ TEST_CASE("a candidate that breaks a spec rule is refused by the loader, counted
 TEST_CASE("SpecEditor refuses a spec that is not a YAML mapping") {
   CHECK_THROWS_AS(tune::SpecEditor("- just\n- a list\n", ""), ConfigError);
 }
+
+TEST_CASE("a candidate at another tp names it and the dp it leaves; at the spec's tp neither key is written") {
+  config::JobSpec spec;
+  tune::Knobs knobs{config::ScheduleKind::OneFOneB, 1, 16, 1, tune::Split::Uniform, config::Recompute::Full, 4, 2};
+  CHECK(tune::describe(knobs) == "1f1b, m 16 x mbs 1, uniform split, recompute full, tp 4 x dp 2");
+  CHECK_THAT(tune::yaml_lines(tune::changes_of(knobs, spec)),
+             Catch::Matchers::ContainsSubstring("balance: uniform, tensor_parallel: 4, data_parallel: 2}"));
+  knobs.tensor_parallel = knobs.data_parallel = 0;
+  CHECK(tune::describe(knobs) == "1f1b, m 16 x mbs 1, uniform split, recompute full");
+  CHECK_THAT(tune::yaml_lines(tune::changes_of(knobs, spec)), !Catch::Matchers::ContainsSubstring("parallel"));
+}

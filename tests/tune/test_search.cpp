@@ -13,6 +13,8 @@
 
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "plan/balance.hpp"
+#include "plan/layer_times.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
@@ -313,4 +315,72 @@ TEST_CASE("a zb-auto candidate's pipeline.zb_auto gives B (b) beside F, I and W,
     }
   }
   CHECK(zb_auto > 0);
+}
+
+namespace {
+
+/// Llama-3.1-405B on pp 16 x dp 8 without tp, bf16-params, distributed, recompute full, against an H200: its
+/// static bytes alone (25e9 parameters a rank) exceed 140.4 GiB.
+const std::string k405b = R"(model: {arch: llama, layers: 126, hidden: 16384, heads: 128, kv_heads: 8, ffn_hidden: 53248,
+        vocab_size: 128256, seq_len: 8192, tie_embeddings: false}
+pipeline: {stages: 16, data_parallel: 8, schedule: 1f1b, micro_batch_size: 1, microbatches: 16}
+data: {path: corpus.txt}
+optimizer: {distributed: true}
+train: {recompute: full}
+runtime: {device: cuda, precision: bf16-params, device_memory_gib: 140.4}
+)";
+
+}  // namespace
+
+TEST_CASE("the tp sizes searched: the spec's first, then those that divide tp x dp and the model, at most 8") {
+  test::TempDir dir;
+  auto job = job_in(dir);  // 4 heads, dp 0 (derived at launch): nothing to trade
+  CHECK(tune::tensor_parallel_candidates(job.spec) == std::vector<int64_t>{1});
+  job.spec.pipeline.data_parallel = 4;
+  CHECK(tune::tensor_parallel_candidates(job.spec) == std::vector<int64_t>{1, 2, 4});
+  job.spec.pipeline.data_parallel = 3;  // tp x dp = 3: no tp of 4 heads divides it
+  CHECK(tune::tensor_parallel_candidates(job.spec) == std::vector<int64_t>{1});
+  job.spec.pipeline.data_parallel = 8;
+  job.spec.pipeline.tensor_parallel = 2;  // multiples of the spec's tp only, tp x dp = 16 kept
+  CHECK(tune::tensor_parallel_candidates(job.spec) == std::vector<int64_t>{2, 4});
+}
+
+TEST_CASE("Llama-3.1-405B on pp 16 x dp 8: the tuner fits it only with tp, taken from dp, and says tp is not costed") {
+  test::TempDir dir;
+  test::write_checked(dir.path / "corpus.txt", std::string(20000, 'a'));
+  const auto spec = config::parse_job_spec(k405b, (dir.path / "job.yaml").string(), dir.path.string());
+  const auto program = schedule::job_program(spec);
+  const auto layout = schedule::job_layout(spec, program);
+  tune::TuneOptions options;
+  options.times = plan::layer_times(plan::flop_layer_costs(spec.model), spec.model.layers);
+  options.times_source = "FLOP model";
+  options.unit = "units";
+  options.memory_gib = 140.4;
+  options.memory_source = "runtime.device_memory_gib";
+  const auto result = tune::tune(spec, k405b, dir.path.string(), layout, program, options);
+  REQUIRE(!result.top.empty());
+  CHECK(!result.own.fits);
+  const tune::SpecEditor editor(k405b, dir.path.string());
+  for (const auto& entry : result.top) {
+    INFO(tune::describe(entry.knobs));
+    REQUIRE(entry.knobs.tensor_parallel > 1);
+    CHECK(entry.knobs.tensor_parallel * entry.knobs.data_parallel == 8);  // the spec's ranks
+    const auto candidate = editor.apply(entry.changes);
+    CHECK(candidate.pipeline.tensor_parallel == entry.knobs.tensor_parallel);
+    // The global batch is the spec's: dp x m x micro_batch_size = 8 x 16.
+    CHECK(candidate.pipeline.data_parallel * candidate.pipeline.microbatches * candidate.pipeline.micro_batch_size ==
+          8 * 16);
+    int64_t peak = 0;
+    const auto candidate_program = schedule::job_program(candidate);
+    for (const auto& r : schedule::estimate_memory(candidate, schedule::job_layout(candidate, candidate_program),
+                                                   candidate_program))
+      peak = std::max(peak, r.total());
+    CHECK(peak == entry.peak_bytes);
+    CHECK(static_cast<double>(peak) <= 140.4 * 1024.0 * 1024.0 * 1024.0);
+  }
+  const auto text = tune::format_tune(result, spec, options);
+  CHECK_THAT(text, ContainsSubstring("searched  tp 1, 2, 4, 8 (tp x dp = 8 kept") &&
+                       ContainsSubstring("are not costed yet, so a larger tp looks faster than it runs") &&
+                       ContainsSubstring(", tp 8 x dp 1\n      pipeline: {") &&
+                       ContainsSubstring("tensor_parallel: 8, data_parallel: 1}"));
 }
