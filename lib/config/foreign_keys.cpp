@@ -34,7 +34,6 @@ const std::vector<ForeignKey>& foreign_keys() {
       {"data_parallel_size", "Megatron-LM", "pipeline.data_parallel", ""},
       {"tensor_model_parallel_size", "Megatron-LM", "pipeline.tensor_parallel", ""},
       {"context_parallel_size", "Megatron-LM", "", "ppctl has no context parallelism: remove it"},
-      {"sequence_parallel", "Megatron-LM", "", "ppctl has no sequence parallelism: remove it"},
       {"expert_model_parallel_size", "Megatron-LM", "", "ppctl has no mixture-of-experts layers: remove it"},
       {"train_iters", "Megatron-LM", "train.steps", ""},
       {"lr_warmup_iters", "Megatron-LM", "optimizer.warmup_steps", ""},

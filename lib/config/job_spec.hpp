@@ -238,6 +238,10 @@ struct PipelineSpec {
                                 ///< column- and row-parallel layers, model/tensor_parallel.hpp), ranks ordered tp
                                 ///< fastest (plan/rank_grid.hpp). Range [1, 1024]; rules.cpp checks model.heads,
                                 ///< kv_heads, the ffn width and the vocabulary against it.
+  bool sequence_parallel = true;  ///< with t > 1: norms, dropout and the residual stream split along the sequence
+                                  ///< (Korthikanti et al., arXiv 2205.05198 §4.2.2): all-gather before and
+                                  ///< reduce-scatter after each tensor-parallel region instead of all-reduces, and
+                                  ///< the pipeline sends seq_len / t of each microbatch. No effect at t = 1.
   std::string schedule_file;    ///< custom: CSV schedule, one row per rank (relative to the spec's folder; resolved
                                 ///< to an absolute path by the loader). Required for custom, not allowed otherwise.
   std::vector<int64_t> layers_per_stage;  ///< explicit split: blocks of each of the stages x virtual_stages

@@ -330,8 +330,9 @@ void check_arch_fields(SpecState& s) {
 
 /// pipeline.tensor_parallel t against the model (Megatron-LM's column- and row-parallel split, model/tensor_parallel.hpp):
 /// every rank holds heads / t query heads, kv_heads / t key/value heads (no replication of key/value heads) and
-/// ffn / t MLP columns; the vocabulary is split into t contiguous shards of ceil(vocab / t) rows (the last one
-/// shorter), so it needs at least t entries but no padding.
+/// ffn / t MLP columns; the vocabulary is split into t contiguous shards differing by at most one row
+/// (model::shard_range), so it needs at least t entries but no padding; with sequence parallelism each rank holds seq_len / t
+/// positions.
 void check_tensor_parallel(SpecState& s) {
   const ModelSpec& m = s.spec.model;
   const int64_t t = s.spec.pipeline.tensor_parallel;
@@ -361,6 +362,14 @@ void check_tensor_parallel(SpecState& s) {
                                       tp),
                           fmt::format("use a tensor_parallel that divides {} such as {}", ffn,
                                       divisors_near(ffn, t)));
+  }
+  if (s.spec.pipeline.sequence_parallel && s.usable("pipeline.sequence_parallel") && s.usable("model.seq_len") &&
+      m.seq_len % t != 0) {
+    s.combination_problem("model.seq_len", "pipeline.tensor_parallel", std::to_string(m.seq_len),
+                          fmt::format("must be a multiple of {} with pipeline.sequence_parallel: each rank holds "
+                                      "seq_len / t positions of the residual stream",
+                                      tp),
+                          fmt::format("use a seq_len that {} divides, or set pipeline.sequence_parallel: false", t));
   }
   if (s.usable("model.vocab_size") && m.vocab_size < t) {
     s.combination_problem("model.vocab_size", "pipeline.tensor_parallel", std::to_string(m.vocab_size),

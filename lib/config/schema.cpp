@@ -242,6 +242,9 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
         // Checked against the model's heads, kv_heads, ffn width and vocabulary (rules.cpp, check_tensor_parallel).
         int_field("tensor_parallel", p.tensor_parallel, {1, 1024},
                   "tensor-parallel size: ranks that split each stage's layers (one node's GPUs)"),
+        // Checked against model.seq_len (rules.cpp, check_tensor_parallel).
+        bool_field("sequence_parallel", p.sequence_parallel,
+                   "with tensor_parallel > 1: split norms, dropout and activations along the sequence"),
         // Checked against the schedule once every key is read (rules.cpp, check_schedule_file).
         text_field("schedule_file", p.schedule_file, "path", "a path such as schedules/mine.csv",
                    "custom only: the CSV file of every rank's actions"),

@@ -145,7 +145,8 @@ int run_worker(const WorkerOptions& options) {
   for (auto* group : {groups.tensor_parallel.get(), groups.pipeline.get(), groups.data_parallel.get()}) {
     if (group != nullptr) check_same_program(*group, program);
   }
-  const model::TensorParallel tp{layout.tensor_parallel, coords.tp, groups.tensor_parallel.get()};
+  const model::TensorParallel tp{layout.tensor_parallel, coords.tp, groups.tensor_parallel.get(),
+                                 spec.pipeline.sequence_parallel};
   comm::Communicator* comm = groups.pipeline.get();
   // Progress for the launcher's stall report: the store exists now (the groups are built on it);
   // a job of one rank has no store and no peer to blame.
@@ -185,8 +186,10 @@ int run_worker(const WorkerOptions& options) {
     dataset = std::make_unique<data::Dataset>(spec);
   }
 
+  // With sequence parallelism each tp rank sends and receives its seq_len / t positions.
+  const auto positions = model::sequence_range(spec.model.seq_len, tp);
   runtime::Executor executor(by_stage, program, static_cast<int>(coords.pp), comm,
-                             {spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden},
+                             {spec.pipeline.micro_batch_size, positions.second - positions.first, spec.model.hidden},
                              device, {spec.train.recompute, spec.train.recompute_every},
                              runtime::p2p_torch_dtype(spec.runtime));
   const int64_t steps = spec.train.steps;  // --steps applied by load_spec

@@ -30,14 +30,17 @@ ParallelLinear make_linear(int64_t in, int64_t out, bool bias, ParallelStyle sty
 void init_linear(ParallelLinear& linear, at::Generator& gen, double std) { linear->init_normal(gen, std); }
 
 torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutContext& ctx, int64_t layer,
-                             int64_t site) {
+                             int64_t site, const TensorParallel& tp) {
   if (!ctx.training || p <= 0.0) return x;
   uint64_t key = mix(mix(mix(mix(ctx.seed, static_cast<uint64_t>(ctx.step)),
                              static_cast<uint64_t>(ctx.microbatch)),
                          static_cast<uint64_t>(layer + 3)),
                      static_cast<uint64_t>(site));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(key);
-  auto keep = torch::empty(x.sizes(), torch::dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
+  auto sizes = x.sizes().vec();
+  if (tp.splits_sequence()) sizes.at(1) *= tp.size;  // the whole sequence's mask, then this rank's positions
+  auto keep = torch::empty(sizes, torch::dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
+  if (tp.splits_sequence()) keep = keep.narrow(1, tp.rank * x.size(1), x.size(1));
   return x * keep.to(x.device(), x.scalar_type()) / (1.0 - p);
 }
 

@@ -46,9 +46,11 @@ void init_linear(ParallelLinear& linear, at::Generator& gen, double std);
 /// Inverted dropout of `x` with probability `p` whose mask comes from a generator keyed by (`ctx`,
 /// `layer`, `site`) — not from the global RNG — so that every partition of the model, and every
 /// recomputation, draws the same mask. `layer` is -1 for the embedding, else the global block index;
-/// `site` numbers the dropouts within it. Returns `x` itself when not training or p is 0.
+/// `site` numbers the dropouts within it. Returns `x` itself when not training or p is 0. With sequence
+/// parallelism over `tp`, x [batch, s / t, hidden] is this rank's part of the sequence and its mask the same part
+/// of the whole sequence's mask, so a run's masks do not depend on t.
 torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutContext& ctx, int64_t layer,
-                             int64_t site);
+                             int64_t site, const TensorParallel& tp = {});
 
 /// One transformer block of some architecture, built for its global layer index. Input and output
 /// [batch, seq_len, hidden], float (fp32 residual stream; bf16 inside under autocast).

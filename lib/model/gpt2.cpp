@@ -5,17 +5,21 @@
 
 namespace ppctl::model {
 
-Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t hidden, double eps) : hidden_(hidden), eps_(eps) {
+Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t hidden, double eps, const TensorParallel& partial)
+    : hidden_(hidden), eps_(eps), partial_(partial) {
   weight = register_parameter("weight", torch::ones({hidden}));
   bias = register_parameter("bias", torch::zeros({hidden}));
 }
 
 torch::Tensor Gpt2LayerNormImpl::forward(const torch::Tensor& x) {
   const auto type = x.scalar_type();  // a no-op unless the weights are bf16 and x is not
-  return torch::layer_norm(x, {hidden_}, weight.to(type), bias.to(type), eps_);
+  return torch::layer_norm(x, {hidden_}, tensor_parallel_copy(weight, partial_).to(type),
+                           tensor_parallel_copy(bias, partial_).to(type), eps_);
 }
 
-Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec) { return Gpt2LayerNorm(spec.hidden, spec.norm_eps); }
+Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec, const TensorParallel& partial) {
+  return Gpt2LayerNorm(spec.hidden, spec.norm_eps, partial);
+}
 
 Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed,
                              const TensorParallel& tp)
@@ -27,10 +31,10 @@ Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index,
       tp_(tp) {
   const int64_t h = spec.hidden;
   const int64_t f = config::ffn_hidden_of(spec);
-  ln1_ = register_module("ln1", gpt2_layer_norm(spec));
+  ln1_ = register_module("ln1", gpt2_layer_norm(spec, tp.over_sequence()));
   qkv_ = register_module("qkv", make_linear(h, 3 * h, true, ParallelStyle::Column, tp, 3));
   proj_ = register_module("proj", make_linear(h, h, true, ParallelStyle::Row, tp));
-  ln2_ = register_module("ln2", gpt2_layer_norm(spec));
+  ln2_ = register_module("ln2", gpt2_layer_norm(spec, tp.over_sequence()));
   fc1_ = register_module("fc1", make_linear(h, f, true, ParallelStyle::Column, tp));
   fc2_ = register_module("fc2", make_linear(f, h, true, ParallelStyle::Row, tp));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));
@@ -42,9 +46,10 @@ Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index,
 }
 
 torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
-  const auto batch = x.size(0), seq = x.size(1);
+  const auto normed = enter_tensor_parallel(ln1_->forward(x), tp_);  // the whole sequence from here
+  const auto batch = normed.size(0), seq = normed.size(1);
   const auto width = heads_ * head_dim_;  // this rank's heads
-  auto qkv = qkv_->forward(tensor_parallel_copy(ln1_->forward(x), tp_)).chunk(3, -1);
+  auto qkv = qkv_->forward(normed).chunk(3, -1);
   auto split_heads = [&](const torch::Tensor& t) {
     return t.view({batch, seq, heads_, head_dim_}).transpose(1, 2);
   };
@@ -52,10 +57,10 @@ torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const DropoutContex
                                                split_heads(qkv[2]), /*attn_mask=*/{},
                                                /*dropout_p=*/0.0, /*is_causal=*/true);
   attn = attn.transpose(1, 2).reshape({batch, seq, width});
-  auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
-  auto inner = fc1_->forward(tensor_parallel_copy(ln2_->forward(h), tp_));
+  auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0, tp_);
+  auto inner = fc1_->forward(enter_tensor_parallel(ln2_->forward(h), tp_));
   auto mlp = fc2_->forward(gelu_tanh_ ? torch::gelu(inner, "tanh") : torch::gelu(inner));
-  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
+  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1, tp_);
 }
 
 }  // namespace ppctl::model

@@ -12,15 +12,18 @@ namespace ppctl::model {
 /// and bias are taken in x's type: with bf16 weights (runtime.precision bf16-params) and an fp32
 /// residual stream the norm runs in fp32, as autocast's fp32 policy for layer_norm does on CUDA
 /// (CPU's autocast has no such rule, and its layer_norm refuses fp32 inputs with bf16 weights).
+/// `partial`: the group over which it sees only part of the sequence (sequence parallelism: the weight's and
+/// bias's gradients are summed over it); inactive by default.
 class Gpt2LayerNormImpl : public torch::nn::Module {
  public:
-  Gpt2LayerNormImpl(int64_t hidden, double eps);
+  Gpt2LayerNormImpl(int64_t hidden, double eps, const TensorParallel& partial = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight, bias;
 
  private:
   int64_t hidden_;
   double eps_;
+  TensorParallel partial_;
 };
 TORCH_MODULE(Gpt2LayerNorm);
 
@@ -32,7 +35,9 @@ TORCH_MODULE(Gpt2LayerNorm);
 /// Over `tp` (t ranks, Megatron-LM's split, arXiv 1909.08053 §3): qkv column-parallel by heads (heads / t
 /// of each of q, k and v), proj row-parallel, fc1 column-parallel, fc2 row-parallel; the norms and the
 /// residual stream replicated; one all-reduce after attention and one after the MLP forward, one before
-/// each backward.
+/// each backward. With sequence parallelism (tp.sequence_parallel) x and the output are this rank's
+/// [batch, seq / t, hidden]: the norms and dropout work on it, and an all-gather enters and a reduce-scatter
+/// leaves each tensor-parallel region instead (arXiv 2205.05198 §4.2.2).
 class Gpt2BlockImpl : public DecoderBlock {
  public:
   Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed, const TensorParallel& tp = {});
@@ -49,7 +54,7 @@ class Gpt2BlockImpl : public DecoderBlock {
   ParallelLinear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 
-/// GPT-2's LayerNorm of model.hidden with epsilon model.norm_eps (weight 1, bias 0).
-Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec);
+/// GPT-2's LayerNorm of model.hidden with epsilon model.norm_eps (weight 1, bias 0), `partial` as above.
+Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec, const TensorParallel& partial = {});
 
 }  // namespace ppctl::model

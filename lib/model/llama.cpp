@@ -43,7 +43,7 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
   const int64_t q_width = spec.heads * head_dim_, kv_width = config::kv_heads_of(spec) * head_dim_;
   const bool qkv_bias = spec.arch == config::Arch::Qwen2;
   const auto column = ParallelStyle::Column, row = ParallelStyle::Row;
-  attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps));
+  attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps, tp.over_sequence()));
   q_proj_ = register_module("q_proj", make_linear(h, q_width, qkv_bias, column, tp));
   k_proj_ = register_module("k_proj", make_linear(h, kv_width, qkv_bias, column, tp));
   v_proj_ = register_module("v_proj", make_linear(h, kv_width, qkv_bias, column, tp));
@@ -52,7 +52,7 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
     q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps, tp));
     k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps, tp));
   }
-  mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps));
+  mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps, tp.over_sequence()));
   gate_proj_ = register_module("gate_proj", make_linear(h, f, false, column, tp));
   up_proj_ = register_module("up_proj", make_linear(h, f, false, column, tp));
   down_proj_ = register_module("down_proj", make_linear(f, h, false, row, tp));
@@ -65,8 +65,8 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
 }
 
 torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
-  const auto batch = x.size(0), seq = x.size(1);
-  const auto normed = tensor_parallel_copy(attn_norm_->forward(x), tp_);  // f: once for q, k and v
+  const auto normed = enter_tensor_parallel(attn_norm_->forward(x), tp_);  // once for q, k and v; whole sequence
+  const auto batch = normed.size(0), seq = normed.size(1);
   // [batch, seq, heads, head_dim] -> [batch, heads, seq, head_dim], qwen3's per-head norm before the turn
   auto split_heads = [&](const torch::Tensor& t, int64_t heads, RMSNorm& norm) {
     const auto per_head = t.view({batch, seq, heads, head_dim_});
@@ -83,10 +83,10 @@ torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutConte
   }
   auto attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
   attn = attn.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_});
-  const auto h = x + seeded_dropout(o_proj_->forward(attn), dropout_p_, dropout, layer_index_, 0);
-  const auto m = tensor_parallel_copy(mlp_norm_->forward(h), tp_);  // f: once for gate and up
+  const auto h = x + seeded_dropout(o_proj_->forward(attn), dropout_p_, dropout, layer_index_, 0, tp_);
+  const auto m = enter_tensor_parallel(mlp_norm_->forward(h), tp_);  // once for gate and up
   const auto mlp = down_proj_->forward(torch::silu(gate_proj_->forward(m)) * up_proj_->forward(m));
-  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1);
+  return h + seeded_dropout(mlp, dropout_p_, dropout, layer_index_, 1, tp_);
 }
 
 }  // namespace ppctl::model

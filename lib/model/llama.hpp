@@ -53,7 +53,7 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 /// Over `tp` (t ranks, Megatron-LM's split): q_proj, k_proj, v_proj column-parallel by heads (heads / t query
 /// and kv_heads / t key/value heads per rank, so each rank's query heads read its own key/value heads),
 /// o_proj row-parallel; gate_proj and up_proj column-parallel, down_proj row-parallel; attn_norm and
-/// mlp_norm replicated.
+/// mlp_norm replicated. With sequence parallelism, as gpt2's block: x and the output [batch, seq / t, hidden].
 class LlamaBlockImpl : public DecoderBlock {
  public:
   LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed, const TensorParallel& tp = {});

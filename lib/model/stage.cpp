@@ -27,10 +27,11 @@ std::shared_ptr<DecoderBlock> make_block(const config::ModelSpec& spec, int64_t 
   throw InternalError("make_block: unknown Arch");
 }
 
-/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama family), epsilon model.norm_eps.
-torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec) {
-  if (config::llama_family(spec.arch)) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps));
-  return torch::nn::AnyModule(gpt2_layer_norm(spec));
+/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama family), epsilon model.norm_eps; `partial`:
+/// the group whose ranks each normalise part of the sequence (sequence parallelism), else inactive.
+torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec, const TensorParallel& partial) {
+  if (config::llama_family(spec.arch)) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps, partial));
+  return torch::nn::AnyModule(gpt2_layer_norm(spec, partial));
 }
 
 /// The head's use of the token embedding's weight on a stage holding both ends, under bf16 weights:
@@ -73,7 +74,7 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
     blocks_.push_back(register_module(fmt::format("block{}", i), make_block(spec, i, seed, tp)));
   }
   if (layout.has_head) {
-    ln_f_ = make_final_norm(spec);
+    ln_f_ = make_final_norm(spec, tp.over_sequence());
     register_module("ln_f", ln_f_.ptr());
     if (!(spec.tie_embeddings && layout.has_embedding)) {  // else the head uses tok_embed's weight
       lm_head_ = register_module("lm_head", make_linear(spec.hidden, spec.vocab_size, false, ParallelStyle::Column, tp));
@@ -105,18 +106,20 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
   for (int64_t part = begin; part < end; ++part) {
     const int64_t block = part - first_block;
     if (block < 0) {
+      const auto [first, last] = sequence_range(x.size(1), tp_);  // this rank's positions (all without SP)
       x = tok_embed_->forward(x);
       // bf16 weights: the residual stream stays fp32 as under bf16 over fp32 weights (positions add in fp32)
       if (precision_ == config::Precision::Bf16Params) x = x.to(torch::kFloat);
       if (pos_embed_) {
-        auto positions = torch::arange(x.size(1), torch::dtype(torch::kLong).device(x.device()));
-        x = x + pos_embed_->forward(positions).unsqueeze(0);
+        auto positions = torch::arange(first, last, torch::dtype(torch::kLong).device(x.device()));
+        const auto table = tensor_parallel_copy(pos_embed_->weight, tp_.over_sequence());
+        x = x + torch::nn::functional::embedding(positions, table).unsqueeze(0);
       }
-      x = seeded_dropout(x, spec_.dropout, dropout, -1, 0);
+      x = seeded_dropout(x, spec_.dropout, dropout, -1, 0, tp_);
     } else if (block < blocks) {
       x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
     } else {
-      x = tensor_parallel_copy(ln_f_.forward<torch::Tensor>(x), tp_);  // f before the column-parallel head
+      x = enter_tensor_parallel(ln_f_.forward<torch::Tensor>(x), tp_);  // into the column-parallel head
       if (lm_head_) {
         x = lm_head_->forward(x);
       } else {

@@ -33,7 +33,9 @@ class StageModuleImpl : public torch::nn::Module {
 
   /// First stage: token ids [batch, seq_len] int64 -> hidden [batch, seq_len, hidden].
   /// Middle stages: hidden -> hidden. Last stage: -> logits [batch, seq_len, vocab_size], at t > 1 this
-  /// rank's vocabulary rows only [batch, seq_len, rows] (vocab_rows()).
+  /// rank's vocabulary rows only [batch, seq_len, rows] (vocab_rows()). With sequence parallelism every hidden
+  /// state is this rank's part of the sequence, [batch, seq_len / t, hidden] (model::sequence_range); the
+  /// token ids and the logits cover the whole sequence.
   /// The same as forward_parts(input, 0, num_parts(), dropout).
   torch::Tensor forward(const torch::Tensor& input, const DropoutContext& dropout);
 

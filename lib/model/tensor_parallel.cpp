@@ -49,6 +49,45 @@ struct ReduceRegion : public torch::autograd::Function<ReduceRegion> {
   static variable_list backward(AutogradContext* /*ctx*/, variable_list grads) { return {grads[0], torch::Tensor()}; }
 };
 
+/// [batch, s / t, hidden] from every rank -> [batch, s, hidden], rank r's at positions [r s/t, (r+1) s/t).
+torch::Tensor all_gather_sequence(const torch::Tensor& x, comm::Communicator& group) {
+  const int64_t t = group.world_size();
+  auto gathered = torch::empty({t, x.size(0), x.size(1), x.size(2)}, x.options());
+  gathered[group.rank()].copy_(x);
+  auto flat = gathered.view({-1});
+  group.wait(group.all_gather_inplace_async(flat, "tensor-parallel all-gather along the sequence"));
+  return gathered.permute({1, 0, 2, 3}).reshape({x.size(0), t * x.size(1), x.size(2)});
+}
+
+/// [batch, s, hidden] partial sums on every rank -> this rank's positions of the sum, [batch, s / t, hidden].
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, comm::Communicator& group) {
+  const int64_t t = group.world_size();
+  auto parts = x.reshape({x.size(0), t, x.size(1) / t, x.size(2)}).permute({1, 0, 2, 3}).contiguous();
+  auto flat = parts.view({-1});
+  group.wait(group.reduce_scatter_sum_async(flat, "tensor-parallel reduce-scatter along the sequence"));
+  return parts[group.rank()].clone();
+}
+
+struct GatherSequence : public torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const TensorParallel& tp) {
+    keep_group(ctx, tp);
+    return all_gather_sequence(x.contiguous(), *tp.group);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter_sequence(grads[0], group_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const TensorParallel& tp) {
+    keep_group(ctx, tp);
+    return reduce_scatter_sequence(x, *tp.group);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_gather_sequence(grads[0].contiguous(), group_of(ctx)), torch::Tensor()};
+  }
+};
+
 /// Megatron's _VocabParallelCrossEntropy: forward keeps this rank's softmax rows and where the targets fall.
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
@@ -87,8 +126,10 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
 std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t size, int64_t rank) {
   PPCTL_ASSERT(size >= 1 && rank >= 0 && rank < size && n >= size,
                fmt::format("shard {} of {} over {} rows", rank, size, n));
-  const int64_t chunk = (n + size - 1) / size;
-  return {std::min(n, rank * chunk), std::min(n, (rank + 1) * chunk)};
+  // The first n mod size ranks hold one row more: every rank holds at least one (n >= size), none differ by two.
+  const int64_t base = n / size, extra = n % size;
+  const int64_t begin = rank * base + std::min(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
 }
 
 Split parameter_split(const std::string& name) {
@@ -141,6 +182,20 @@ torch::Tensor tensor_parallel_reduce(const torch::Tensor& x, const TensorParalle
   return tp.active() ? ReduceRegion::apply(x, tp) : x;
 }
 
+torch::Tensor enter_tensor_parallel(const torch::Tensor& x, const TensorParallel& tp) {
+  return tp.splits_sequence() ? GatherSequence::apply(x, tp) : tensor_parallel_copy(x, tp);
+}
+
+torch::Tensor leave_tensor_parallel(const torch::Tensor& x, const TensorParallel& tp) {
+  return tp.splits_sequence() ? ScatterSequence::apply(x, tp) : tensor_parallel_reduce(x, tp);
+}
+
+std::pair<int64_t, int64_t> sequence_range(int64_t seq, const TensorParallel& tp) {
+  if (!tp.splits_sequence()) return {0, seq};
+  PPCTL_ASSERT(seq % tp.size == 0, fmt::format("a sequence of {} over {} ranks", seq, tp.size));
+  return {tp.rank * (seq / tp.size), (tp.rank + 1) * (seq / tp.size)};
+}
+
 ParallelLinearImpl::ParallelLinearImpl(int64_t in, int64_t out, bool bias, ParallelStyle style,
                                        const TensorParallel& tp, int64_t parts)
     : in_(in), out_(out), style_(tp.active() ? style : ParallelStyle::Replicated), tp_(tp) {
@@ -160,8 +215,8 @@ ParallelLinearImpl::ParallelLinearImpl(int64_t in, int64_t out, bool bias, Paral
 
 torch::Tensor ParallelLinearImpl::forward(const torch::Tensor& x) {
   if (style_ != ParallelStyle::Row) return torch::nn::functional::linear(x, weight, bias);
-  auto y = tensor_parallel_reduce(torch::nn::functional::linear(x, weight), tp_);
-  return bias.defined() ? y + bias : y;
+  auto y = leave_tensor_parallel(torch::nn::functional::linear(x, weight), tp_);
+  return bias.defined() ? y + tensor_parallel_copy(bias, tp_.over_sequence()) : y;
 }
 
 void ParallelLinearImpl::init_normal(at::Generator& gen, double std) {
@@ -187,7 +242,7 @@ torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {
   const auto mine = (local >= 0) & (local < rows_.second - rows_.first);
   const auto looked_up =
       torch::nn::functional::embedding(torch::where(mine, local, torch::zeros_like(local)), weight);
-  return tensor_parallel_reduce(looked_up * mine.unsqueeze(-1).to(looked_up.scalar_type()), tp_);
+  return leave_tensor_parallel(looked_up * mine.unsqueeze(-1).to(looked_up.scalar_type()), tp_);
 }
 
 void VocabParallelEmbeddingImpl::init_normal(at::Generator& gen, double std) {

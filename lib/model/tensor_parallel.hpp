@@ -21,7 +21,14 @@ struct TensorParallel {
   int64_t size = 1;
   int64_t rank = 0;
   comm::Communicator* group = nullptr;
+  /// Sequence parallelism (Korthikanti et al., arXiv 2205.05198 §4.2.2): outside the tensor-parallel regions the
+  /// activations [batch, seq, hidden] are split along the sequence, rank r holding positions [r s/t, (r+1) s/t).
+  bool sequence_parallel = false;
   bool active() const { return size > 1; }
+  bool splits_sequence() const { return active() && sequence_parallel; }
+  /// The group over which a replicated parameter used on this rank's part of the sequence (a norm's weight, a
+  /// row-parallel bias, positions) sees only part of the data: this one with sequence parallelism, else none.
+  TensorParallel over_sequence() const { return splits_sequence() ? *this : TensorParallel{}; }
 };
 
 /// How one parameter is split over the tensor-parallel ranks: along dimension `dim` (-1: replicated, every rank
@@ -33,14 +40,15 @@ struct Split {
   bool replicated() const { return dim < 0; }
 };
 
-/// Rows [begin, end) of `n` that tensor-parallel rank `rank` of `size` holds: shards of ceil(n / size), the last
-/// one shorter when size does not divide n (the vocabulary: no padding rows, so nothing padded ever reaches a
-/// checkpoint, an export or the loss). 0 <= rank < size <= n.
+/// Rows [begin, end) of `n` that tensor-parallel rank `rank` of `size` holds, contiguous and in rank order: n / size
+/// rows each, and one more on the first n mod size ranks when size does not divide n (the vocabulary: no padding
+/// rows, so nothing padded ever reaches a checkpoint, an export or the loss, and every rank holds at least one
+/// row). 0 <= rank < size <= n.
 std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t size, int64_t rank);
 
 /// The split of the stage parameter `name` (`block3.q_proj.weight`, `tok_embed.weight`; model/stage.hpp's names)
 /// in ppctl's Megatron-style layers: column-parallel (dim 0 of weight and bias) q_proj, k_proj, v_proj, gate_proj,
-/// up_proj, fc1, qkv (parts 3), the token embedding and the LM head (vocabulary rows); row-parallel (dim 1 of the
+/// up_proj, fc1, qkv (parts 3), the token embedding and the LM head (vocabulary rows, shard_range); row-parallel (dim 1 of the
 /// weight; the bias replicated) o_proj, down_proj, proj, fc2; everything else (norms, positions) replicated.
 Split parameter_split(const std::string& name);
 
@@ -64,6 +72,21 @@ torch::Tensor tensor_parallel_copy(const torch::Tensor& x, const TensorParallel&
 /// backward is the identity. Ends a row-parallel layer and the vocabulary-parallel embedding.
 torch::Tensor tensor_parallel_reduce(const torch::Tensor& x, const TensorParallel& tp);
 
+/// Into a tensor-parallel region: the input shared by the column-parallel layers that read it. Without sequence
+/// parallelism tensor_parallel_copy (f); with it, Megatron's gather_from_sequence_parallel_region: [batch, s / t,
+/// hidden] -> [batch, s, hidden], all-gathered along the sequence forward and reduce-scattered backward.
+torch::Tensor enter_tensor_parallel(const torch::Tensor& x, const TensorParallel& tp);
+
+/// Out of a tensor-parallel region: the partial sums of a row-parallel layer or the vocabulary-parallel embedding,
+/// [batch, s, hidden]. Without sequence parallelism tensor_parallel_reduce (g: all-reduce); with it, Megatron's
+/// reduce_scatter_to_sequence_parallel_region: summed over the group and this rank's s / t positions kept,
+/// [batch, s / t, hidden] (backward: all-gather).
+torch::Tensor leave_tensor_parallel(const torch::Tensor& x, const TensorParallel& tp);
+
+/// Positions [begin, end) of a sequence of `seq` that this rank holds between tensor-parallel regions: all of them
+/// without sequence parallelism, else the rank's s / t (seq divisible by t).
+std::pair<int64_t, int64_t> sequence_range(int64_t seq, const TensorParallel& tp);
+
 /// Which way a linear layer is split (arXiv 1909.08053 §3, fig. 3): not at all, by output features (column:
 /// weight rows and bias; the output stays split) or by input features (row: weight columns; the output is summed
 /// over the group by g, then the whole bias is added).
@@ -71,8 +94,9 @@ enum class ParallelStyle { Replicated, Column, Row };
 
 /// A linear layer [in] -> [out] of a tensor-parallel rank: parameters `weight` and (when `bias`) `bias` under the
 /// same names as torch::nn::Linear, holding this rank's shard (parameter_split). Column: input [..., in] (already
-/// through tensor_parallel_copy), output [..., out / t]. Row: input [..., in / t], output [..., out] (g, then
-/// bias). Replicated, or t = 1: exactly torch::nn::Linear.
+/// through enter_tensor_parallel), output [..., out / t]. Row: input [..., in / t], output [..., out] through
+/// leave_tensor_parallel (g, or a reduce-scatter along the sequence), then the bias (whose gradient is summed over
+/// the group with sequence parallelism). Replicated, or t = 1: exactly torch::nn::Linear.
 class ParallelLinearImpl : public torch::nn::Module {
  public:
   ParallelLinearImpl(int64_t in, int64_t out, bool bias, ParallelStyle style, const TensorParallel& tp,
@@ -93,7 +117,8 @@ TORCH_MODULE(ParallelLinear);
 
 /// The token embedding split by vocabulary rows (Megatron's VocabParallelEmbedding): parameter `weight`
 /// [rows of shard_range(vocab, t, rank), hidden]; forward(ids [batch, seq] int64) -> [batch, seq, hidden] (each
-/// rank looks up the ids in its rows, zeros elsewhere, and g sums over the group).
+/// rank looks up the ids in its rows, zeros elsewhere, and leave_tensor_parallel sums over the group: with sequence
+/// parallelism the result is this rank's [batch, seq / t, hidden]).
 class VocabParallelEmbeddingImpl : public torch::nn::Module {
  public:
   VocabParallelEmbeddingImpl(int64_t vocab, int64_t hidden, const TensorParallel& tp);

@@ -207,6 +207,27 @@ PY
     rc=$?
     [ "$rc" -eq 2 ] || fail "WORLD_SIZE=3 with 2 stages: exit code $rc, expected 2"
     grep -q "WORLD_SIZE=3 is not a multiple of pipeline.stages = 2" "$WORK/out" || fail "no clear message for WORLD_SIZE"
+    # Tensor parallel 2: the world is t x dp x pp, and a tp group must sit on one node: refused before any rendezvous
+    # (MASTER_PORT 1 would fail otherwise).
+    sed -i 's/stages: 2,/stages: 2, tensor_parallel: 2,/' "$WORK/job.yaml"
+    grep -q "tensor_parallel: 2" "$WORK/job.yaml" || fail "the spec did not take tensor_parallel"
+    RANK=0 WORLD_SIZE=6 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 20 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "WORLD_SIZE=6 at tp 2 x pp 2: exit code $rc, expected 2"
+    grep -q "WORLD_SIZE=6 is not a multiple of pipeline.tensor_parallel x pipeline.stages = 2 x 2 = 4" "$WORK/out" ||
+      fail "no clear message for WORLD_SIZE at tp 2"
+    RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 20 "$PPCTL" train "$WORK/job.yaml" \
+      > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "tp 2 over 1 worker per node (torchrun): exit code $rc, expected 2"
+    grep -q "pipeline.tensor_parallel = 2 but torchrun starts 1 worker per node" "$WORK/out" ||
+      fail "the workers per node are not named (torchrun)"
+    SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost \
+      SLURM_STEP_TASKS_PER_NODE="3,1" "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "tp 2 over nodes of 3 and 1 tasks (Slurm): exit code $rc, expected 2"
+    grep -q "pipeline.tensor_parallel = 2 but slurm starts 1 worker per node" "$WORK/out" ||
+      fail "the tasks per node are not named (Slurm)"
     sed -i 's/hidden: 32/hiden: 32/' "$WORK/job.yaml"
     RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 20 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
     rc=$?

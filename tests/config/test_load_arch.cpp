@@ -107,9 +107,15 @@ TEST_CASE("tensor_parallel must split heads, kv_heads, the MLP and the vocabular
   check(ffn, 1, "model.ffn_hidden", "50", "must be a multiple of pipeline.tensor_parallel (4): the MLP's columns are "
         "split evenly over the tensor-parallel ranks");
   const Message vocab = only_problem(with_data("model: {vocab_size: 256, heads: 512, hidden: 512}\npipeline: "
-                                               "{tensor_parallel: 512}\n"));
+                                               "{tensor_parallel: 512, sequence_parallel: false}\n"));
   check(vocab, 1, "model.vocab_size", "256", "is below pipeline.tensor_parallel (512): every tensor-parallel rank "
         "holds at least one vocabulary row");
+  const Message seq = only_problem(with_data("model: {seq_len: 30}\npipeline: {tensor_parallel: 4}\n"));
+  check(seq, 1, "model.seq_len", "30", "must be a multiple of pipeline.tensor_parallel (4) with "
+        "pipeline.sequence_parallel: each rank holds seq_len / t positions of the residual stream");
+  CHECK(seq.hint == "use a seq_len that 4 divides, or set pipeline.sequence_parallel: false");
+  CHECK(parse_ok(with_data("model: {seq_len: 30}\npipeline: {tensor_parallel: 4, sequence_parallel: false}\n"))
+            .pipeline.tensor_parallel == 4);
   // Every rule holds: no problem; the default ffn (4 x hidden) splits, and an odd vocabulary is fine (no padding).
   const auto ok = parse_ok(with_data("model: {arch: llama, heads: 8, kv_heads: 4, hidden: 64, vocab_size: 257}\n"
                                      "pipeline: {tensor_parallel: 4}\n"));

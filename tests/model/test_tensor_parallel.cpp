@@ -50,12 +50,14 @@ class CountingCommunicator : public comm::Communicator {
     return inner_.all_reduce_sum_async(t, std::move(what));
   }
   comm::PendingOp reduce_scatter_sum_async(at::Tensor& t, std::string what) override {
+    ++reduce_scatters;
     return inner_.reduce_scatter_sum_async(t, std::move(what));
   }
   comm::PendingOp all_gather_inplace_async(at::Tensor& t, std::string what) override {
+    ++all_gathers;
     return inner_.all_gather_inplace_async(t, std::move(what));
   }
-  int all_reduces = 0;
+  int all_reduces = 0, reduce_scatters = 0, all_gathers = 0;
 
  private:
   comm::Communicator& inner_;
@@ -111,17 +113,24 @@ config::ModelSpec tiny_model(config::Arch arch) {
 
 }  // namespace
 
-TEST_CASE("shards cover the rows once, the last one shorter when t does not divide them") {
+TEST_CASE("shards cover the rows once, in order, every rank at least one, none two longer than another") {
+  // 9 rows over 8 ranks: shards of ceil(9 / 8) = 2 would leave ranks 5-7 empty (an embedding of no rows).
   const auto [n, t] = GENERATE(std::pair<int64_t, int64_t>{8, 2}, std::pair<int64_t, int64_t>{37, 2},
-                               std::pair<int64_t, int64_t>{50257, 8}, std::pair<int64_t, int64_t>{5, 4});
-  int64_t next = 0;
+                               std::pair<int64_t, int64_t>{50257, 8}, std::pair<int64_t, int64_t>{5, 4},
+                               std::pair<int64_t, int64_t>{9, 8}, std::pair<int64_t, int64_t>{128256, 8});
+  INFO(n << " rows over " << t);
+  int64_t next = 0, shortest = n, longest = 0;
   for (int64_t r = 0; r < t; ++r) {
     const auto [begin, end] = model::shard_range(n, t, r);
     CHECK(begin == next);
-    CHECK(end >= begin);
+    CHECK(end > begin);
+    shortest = std::min(shortest, end - begin);
+    longest = std::max(longest, end - begin);
     next = end;
   }
   CHECK(next == n);
+  CHECK(longest - shortest <= 1);
+  CHECK(longest == (n + t - 1) / t);  // what the plan counts for the largest shard
 }
 
 TEST_CASE("parameters split as Megatron's layers do; everything else is replicated") {
@@ -180,34 +189,51 @@ TEST_CASE("vocabulary-parallel cross-entropy equals cross-entropy over the whole
   });
 }
 
-TEST_CASE("a block split over two ranks computes the unsplit block, with Megatron's two all-reduces each way") {
+TEST_CASE("a block split over two ranks computes the unsplit block, with Megatron's collectives each way") {
   at::set_num_threads(1);
   const auto arch = GENERATE(config::Arch::Gpt2, config::Arch::Llama, config::Arch::Qwen2);
-  const auto spec = tiny_model(arch);
-  INFO(config::to_string(arch));
+  const bool sp = GENERATE(false, true);
+  auto spec = tiny_model(arch);
+  spec.dropout = 0.1;
+  INFO(config::to_string(arch) << (sp ? " with sequence parallelism" : ""));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
   const auto x = torch::randn({2, spec.seq_len, spec.hidden}, gen);
   const auto grad_out = torch::randn({2, spec.seq_len, spec.hidden}, gen);
-  const model::DropoutContext no_dropout{false};
+  const model::DropoutContext dropout{true, 5, 1, 2};  // masks of the whole sequence, sliced under SP
   const auto make = [&](const model::TensorParallel& tp) -> std::shared_ptr<model::DecoderBlock> {
     if (arch == config::Arch::Gpt2) return std::make_shared<model::Gpt2BlockImpl>(spec, 1, 11, tp);
     return std::make_shared<model::LlamaBlockImpl>(spec, 1, 11, tp);
   };
   const auto whole = make({});
   const auto input = x.clone().requires_grad_(true);
-  const auto expected = whole->forward(input, no_dropout);
+  const auto expected = whole->forward(input, dropout);
   expected.backward(grad_out);
   std::map<std::string, torch::Tensor> expected_grads;
   for (const auto& item : whole->named_parameters()) expected_grads[item.key()] = item.value().grad();
-  on_ranks(2, [&](const model::TensorParallel& tp, CountingCommunicator& counted) {
+  on_ranks(2, [&](model::TensorParallel tp, CountingCommunicator& counted) {
+    tp.sequence_parallel = sp;
     const auto block = make(tp);
-    const auto in = x.clone().requires_grad_(true);
-    const auto out = block->forward(in, no_dropout);
-    if (counted.all_reduces != 2) throw std::runtime_error("forward: not 2 all-reduces");
-    out.backward(grad_out);
-    if (counted.all_reduces != 4) throw std::runtime_error("backward: not 2 all-reduces");
-    if (max_difference(out, expected) > 1e-5) throw std::runtime_error("output differs");
-    if (max_difference(in.grad(), input.grad()) > 1e-5) throw std::runtime_error("input gradient differs");
+    const auto [first, last] = model::sequence_range(spec.seq_len, tp);
+    const auto mine = [&](const torch::Tensor& t) { return t.narrow(1, first, last - first); };
+    const auto in = mine(x).clone().requires_grad_(true);
+    const auto out = block->forward(in, dropout);
+    // Forward: without SP two all-reduces (g after attention and after the MLP); with SP an all-gather into and
+    // a reduce-scatter out of each region instead.
+    const int forward_collectives = sp ? counted.all_gathers + counted.reduce_scatters : counted.all_reduces;
+    if (forward_collectives != (sp ? 4 : 2) || (sp && counted.all_reduces != 0)) {
+      throw std::runtime_error("forward collectives: " + std::to_string(forward_collectives));
+    }
+    out.backward(mine(grad_out));
+    // Backward: without SP f's two all-reduces; with SP a reduce-scatter and an all-gather per region, and one
+    // all-reduce per replicated parameter (its gradient from this rank's positions only).
+    int64_t replicated = 0;
+    for (const auto& item : block->named_parameters()) replicated += model::parameter_split(item.key()).replicated();
+    if (!sp && counted.all_reduces != 4) throw std::runtime_error("backward: not 2 all-reduces");
+    if (sp && (counted.all_gathers != 4 || counted.reduce_scatters != 4 || counted.all_reduces != replicated)) {
+      throw std::runtime_error("backward collectives under SP");
+    }
+    if (max_difference(out, mine(expected)) > 1e-5) throw std::runtime_error("output differs");
+    if (max_difference(in.grad(), mine(input.grad())) > 1e-5) throw std::runtime_error("input gradient differs");
     for (const auto& item : block->named_parameters()) {
       const auto& want = expected_grads.at(item.key());
       const auto shard = model::take_shard(want, model::parameter_split(item.key()), tp.size, tp.rank);
@@ -221,9 +247,11 @@ TEST_CASE("a block split over two ranks computes the unsplit block, with Megatro
 TEST_CASE("a whole stage split over two ranks: embedding, blocks, head and loss equal the unsplit stage") {
   at::set_num_threads(1);
   const auto arch = GENERATE(config::Arch::Gpt2, config::Arch::Qwen3);
+  const bool sp = GENERATE(false, true);
   auto spec = tiny_model(arch);
   spec.tie_embeddings = arch == config::Arch::Gpt2;
-  INFO(config::to_string(arch));
+  spec.dropout = 0.1;
+  INFO(config::to_string(arch) << (sp ? " with sequence parallelism" : ""));
   plan::StageLayout layout;
   layout.layers = {0, spec.layers};
   layout.has_embedding = true;
@@ -231,13 +259,14 @@ TEST_CASE("a whole stage split over two ranks: embedding, blocks, head and loss 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
   const auto ids = torch::randint(0, spec.vocab_size, {2, spec.seq_len}, gen);
   const auto targets = torch::randint(0, spec.vocab_size, {2, spec.seq_len}, gen);
-  const model::DropoutContext no_dropout{false};
+  const model::DropoutContext dropout{true, 5, 1, 2};
   model::StageModule whole(spec, layout, 21);
-  const auto expected = whole->loss(whole->forward(ids, no_dropout), targets);
+  const auto expected = whole->loss(whole->forward(ids, dropout), targets);
   expected.backward();
   std::map<std::string, torch::Tensor> expected_grads;
   for (const auto& item : whole->named_parameters()) expected_grads[item.key()] = item.value().grad();
-  on_ranks(2, [&](const model::TensorParallel& tp, CountingCommunicator&) {
+  on_ranks(2, [&](model::TensorParallel tp, CountingCommunicator&) {
+    tp.sequence_parallel = sp;
     model::StageModule stage(spec, layout, 21, tp);
     for (const auto& item : stage->named_parameters()) {  // built from the same whole draws
       const auto want = whole->named_parameters()[item.key()];
@@ -245,7 +274,7 @@ TEST_CASE("a whole stage split over two ranks: embedding, blocks, head and loss 
         throw std::runtime_error("weight " + item.key() + " is not a shard of the unsplit stage's");
       }
     }
-    const auto loss = stage->loss(stage->forward(ids, no_dropout), targets);
+    const auto loss = stage->loss(stage->forward(ids, dropout), targets);
     loss.backward();
     if (max_difference(loss, expected) > 1e-6) throw std::runtime_error("loss differs");
     for (const auto& item : stage->named_parameters()) {

@@ -259,14 +259,17 @@ TEST_CASE("llama meets the oracle: schedules, split backward, dropout, dp x pp, 
 
 TEST_CASE("tensor parallelism meets the oracle: every schedule family, gpt2 and llama, dp, bf16 parameters") {
   // pipeline.tensor_parallel 2: every stage's layers split over two ranks (column- and row-parallel linears, the
-  // vocabulary-parallel embedding, head and cross-entropy). The dump gathers each gradient whole on every tp rank
+  // vocabulary-parallel embedding, head and cross-entropy), with sequence parallelism (each rank's half of the
+  // sequence between the regions, and on the wire between stages) and without. The dump gathers each gradient whole on every tp rank
   // (the copies must agree bitwise), so a wrong split, a missing all-reduce in f or g, a shard of a norm's gradient
   // counted once per rank, or a vocabulary row off by one fails the comparison with the unsplit reference. With
   // dp, the data-parallel groups run per (tp, pp) coordinate; the distributed optimizer shards each tp rank's
   // shards over them. (bf16 at t > 1 rounds where the split sums: tests/train/test_step.cpp.)
-  const std::string tp = ", tensor_parallel: 2";
+  const std::string tp = ", tensor_parallel: 2";  // sequence parallelism on (the default at t > 1)
+  const std::string no_sp = tp + ", sequence_parallel: false";
   const std::string qwen3 = ", arch: qwen3, kv_heads: 2, ffn_hidden: 48";  // per-head q_norm, k_norm over 2 ranks
   const auto c = GENERATE_COPY(Case{2, "1f1b", 4, 4, 0.0, 1, tp}, Case{2, "gpipe", 4, 4, 0.1, 1, tp},
+                               Case{2, "1f1b", 4, 4, 0.1, 1, no_sp}, Case{2, "zbv", 4, 4, 0.0, 2, no_sp, false, kLlama},
                                Case{2, "interleaved-1f1b", 4, 4, 0.0, 2, tp}, Case{2, "zb-h1", 4, 4, 0.1, 1, tp},
                                Case{2, "zbv", 4, 4, 0.0, 2, tp},
                                Case{1, "1f1b", 2, 2, 0.0, 1, tp},  // one stage: the head uses the embedding's shard

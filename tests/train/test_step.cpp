@@ -230,29 +230,34 @@ TEST_CASE("the loss of a step does not depend on the pipeline split") {
 }
 
 TEST_CASE("ten steps at tensor parallel 2 give the losses of tensor parallel 1") {
-  // The same seed, data and dropout masks (dropout sits where every tp rank holds the whole residual stream, so
-  // its masks are t's too); only the order of additions differs (row-parallel sums of two halves, the
-  // vocabulary-parallel loss): losses within 1e-6 relative over 10 AdamW steps, read at full precision.
+  // The same seed, data and dropout masks (dropout sits where every tp rank holds the whole residual stream, or,
+  // with sequence parallelism, its part of the sequence and the same part of the whole mask); only the order of
+  // additions differs (row-parallel sums of two halves, the vocabulary-parallel loss): losses within 1e-6
+  // relative over 10 AdamW steps, read at full precision, with sequence parallelism and without.
   const auto model = GENERATE(std::string(""), std::string(", arch: llama, kv_heads: 2, ffn_hidden: 48"));
   INFO("model keys: " << model);
-  std::map<int64_t, std::map<int64_t, ppctl::test::LoggedStep>> by_t;
-  for (const int64_t t : {1, 2}) {
+  std::map<std::string, std::map<int64_t, ppctl::test::LoggedStep>> by_t;
+  for (const std::string pipeline : {"", ", tensor_parallel: 2", ", tensor_parallel: 2, sequence_parallel: false"}) {
     ppctl::test::Job job{2, 4, 2, 10};
     job.model = model;
-    job.pipeline = fmt::format(", tensor_parallel: {}", t);
-    const auto dir = fresh_dir(fmt::format("tp_losses_t{}", t));
+    job.pipeline = pipeline;
+    const auto dir = fresh_dir(fmt::format("tp_losses_{}", by_t.size()));
     const auto spec_path = edit_spec(make_job(job, dir), "dropout: 0.0", "dropout: 0.1");
     const auto run = run_job(spec_path, {}, dir / "run");
     INFO(run.output);
     REQUIRE(run.result.exit_code == 0);
-    by_t[t] = ppctl::test::metrics_steps(dir / "run");
+    by_t[pipeline] = ppctl::test::metrics_steps(dir / "run");
   }
-  REQUIRE(by_t[1].size() == 10);
-  REQUIRE(by_t[2].size() == 10);
-  for (const auto& [step, expected] : by_t[1]) {
-    INFO("step " << step);
-    CHECK(std::abs(by_t[2].at(step).loss - expected.loss) <= 1e-6 * std::abs(expected.loss));
-    CHECK(std::abs(by_t[2].at(step).grad_norm - expected.grad_norm) <= 1e-5 * std::abs(expected.grad_norm));
+  const auto& expected_steps = by_t.at("");
+  REQUIRE(expected_steps.size() == 10);
+  for (const auto& [pipeline, steps] : by_t) {
+    INFO("pipeline keys: " << pipeline);
+    REQUIRE(steps.size() == 10);
+    for (const auto& [step, expected] : expected_steps) {
+      INFO("step " << step);
+      CHECK(std::abs(steps.at(step).loss - expected.loss) <= 1e-6 * std::abs(expected.loss));
+      CHECK(std::abs(steps.at(step).grad_norm - expected.grad_norm) <= 1e-5 * std::abs(expected.grad_norm));
+    }
   }
 }
 
