@@ -64,7 +64,8 @@ std::vector<int64_t> tensor_parallel_sizes(const config::ModelSpec& model, int64
   const int64_t kv = config::kv_heads_of(model);
   for (int64_t t = 1; t <= most; ++t) {
     const bool heads = model.heads % t == 0 && (!config::llama_family(model.arch) || kv % t == 0);
-    if (heads && ffn % t == 0 && model.vocab_size >= t) sizes.push_back(t);
+    // seq_len too: a configuration named with tensor_parallel t has sequence parallelism on (its default)
+    if (heads && ffn % t == 0 && model.vocab_size >= t && model.seq_len % t == 0) sizes.push_back(t);
   }
   return sizes;
 }

@@ -1,5 +1,5 @@
 // How tensor parallelism divides the model, as the plan counts it: the parameters one tensor-parallel (tp) rank
-// holds (split ones / t, replicated ones whole, vocabulary shards of ceil(vocab / t) rows) and the tp sizes a
+// holds (split ones / t, replicated ones whole, vocabulary shards of at most ceil(vocab / t) rows) and the tp sizes a
 // model allows. Mirrors model/tensor_parallel.hpp (Megatron-LM's layers, arXiv 1909.08053 §3). Pure; no torch.
 #pragma once
 
@@ -26,7 +26,7 @@ struct ParameterSplit {
 };
 
 /// Rows of the largest vocabulary shard: ceil(vocab / t), model/tensor_parallel.hpp's shard_range (no padding; the
-/// last shard is shorter).
+/// first vocab mod t shards hold one row more than the others).
 int64_t vocab_shard_rows(int64_t vocab, int64_t tensor_parallel);
 
 /// One transformer block (layout.hpp's block_parameters: the same terms). gpt2: split = qkv (3h^2 + 3h, weight and
@@ -56,8 +56,8 @@ StageParameters stage_parameters(const config::ModelSpec& model, int64_t blocks,
                                  int64_t tensor_parallel);
 
 /// The tensor-parallel sizes `model` allows up to `most` (the GPUs of one node: a tp group's all-reduces stay on
-/// its NVLink, arXiv 2104.04473 §3.3), ascending, 1 first: t dividing heads, kv_heads (llama family) and the ffn
-/// width, with vocab >= t. The same conditions as config/rules.cpp's check_tensor_parallel, for searches that try
+/// its NVLink, arXiv 2104.04473 §3.3), ascending, 1 first: t dividing heads, kv_heads (llama family), the ffn
+/// width and seq_len (sequence parallelism, on by default), with vocab >= t. The same conditions as config/rules.cpp's check_tensor_parallel, for searches that try
 /// sizes before a spec exists (the memory warning; `ppctl plan --tune` checks each candidate by the rules too).
 std::vector<int64_t> tensor_parallel_sizes(const config::ModelSpec& model, int64_t most = 8);
 

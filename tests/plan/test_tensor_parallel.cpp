@@ -90,7 +90,7 @@ TEST_CASE("a stage's parameters per tp rank: blocks, ends and the tied embedding
         4 * plan::block_parameters(m) + plan::embedding_parameters(m) + 2 * 64);
 }
 
-TEST_CASE("the tp sizes a model allows: heads, kv_heads and ffn divisible, at most 8") {
+TEST_CASE("the tp sizes a model allows: heads, kv_heads, ffn and seq_len divisible, at most 8") {
   config::ModelSpec llama70b;
   llama70b.arch = config::Arch::Llama;
   llama70b.hidden = 8192;
@@ -108,5 +108,8 @@ TEST_CASE("the tp sizes a model allows: heads, kv_heads and ffn divisible, at mo
   gpt2_small.hidden = 768;
   gpt2_small.heads = 12;
   gpt2_small.vocab_size = 50257;
+  gpt2_small.seq_len = 1024;  // sequence parallelism (on by default) splits the sequence too: not by 3 or 6
+  CHECK(plan::tensor_parallel_sizes(gpt2_small) == std::vector<int64_t>{1, 2, 4});
+  gpt2_small.seq_len = 1536;
   CHECK(plan::tensor_parallel_sizes(gpt2_small) == std::vector<int64_t>{1, 2, 3, 4, 6});
 }
