@@ -167,8 +167,9 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   info.job_id += ", " + ppctl::job::job_fingerprint(planned);
   // pipeline.data_parallel 0: dp comes from WORLD_SIZE. The plan (plan.txt, the memory table and its
   // warning, the global batch) is made for that dp, not for 1.
-  const auto dp = ppctl::plan::resolve_data_parallel(planned.spec, info.world_size);
-  ppctl::plan::check_tensor_parallel_per_node(planned.spec, info.ranks_per_node, ppctl::comm::to_string(mode));
+  const auto dp = ppctl::plan::resolve_data_parallel(
+      planned.spec, info.world_size, mode == ppctl::comm::LaunchMode::Slurm ? "SLURM_NTASKS" : "WORLD_SIZE");
+  ppctl::plan::check_tensor_parallel_per_node(planned.spec, info.ranks_per_node, info.ranks_per_node_source);
   planned.spec.pipeline.data_parallel = dp;
   planned.layout = ppctl::schedule::job_layout(planned.spec, planned.program);
   if (info.rank == 0) ppctl::schedule::log_memory_warnings(planned.spec, planned.layout, planned.program);
@@ -208,7 +209,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
         code == 0 || ppctl::launch::WorkerSignalScope::caught() != 0 || code == ppctl::launch::kExitStoppedResumable
             ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))
             : std::chrono::seconds(3),
-        planned.layout.data_parallel);
+        planned.layout.data_parallel, planned.layout.tensor_parallel);
   }
   return code;
 }
@@ -278,9 +279,10 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
   const int world_size = static_cast<int>(planned.layout.world_size);
   const auto result = ppctl::job::run_local_job(planned.spec, world_size, self_executable(),
                                                 spec_path, extra, worker_env);
-  // With data parallelism only replica 0 (its pipeline ranks) traces and writes metrics.
+  // With data or tensor parallelism only tp rank 0 of replica 0 (its pipeline ranks) traces and writes metrics.
   ppctl::observe::finish_run_directory(run, static_cast<int>(planned.program.num_ranks()),
-                                       planned.spec.observe.trace_steps > 0, planned.layout.data_parallel);
+                                       planned.spec.observe.trace_steps > 0, planned.layout.data_parallel,
+                                       planned.layout.tensor_parallel);
   if (result.exit_code == 0) {
     spdlog::info("training finished: {}", result.message);
   } else if (result.stop_signal != 0) {

@@ -84,8 +84,9 @@ RendezvousInfo torchrun_identity(const EnvMap& env, const std::string& hint) {
   info.rank = static_cast<int>(env_int(env, "RANK", std::nullopt, 0, info.world_size - 1, hint));
   info.local_rank =
       static_cast<int>(env_int(env, "LOCAL_RANK", 0, 0, info.world_size - 1, hint));
-  if (lookup(env, "LOCAL_WORLD_SIZE")) {
-    info.ranks_per_node = static_cast<int>(env_int(env, "LOCAL_WORLD_SIZE", std::nullopt, 1, info.world_size, hint));
+  if (const auto local = lookup(env, "LOCAL_WORLD_SIZE")) {
+    info.ranks_per_node = {static_cast<int>(env_int(env, "LOCAL_WORLD_SIZE", std::nullopt, 1, info.world_size, hint))};
+    info.ranks_per_node_source = "LOCAL_WORLD_SIZE=" + *local;
   }
   info.master_addr = master_addr(env, LaunchMode::Torchrun);
   info.master_port = master_port(env, LaunchMode::Torchrun);
@@ -105,6 +106,33 @@ std::string external_job_id(const EnvMap& env, LaunchMode mode, int world_size) 
   }
   return fmt::format("torchrun run {} restart {} world {}", get("TORCHELASTIC_RUN_ID", "none"),
                      get("TORCHELASTIC_RESTART_COUNT", "0"), world_size);
+}
+
+/// Slurm's tasks per node into info.ranks_per_node: SLURM_STEP_TASKS_PER_NODE (this job step's), which must list
+/// SLURM_NTASKS tasks; else SLURM_TASKS_PER_NODE (the allocation's), used only when it lists exactly the step's
+/// tasks. A value not in Slurm's syntax, or a step list that contradicts SLURM_NTASKS, is refused naming it.
+void slurm_tasks_per_node(const EnvMap& env, RendezvousInfo& info) {
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    const auto text = lookup(env, name);
+    if (!text) continue;
+    const auto nodes = parse_tasks_per_node(*text);
+    if (!nodes) {
+      throw CommError(fmt::format("environment variable {}='{}' is not Slurm's list of tasks per node (counts above 0 "
+                                  "as N or N(xK), comma-separated, e.g. 4(x2),3) (fix: {})",
+                                  name, *text, kSlurmHint));
+    }
+    int64_t tasks = 0;
+    for (const int n : *nodes) tasks += n;
+    const bool step = std::string(name) == "SLURM_STEP_TASKS_PER_NODE";
+    if (tasks != info.world_size) {
+      if (!step) return;  // the allocation's layout, not this step's: unknown, nothing checked
+      throw CommError(fmt::format("environment variable {}='{}' lists {} tasks but SLURM_NTASKS is {} (fix: {})", name,
+                                  *text, tasks, info.world_size, kSlurmHint));
+    }
+    info.ranks_per_node = *nodes;
+    info.ranks_per_node_source = fmt::format("{}={}", name, *text);
+    return;
+  }
 }
 
 }  // namespace
@@ -128,24 +156,35 @@ std::string to_string(LaunchMode mode) {
   return "?";
 }
 
-std::optional<int> fewest_tasks_per_node(const std::string& text) {
-  std::optional<int> fewest;
+std::optional<std::vector<int>> parse_tasks_per_node(const std::string& text) {
+  std::vector<int> nodes;
+  // A run of up to 6 digits at `at` (advanced past it) as a positive count; unset otherwise.
+  const auto number = [&text](size_t& at) -> std::optional<int> {
+    const size_t start = at;
+    while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])) != 0) ++at;
+    if (at == start || at - start > 6) return std::nullopt;
+    const int value = std::stoi(text.substr(start, at - start));
+    return value > 0 ? std::optional<int>(value) : std::nullopt;
+  };
   size_t at = 0;
-  while (at < text.size()) {  // entries "N" or "N(xK)", comma-separated
-    size_t end = at;
-    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])) != 0) ++end;
-    if (end == at || end - at > 6) return std::nullopt;
-    const int count = std::stoi(text.substr(at, end - at));
-    if (end < text.size() && text[end] == '(') {
-      const size_t close = text.find(')', end);
-      if (close == std::string::npos || text.compare(end, 2, "(x") != 0) return std::nullopt;
-      end = close + 1;
+  while (true) {  // entries "N" or "N(xK)", comma-separated
+    const auto count = number(at);
+    if (!count) return std::nullopt;
+    int repeat = 1;
+    if (text.compare(at, 2, "(x") == 0) {
+      at += 2;
+      const auto times = number(at);
+      if (!times || at >= text.size() || text[at] != ')' || nodes.size() + static_cast<size_t>(*times) > 100000) {
+        return std::nullopt;
+      }
+      repeat = *times;
+      ++at;
     }
-    if (end < text.size() && text[end] != ',') return std::nullopt;
-    fewest = fewest ? std::min(*fewest, count) : count;
-    at = end + 1;
+    nodes.insert(nodes.end(), static_cast<size_t>(repeat), *count);
+    if (at == text.size()) return nodes;
+    if (text[at] != ',') return std::nullopt;
+    ++at;
   }
-  return fewest;
 }
 
 LaunchMode detect_launch_mode(const EnvMap& env) {
@@ -167,9 +206,7 @@ RendezvousInfo external_identity(const EnvMap& env, LaunchMode mode) {
         env_int(env, "SLURM_PROCID", std::nullopt, 0, info.world_size - 1, kSlurmHint));
     info.local_rank =
         static_cast<int>(env_int(env, "SLURM_LOCALID", 0, 0, info.world_size - 1, kSlurmHint));
-    for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
-      if (const auto text = lookup(env, name); text && !info.ranks_per_node) info.ranks_per_node = fewest_tasks_per_node(*text);
-    }
+    slurm_tasks_per_node(env, info);
     info.master_addr = master_addr(env, mode);
     info.master_port = master_port(env, mode);
   } else if (mode == LaunchMode::Torchrun) {

@@ -5,12 +5,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ppctl::comm {
 
-/// The fewest tasks on one node in Slurm's tasks-per-node syntax ("4", "4(x2),3", "2(x3)"): the smallest count
-/// listed; unset when `text` is not in that syntax.
-std::optional<int> fewest_tasks_per_node(const std::string& text);
+/// The tasks on each node in Slurm's tasks-per-node syntax ("4", "4(x2),3", "2(x3)"), node by node ("4(x2),3" ->
+/// 4, 4, 3); unset when `text` is not in that syntax or a count or repeat is 0.
+std::optional<std::vector<int>> parse_tasks_per_node(const std::string& text);
 
 /// Who started `ppctl train`.
 enum class LaunchMode {
@@ -24,9 +25,10 @@ struct RendezvousInfo {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  /// Workers on this rank's node, when the launcher says (torchrun's LOCAL_WORLD_SIZE; Slurm's
-  /// SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE, the fewest of its counts "4(x2),3"); unset otherwise.
-  std::optional<int> ranks_per_node;
+  /// Workers on each node, when the launcher says: torchrun's LOCAL_WORLD_SIZE (the same on every node), Slurm's
+  /// SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE when it sums to SLURM_NTASKS); empty otherwise.
+  std::vector<int> ranks_per_node;
+  std::string ranks_per_node_source;  ///< the variable and its value, for messages: "SLURM_STEP_TASKS_PER_NODE=3,1"
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   /// True when this process hosts the c10d TCPStore (rank 0 under torchrun or Slurm); false when

@@ -2,6 +2,8 @@
 #include "plan/parallel.hpp"
 
 #include <fmt/format.h>
+
+#include <set>
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
@@ -9,7 +11,8 @@
 
 namespace ppctl::plan {
 
-int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t> world_size) {
+int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t> world_size,
+                              const std::string& world_name) {
   const int64_t p = spec.pipeline.stages;
   const int64_t t = spec.pipeline.tensor_parallel;
   const int64_t dp = spec.pipeline.data_parallel;
@@ -23,9 +26,9 @@ int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t
   if (dp == 0) {
     if (*world_size % replica != 0) {
       throw PlanError(fmt::format(
-          "{}: WORLD_SIZE={} is not a multiple of {}: every data-parallel replica needs {} ranks (fix: start a "
+          "{}: {}={} is not a multiple of {}: every data-parallel replica needs {} ranks (fix: start a "
           "multiple of {} workers, or change pipeline.stages{})",
-          source, *world_size, replica_named, replica, replica, t == 1 ? "" : " or pipeline.tensor_parallel"));
+          source, world_name, *world_size, replica_named, replica, replica, t == 1 ? "" : " or pipeline.tensor_parallel"));
     }
     return *world_size / replica;
   }
@@ -35,27 +38,28 @@ int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t
                : fmt::format("pipeline.tensor_parallel x pipeline.data_parallel x pipeline.stages = {} x {} x {}", t,
                              dp, p);
     throw PlanError(fmt::format(
-        "{}: WORLD_SIZE={} but {} = {} (fix: start exactly {} workers, or set pipeline.data_parallel to 0 to "
-        "derive it from WORLD_SIZE)",
-        source, *world_size, product, dp * replica, dp * replica));
+        "{}: {}={} but {} = {} (fix: start exactly {} workers, or set pipeline.data_parallel to 0 to "
+        "derive it from {})",
+        source, world_name, *world_size, product, dp * replica, dp * replica, world_name));
   }
   return dp;
 }
 
-void check_tensor_parallel_per_node(const config::JobSpec& spec, std::optional<int64_t> ranks_per_node,
-                                    const std::string& launcher) {
+void check_tensor_parallel_per_node(const config::JobSpec& spec, const std::vector<int>& ranks_per_node,
+                                    const std::string& source) {
   const int64_t t = spec.pipeline.tensor_parallel;
-  if (t == 1 || !ranks_per_node || *ranks_per_node % t == 0) return;
-  const std::string source = spec.source.empty() ? "job spec" : spec.source;
-  const std::string rule = t > *ranks_per_node
-                               ? "a tensor-parallel group must sit on one node"
-                               : fmt::format("{} is not a multiple of it, so a tensor-parallel group would straddle "
-                                             "two nodes",
-                                             *ranks_per_node);
+  std::set<int> off;  // the node counts t does not divide
+  for (const int n : ranks_per_node) {
+    if (n % t != 0) off.insert(n);
+  }
+  if (off.empty()) return;
+  const std::string where = spec.source.empty() ? "job spec" : spec.source;
+  const int worst = *off.begin();
   throw PlanError(fmt::format(
-      "{}: pipeline.tensor_parallel = {} but {} starts {} worker{} per node: {} (fix: start a multiple of {} "
-      "workers per node, e.g. one per GPU, or set pipeline.tensor_parallel to a divisor of {})",
-      source, t, launcher, *ranks_per_node, *ranks_per_node == 1 ? "" : "s", rule, t, *ranks_per_node));
+      "{}: pipeline.tensor_parallel = {} but {} puts {} worker{} on a node: a tensor-parallel group of {} adjacent "
+      "ranks must sit on one node, so every node's count must be a multiple of {} (fix: start a multiple of {} "
+      "workers on every node, e.g. one per GPU, or set pipeline.tensor_parallel to a divisor of {})",
+      where, t, source, worst, worst == 1 ? "" : "s", t, t, t, worst));
 }
 
 std::string replica0_rank_name(int64_t pp, const RankGrid& grid) {
@@ -86,9 +90,8 @@ std::string format_rank_mapping(const RankGrid& grid) {
   // With tp, a pipeline rank of a replica is a tp group of adjacent ranks: one line per replica.
   std::vector<std::string> groups;
   for (const auto& group : grid.groups(Axis::tensor)) groups.push_back(fmt::format("{}-{}", group.front(), group.back()));
-  out += fmt::format("           tp groups: {} of {} adjacent ranks, {} (each on one node: 2 all-reduces per block "
-                     "forward, 2 backward)\n",
-                     groups.size(), tp, first_two_and_last(groups));
+  out += fmt::format("           tp groups: {} of {} adjacent ranks, {} (each on one node)\n", groups.size(), tp,
+                     first_two_and_last(groups));
   for (int64_t dp = 0; dp < grid.size(Axis::data); ++dp) {
     std::vector<std::string> stages;
     for (int64_t k = 0; k < pp; ++k) {

@@ -17,15 +17,17 @@ namespace ppctl::plan {
 /// WORLD_SIZE / (tensor_parallel x stages) (external) or 1 (local); a non-zero value must give
 /// tensor_parallel x dp x stages = WORLD_SIZE. Throws ppctl::PlanError naming WORLD_SIZE, pipeline.stages,
 /// pipeline.tensor_parallel (when above 1) and pipeline.data_parallel with their values when they disagree.
-int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t> world_size);
+/// `world_name` names the world size in messages: WORLD_SIZE (torchrun), SLURM_NTASKS (Slurm).
+int64_t resolve_data_parallel(const config::JobSpec& spec, std::optional<int64_t> world_size,
+                              const std::string& world_name = "WORLD_SIZE");
 
 /// A tensor-parallel group is t adjacent ranks (plan/rank_grid.hpp) and must sit on one node, where its
-/// all-reduces run (Megatron-LM, arXiv 2104.04473 §3.3). `ranks_per_node`: the workers on one node as the
-/// launcher (`launcher`: "torchrun", "slurm") says; unset when it does not say, then nothing is checked.
-/// Throws ppctl::PlanError naming pipeline.tensor_parallel and the ranks per node when t is above them or does not
-/// divide them.
-void check_tensor_parallel_per_node(const config::JobSpec& spec, std::optional<int64_t> ranks_per_node,
-                                    const std::string& launcher);
+/// all-reduces run (Megatron-LM, arXiv 2104.04473 §3.3). `ranks_per_node`: the workers on each node as the
+/// launcher says, `source` the variable that says it ("SLURM_STEP_TASKS_PER_NODE=3,1", "LOCAL_WORLD_SIZE=4"); empty
+/// when it does not say, then nothing is checked. Throws ppctl::PlanError naming pipeline.tensor_parallel, the
+/// variable and the counts when t does not divide every node's count (a count below t included).
+void check_tensor_parallel_per_node(const config::JobSpec& spec, const std::vector<int>& ranks_per_node,
+                                    const std::string& source);
 
 /// How records that hold replica 0 only (metrics, traces, timelines) name pipeline rank `pp`: "rank P" when the
 /// grid has no other axis, else "rank G (pipeline rank P of replica 0)" with G the global rank of its first member

@@ -220,13 +220,13 @@ PY
       > "$WORK/out" 2>&1
     rc=$?
     [ "$rc" -eq 2 ] || fail "tp 2 over 1 worker per node (torchrun): exit code $rc, expected 2"
-    grep -q "pipeline.tensor_parallel = 2 but torchrun starts 1 worker per node" "$WORK/out" ||
+    grep -q "pipeline.tensor_parallel = 2 but LOCAL_WORLD_SIZE=1 puts 1 worker on a node" "$WORK/out" ||
       fail "the workers per node are not named (torchrun)"
     SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost \
       SLURM_STEP_TASKS_PER_NODE="3,1" "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1
     rc=$?
     [ "$rc" -eq 2 ] || fail "tp 2 over nodes of 3 and 1 tasks (Slurm): exit code $rc, expected 2"
-    grep -q "pipeline.tensor_parallel = 2 but slurm starts 1 worker per node" "$WORK/out" ||
+    grep -q "pipeline.tensor_parallel = 2 but SLURM_STEP_TASKS_PER_NODE=3,1 puts 1 worker on a node" "$WORK/out" ||
       fail "the tasks per node are not named (Slurm)"
     sed -i 's/hidden: 32/hiden: 32/' "$WORK/job.yaml"
     RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 20 "$PPCTL" train "$WORK/job.yaml" > "$WORK/out" 2>&1

@@ -151,23 +151,47 @@ TEST_CASE("Slurm identity: SLURM_PROCID/NTASKS/LOCALID, first host of the node l
   CHECK(set.master_port == 31000);
 }
 
-TEST_CASE("workers per node: torchrun's LOCAL_WORLD_SIZE, Slurm's tasks per node (the fewest)") {
+TEST_CASE("workers per node: torchrun's LOCAL_WORLD_SIZE, Slurm's tasks per node, node by node") {
   auto env = torchrun(1, 8);
-  CHECK_FALSE(comm::external_identity(env, LaunchMode::Torchrun).ranks_per_node.has_value());
+  CHECK(comm::external_identity(env, LaunchMode::Torchrun).ranks_per_node.empty());
   env["LOCAL_WORLD_SIZE"] = "4";
-  CHECK(comm::external_identity(env, LaunchMode::Torchrun).ranks_per_node == 4);
+  const auto torchrun_info = comm::external_identity(env, LaunchMode::Torchrun);
+  CHECK(torchrun_info.ranks_per_node == std::vector<int>{4});
+  CHECK(torchrun_info.ranks_per_node_source == "LOCAL_WORLD_SIZE=4");
   auto s = slurm(1, 8);
   s["SLURM_TASKS_PER_NODE"] = "4(x2)";
-  CHECK(comm::external_identity(s, LaunchMode::Slurm).ranks_per_node == 4);
+  CHECK(comm::external_identity(s, LaunchMode::Slurm).ranks_per_node == std::vector<int>{4, 4});
   s["SLURM_STEP_TASKS_PER_NODE"] = "3,5";  // the step's own layout wins over the allocation's
-  CHECK(comm::external_identity(s, LaunchMode::Slurm).ranks_per_node == 3);
-  CHECK(comm::fewest_tasks_per_node("8") == 8);
-  CHECK(comm::fewest_tasks_per_node("8(x3),2") == 2);
-  CHECK(comm::fewest_tasks_per_node("2(x3),8(x1)") == 2);
-  for (const char* bad : {"", "x", "4(3)", "4(x2", "4,,2", "4 ", "-1"}) {
+  const auto step = comm::external_identity(s, LaunchMode::Slurm);
+  CHECK(step.ranks_per_node == std::vector<int>{3, 5});
+  CHECK(step.ranks_per_node_source == "SLURM_STEP_TASKS_PER_NODE=3,5");
+  auto allocation = slurm(1, 4);  // an allocation of 8 tasks, a step of 4: its layout unknown, nothing claimed
+  allocation["SLURM_TASKS_PER_NODE"] = "4(x2)";
+  CHECK(comm::external_identity(allocation, LaunchMode::Slurm).ranks_per_node.empty());
+  CHECK(comm::parse_tasks_per_node("8") == std::vector<int>{8});
+  CHECK(comm::parse_tasks_per_node("8(x3),2") == std::vector<int>{8, 8, 8, 2});
+  CHECK(comm::parse_tasks_per_node("2(x2),8(x1)") == std::vector<int>{2, 2, 8});
+  for (const char* bad : {"", "x", "4(3)", "4(x2", "4,,2", "4 ", "-1", "0", "0(x2)", "4(x0)", "4,", "garbage"}) {
     INFO(bad);
-    CHECK_FALSE(comm::fewest_tasks_per_node(bad).has_value());
+    CHECK_FALSE(comm::parse_tasks_per_node(bad).has_value());
   }
+}
+
+TEST_CASE("Slurm tasks per node: a malformed list, or a step's list that is not SLURM_NTASKS tasks, is refused") {
+  auto garbage = slurm(0, 4);
+  garbage["SLURM_STEP_TASKS_PER_NODE"] = "garbage";
+  CHECK_THROWS_WITH(comm::external_identity(garbage, LaunchMode::Slurm),
+                    Catch::Matchers::ContainsSubstring("SLURM_STEP_TASKS_PER_NODE='garbage' is not Slurm's list of "
+                                                       "tasks per node"));
+  auto more = slurm(0, 4);
+  more["SLURM_STEP_TASKS_PER_NODE"] = "2(x3)";
+  CHECK_THROWS_WITH(comm::external_identity(more, LaunchMode::Slurm),
+                    Catch::Matchers::ContainsSubstring("SLURM_STEP_TASKS_PER_NODE='2(x3)' lists 6 tasks but "
+                                                       "SLURM_NTASKS is 4"));
+  auto zero = slurm(0, 4);
+  zero["SLURM_TASKS_PER_NODE"] = "0(x2)";
+  CHECK_THROWS_WITH(comm::external_identity(zero, LaunchMode::Slurm),
+                    Catch::Matchers::ContainsSubstring("SLURM_TASKS_PER_NODE='0(x2)' is not Slurm's list"));
 }
 
 TEST_CASE("Slurm identity: bad variables name the variable and value") {

@@ -67,27 +67,29 @@ TEST_CASE("data-parallel size with tensor parallelism: WORLD_SIZE / (t x p), the
   CHECK(layout.grid().coords(5).dp == 1);
 }
 
-TEST_CASE("a tensor-parallel group must sit on one node: t at most the workers per node, and dividing them") {
+TEST_CASE("a tensor-parallel group must sit on one node: t divides every node's workers") {
   auto spec = spec_with(2, 0);
   spec.pipeline.tensor_parallel = 8;
-  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, 8, "slurm"));
-  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, 16, "slurm"));
-  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, std::nullopt, "torchrun"));  // not said: not checked
-  const auto refusal = [&](int64_t per_node) {
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, {8}, "LOCAL_WORLD_SIZE=8"));
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, {16, 8}, "SLURM_STEP_TASKS_PER_NODE=16,8"));
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, {}, ""));  // not said: not checked
+  const auto refusal = [&](const std::vector<int>& nodes, const std::string& source) {
     try {
-      plan::check_tensor_parallel_per_node(spec, per_node, "torchrun");
+      plan::check_tensor_parallel_per_node(spec, nodes, source);
     } catch (const PlanError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
-  CHECK_THAT(refusal(4), ContainsSubstring("pipeline.tensor_parallel = 8 but torchrun starts 4 workers per node: a "
-                                           "tensor-parallel group must sit on one node (fix: start a multiple of 8 "
-                                           "workers per node"));
-  CHECK_THAT(refusal(12), ContainsSubstring("12 is not a multiple of it, so a tensor-parallel group would straddle "
-                                            "two nodes"));
+  CHECK_THAT(refusal({4}, "LOCAL_WORLD_SIZE=4"),
+             ContainsSubstring("pipeline.tensor_parallel = 8 but LOCAL_WORLD_SIZE=4 puts 4 workers on a node: a "
+                               "tensor-parallel group of 8 adjacent ranks must sit on one node, so every node's count "
+                               "must be a multiple of 8 (fix: start a multiple of 8 workers on every node"));
+  // A node of 12 would hold one group and half of another: refused though 12 is above t; the smallest odd count named.
+  CHECK_THAT(refusal({8, 12, 4}, "SLURM_STEP_TASKS_PER_NODE=8,12,4"),
+             ContainsSubstring("SLURM_STEP_TASKS_PER_NODE=8,12,4 puts 4 workers on a node"));
   spec.pipeline.tensor_parallel = 1;
-  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, 3, "slurm"));
+  CHECK_NOTHROW(plan::check_tensor_parallel_per_node(spec, {3}, "LOCAL_WORLD_SIZE=3"));
 }
 
 TEST_CASE("the plan's rank mapping names the formula and each pipeline's ranks") {
