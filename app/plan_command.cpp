@@ -64,8 +64,12 @@ void write_svg(const PlanOptions& options, const ppctl::job::PreparedJob& planne
   const auto& spec = planned.spec;
   const int64_t ranks = planned.program.num_ranks();
   const int64_t dp = std::max<int64_t>(planned.layout.data_parallel, 1);
-  const std::string layout = dp == 1 ? fmt::format("{} rank{}", ranks, ranks == 1 ? "" : "s")
-                                     : fmt::format("pp {} x dp {} ({} ranks; replica 0 drawn)", ranks, dp, ranks * dp);
+  const int64_t tp = std::max<int64_t>(planned.layout.tensor_parallel, 1);
+  // With dp or tp, replica 0's pipeline (its tp rank 0) is drawn, named by global rank.
+  const std::string grid_line = ppctl::plan::RankGrid(tp, dp, ranks).describe();  // "tp 2 x pp 2 = 4 ranks; rank = ..."
+  const std::string layout = dp * tp == 1 ? fmt::format("{} rank{}", ranks, ranks == 1 ? "" : "s")
+                                          : fmt::format("{}; {} drawn", grid_line.substr(0, grid_line.find(';')),
+                                                        tp > 1 ? "tp rank 0 of replica 0" : "replica 0");
   ppctl::observe::Timeline timeline;
   if (options.svg_from.empty()) {
     timeline = ppctl::observe::planned_timeline(
@@ -76,16 +80,16 @@ void write_svg(const PlanOptions& options, const ppctl::job::PreparedJob& planne
     const auto file = (std::filesystem::path(options.svg_from) / "trace.json").string();
     timeline = ppctl::observe::measured_timeline(ppctl::core::read_file(file), file, options.svg_step, "");
     timeline.title = fmt::format("{}: step {} measured, {:.2f} ms{}", file, timeline.step, timeline.step_ms,
-                                 dp > 1 ? " (replica 0)" : "");
+                                 dp * tp > 1 ? " (replica 0)" : "");
     if (static_cast<int64_t>(timeline.slices.size()) != ranks) {
       spdlog::warn("--svg-from {}: the run traced {} pipeline ranks, {} plans {}: the picture is the run's, drawn as "
                    "it ran",
                    options.svg_from, timeline.slices.size(), spec.source, ranks);
     }
   }
-  if (options.svg_from.empty() || dp > 1) {
+  if (options.svg_from.empty() || dp * tp > 1) {
     timeline.rank_names.clear();
-    const ppctl::plan::RankGrid grid(1, dp, std::max<int64_t>(ranks, static_cast<int64_t>(timeline.slices.size())));
+    const ppctl::plan::RankGrid grid(tp, dp, std::max<int64_t>(ranks, static_cast<int64_t>(timeline.slices.size())));
     for (int64_t r = 0; r < static_cast<int64_t>(timeline.slices.size()); ++r)
       timeline.rank_names.push_back(ppctl::plan::replica0_rank_name(r, grid));
   }

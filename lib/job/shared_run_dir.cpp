@@ -142,7 +142,7 @@ SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const Pr
 }
 
 void finish_shared_run_directory(const RunDirectory& run, int pipeline_ranks, bool traced,
-                                 std::chrono::milliseconds grace, int64_t data_parallel) {
+                                 std::chrono::milliseconds grace, int64_t data_parallel, int64_t tensor_parallel) {
   if (traced) {
     poll_until(grace, [&] {
       for (int r = 0; r < pipeline_ranks; ++r) {
@@ -152,7 +152,7 @@ void finish_shared_run_directory(const RunDirectory& run, int pipeline_ranks, bo
       return true;
     });
   }
-  finish_run_directory(run, pipeline_ranks, traced, data_parallel);
+  finish_run_directory(run, pipeline_ranks, traced, data_parallel, tensor_parallel);
 }
 
 }  // namespace ppctl::job

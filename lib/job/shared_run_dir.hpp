@@ -68,6 +68,7 @@ SharedRunDirectory share_run_directory(comm::JobStore* store, int rank, const Pr
 /// after a failure, ranks still failing get that long to write theirs), then finish_run_directory:
 /// merges what exists into trace.json and names the ranks that left no part.
 void finish_shared_run_directory(const observe::RunDirectory& run, int pipeline_ranks, bool traced,
-                                 std::chrono::milliseconds grace, int64_t data_parallel = 1);
+                                 std::chrono::milliseconds grace, int64_t data_parallel = 1,
+                                 int64_t tensor_parallel = 1);
 
 }  // namespace ppctl::job

@@ -50,8 +50,9 @@ VerifyReport verify_job(const PreparedJob& job, const std::string& executable, c
   auto rows = train::compare_gradients(pipelined, reference);
 
   VerifyReport report;
-  report.text = fmt::format("{}: schedule {}, {} ranks, one step, pipelined vs unpipelined\n\n",
-                            spec.source, config::to_string(spec.pipeline.schedule), world_size);
+  const std::string grid = job.layout.grid().describe();  // "tp 2 x pp 2 = 4 ranks; rank = ..."
+  report.text = fmt::format("{}: schedule {}, {}, one step, pipelined vs unpipelined\n\n", spec.source,
+                            config::to_string(spec.pipeline.schedule), grid.substr(0, grid.find(';')));
   report.text += fmt::format("{:<28} {:>14} {:>14}\n", "tensor", "max rel diff", "max |ref|");
   double worst = 0.0;
   std::string worst_name;

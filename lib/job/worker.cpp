@@ -177,9 +177,12 @@ int run_worker(const WorkerOptions& options) {
     by_stage.emplace(s.stage, stage);
     stages.push_back(stage);
     needs_data = needs_data || s.has_embedding || s.has_head;
-    spdlog::info("stage {} (blocks [{}, {})){}{}: {} parameters on {}", s.stage, s.layers.begin,
-                 s.layers.end, s.has_embedding ? ", embedding" : "",
-                 s.has_head ? ", head + loss" : "", s.parameters, device.str());
+    int64_t held = 0;  // this rank's: at t > 1 its shards and the replicated parameters
+    for (const auto& p : stage->parameters()) held += p.numel();
+    spdlog::info("stage {} (blocks [{}, {})){}{}: {} parameters on {}{}", s.stage, s.layers.begin, s.layers.end,
+                 s.has_embedding ? ", embedding" : "", s.has_head ? ", head + loss" : "", held, device.str(),
+                 tp.active() ? fmt::format(" (tp rank {} of {}; the stage has {})", tp.rank, tp.size, s.parameters)
+                             : "");
   }
   std::unique_ptr<data::Dataset> dataset;
   if (needs_data) {

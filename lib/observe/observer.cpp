@@ -163,7 +163,8 @@ void RunObserver::finish(comm::Communicator* comm) {
       summary.stages.at(static_cast<size_t>(program_.stage_to_rank[s])).push_back(static_cast<int64_t>(s));
     std::vector<RankTiming> timings(ranks);
     std::vector<std::string> mib;
-    const plan::RankGrid grid(1, std::max<int64_t>(spec_.pipeline.data_parallel, 1),  // dp resolved by the worker
+    const plan::RankGrid grid(spec_.pipeline.tensor_parallel,
+                              std::max<int64_t>(spec_.pipeline.data_parallel, 1),  // dp resolved by the worker
                               static_cast<int64_t>(ranks));
     for (size_t r = 0; r < ranks; ++r) {
       const double* v = &all[r * kSlot];

@@ -105,9 +105,11 @@ std::optional<std::string> run_directory_from_env() {
   return std::string(dir);
 }
 
-void finish_run_directory(const RunDirectory& run, int world_size, bool traced, int64_t data_parallel) {
+void finish_run_directory(const RunDirectory& run, int world_size, bool traced, int64_t data_parallel,
+                          int64_t tensor_parallel) {
   try {
-    const auto merge = traced ? observe::merge_trace_parts(run.path, world_size, run.origin_us, data_parallel)
+    const auto merge = traced ? observe::merge_trace_parts(run.path, world_size, run.origin_us, data_parallel,
+                                                           tensor_parallel)
                               : observe::TraceMerge{};
     if (!traced) {
       spdlog::info("no trace (observe.trace_steps is 0)");
@@ -117,10 +119,14 @@ void finish_run_directory(const RunDirectory& run, int world_size, bool traced, 
                    run.path);
     } else if (merge.ranks_missing.empty()) {
       spdlog::info("trace of {} written to {} (open it in https://ui.perfetto.dev)",
-                   data_parallel > 1 ? fmt::format("replica 0's {} pipeline ranks (the {} replicas run the same "
-                                                   "schedule)", merge.ranks_merged.size(), data_parallel)
-                                     : fmt::format("{} rank{}", merge.ranks_merged.size(),
-                                                   merge.ranks_merged.size() == 1 ? "" : "s"),
+                   data_parallel * tensor_parallel > 1
+                       ? fmt::format("{}'s {} pipeline ranks (the {} run the same schedule)",
+                                     tensor_parallel > 1 ? "tp rank 0 of replica 0" : "replica 0",
+                                     merge.ranks_merged.size(),
+                                     tensor_parallel > 1 ? fmt::format("{} tp ranks of each of the {} replicas",
+                                                                       tensor_parallel, data_parallel)
+                                                         : fmt::format("{} replicas", data_parallel))
+                       : fmt::format("{} rank{}", merge.ranks_merged.size(), merge.ranks_merged.size() == 1 ? "" : "s"),
                    merge.path);
     } else {
       spdlog::warn("trace written to {} without rank(s) {}: they left no trace part (failed or "

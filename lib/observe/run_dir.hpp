@@ -46,8 +46,10 @@ std::optional<std::string> run_directory_from_env();
 /// After the workers ended (however they ended): merges the ranks' trace parts into
 /// `run.path/trace.json` (observe::merge_trace_parts) and logs what was merged and which ranks had no
 /// part (`traced` false: tracing was off, observe.trace_steps 0). `world_size` is the pipeline ranks of
-/// replica 0, the only replica that traces when `data_parallel` > 1 (the log line and track names say so).
+/// replica 0 (tp rank 0), the only ones that trace when `data_parallel` or `tensor_parallel` > 1 (the log line and
+/// track names say so).
 /// Logs instead of throwing: a failed merge must not hide how the job ended.
-void finish_run_directory(const RunDirectory& run, int world_size, bool traced, int64_t data_parallel = 1);
+void finish_run_directory(const RunDirectory& run, int world_size, bool traced, int64_t data_parallel = 1,
+                          int64_t tensor_parallel = 1);
 
 }  // namespace ppctl::observe

@@ -21,14 +21,16 @@ namespace ppctl::observe {
 using nlohmann::json;
 using runtime::trace_part_name;
 
-TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t origin_us, int64_t data_parallel) {
+TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t origin_us, int64_t data_parallel,
+                             int64_t tensor_parallel) {
   namespace fs = std::filesystem;
   TraceMerge merge;
   json events = json::array();
   events.push_back(schedule::chrome_process_name("ppctl train (measured)"));
   std::vector<fs::path> merged_files;
   std::set<int> collective_tracks;  // ranks whose collectives track is named
-  const plan::RankGrid grid(1, data_parallel, world_size);  // the traced ranks are replica 0's pipeline
+  // the traced ranks are tp rank 0 of replica 0's pipeline
+  const plan::RankGrid grid(tensor_parallel, data_parallel, world_size);
   for (int rank = 0; rank < world_size; ++rank) {
     events.push_back(schedule::chrome_named_track(rank, plan::replica0_rank_name(rank, grid)));
     const fs::path part = fs::path(run_dir) / trace_part_name(rank);

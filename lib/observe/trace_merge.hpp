@@ -18,14 +18,15 @@ struct TraceMerge {
 
 /// Merges the parts `run_dir/trace.rank<R>.json` of pipeline ranks 0..world_size-1 into `run_dir/trace.json`:
 /// the same layout as `ppctl plan --trace` (schedule::to_chrome_trace): pid 0, one track (tid) per
-/// pipeline rank named "rank R" (plan::replica0_rank_name: with data_parallel > 1 only replica 0 traces, and its track
-/// names give the global ranks that the rank logs use, "rank 2 (pipeline rank 1 of replica 0)"), complete ("X") events, `ts`/`dur` in microseconds, here from `origin_us`
+/// pipeline rank named "rank R" (plan::replica0_rank_name: with data_parallel or tensor_parallel > 1 only tp rank 0 of
+/// replica 0 traces, and its track names give the global ranks that the rank logs use, "rank 2 (pipeline rank 1 of
+/// replica 0)"), complete ("X") events, `ts`/`dur` in microseconds, here from `origin_us`
 /// (wall-clock microseconds since the Unix epoch: the launcher's start) so the timeline starts at
 /// launch. A part that is missing or unreadable is skipped and listed in ranks_missing (its track is
 /// still named); merged parts are removed. Writes nothing and returns an empty path when no part
 /// exists. Throws ppctl::Error when trace.json cannot be written.
 TraceMerge merge_trace_parts(const std::string& run_dir, int world_size, int64_t origin_us,
-                             int64_t data_parallel = 1);
+                             int64_t data_parallel = 1, int64_t tensor_parallel = 1);
 
 
 }  // namespace ppctl::observe
