@@ -337,44 +337,56 @@ void check_tensor_parallel(SpecState& s) {
   const ModelSpec& m = s.spec.model;
   const int64_t t = s.spec.pipeline.tensor_parallel;
   if (t <= 1 || !s.usable("pipeline.tensor_parallel") || !s.usable("model.arch")) return;
+  const bool sp = s.spec.pipeline.sequence_parallel;
+  const int64_t kv = kv_heads_of(m), ffn = ffn_hidden_of(m);
+  // Every rule at once for a size c, so that the fix names a size that satisfies all of them, not only the broken one.
+  const auto fits = [&](int64_t c) {
+    return m.heads % c == 0 && (!llama_family(m.arch) || kv % c == 0) && ffn % c == 0 && m.vocab_size >= c &&
+           (!sp || m.seq_len % c == 0);
+  };
+  std::optional<int64_t> below, above;
+  for (int64_t c = t - 1; c >= 1 && !below; --c) {
+    if (fits(c)) below = c;
+  }
+  for (int64_t c = t + 1; c <= 1024 && !above; ++c) {
+    if (fits(c)) above = c;
+  }
+  const std::string fix = fmt::format("use pipeline.tensor_parallel: {}, which splits the heads, the MLP, the "
+                                      "vocabulary{} alike",
+                                      one_or_two(below, above), sp ? " and the sequence" : "");
   const std::string tp = fmt::format("pipeline.tensor_parallel ({})", t);
   if (s.usable("model.heads") && m.heads % t != 0) {
     s.combination_problem("model.heads", "pipeline.tensor_parallel", std::to_string(m.heads),
                           fmt::format("must be a multiple of {}: each tensor-parallel rank holds whole attention heads",
                                       tp),
-                          fmt::format("use a tensor_parallel that divides {} such as {}", m.heads,
-                                      divisors_near(m.heads, t)));
+                          fix);
   }
-  const int64_t kv = kv_heads_of(m);
   if (llama_family(m.arch) && s.usable("model.kv_heads") && s.usable("model.heads") && m.heads % t == 0 &&
       kv % t != 0) {
     s.combination_problem("model.kv_heads", "pipeline.tensor_parallel", std::to_string(kv),
                           fmt::format("must be a multiple of {}: each tensor-parallel rank holds kv_heads / t "
                                       "key/value heads (ppctl does not replicate key/value heads)",
                                       tp),
-                          fmt::format("use a tensor_parallel that divides {} such as {}", kv, divisors_near(kv, t)));
+                          fix);
   }
-  const int64_t ffn = ffn_hidden_of(m);
   if (s.usable("model.ffn_hidden") && s.usable("model.hidden") && ffn % t != 0) {
     s.combination_problem("model.ffn_hidden", "pipeline.tensor_parallel", std::to_string(ffn),
                           fmt::format("must be a multiple of {}: the MLP's columns are split evenly over the "
                                       "tensor-parallel ranks",
                                       tp),
-                          fmt::format("use a tensor_parallel that divides {} such as {}", ffn,
-                                      divisors_near(ffn, t)));
+                          fix);
   }
-  if (s.spec.pipeline.sequence_parallel && s.usable("pipeline.sequence_parallel") && s.usable("model.seq_len") &&
-      m.seq_len % t != 0) {
+  if (sp && s.usable("pipeline.sequence_parallel") && s.usable("model.seq_len") && m.seq_len % t != 0) {
     s.combination_problem("model.seq_len", "pipeline.tensor_parallel", std::to_string(m.seq_len),
                           fmt::format("must be a multiple of {} with pipeline.sequence_parallel: each rank holds "
                                       "seq_len / t positions of the residual stream",
                                       tp),
-                          fmt::format("use a seq_len that {} divides, or set pipeline.sequence_parallel: false", t));
+                          fmt::format("{}; or a seq_len that {} divides, or pipeline.sequence_parallel: false", fix, t));
   }
   if (s.usable("model.vocab_size") && m.vocab_size < t) {
     s.combination_problem("model.vocab_size", "pipeline.tensor_parallel", std::to_string(m.vocab_size),
                           fmt::format("is below {}: every tensor-parallel rank holds at least one vocabulary row", tp),
-                          fmt::format("use pipeline.tensor_parallel: {} or less", m.vocab_size));
+                          fix);
   }
 }
 

@@ -224,7 +224,7 @@ std::vector<Section> schema(JobSpec& spec, DataEntries& data_entries) {
                    "a Hugging Face model folder to start from; its config.json fills the model fields")},
        "the network: its architecture and shape, or the Hugging Face model it starts from"},
       {"pipeline",
-       {int_field("stages", p.stages, {1, 1024}, "pipeline-parallel size: ranks, one worker each"),
+       {int_field("stages", p.stages, {1, 1024}, "pipeline-parallel size: one rank per stage (t of them with tensor_parallel)"),
         enum_field("schedule", p.schedule,
                    std::vector{ScheduleKind::OneFOneB, ScheduleKind::GPipe, ScheduleKind::Interleaved1F1B,
                                ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::ZBAuto, ScheduleKind::Custom},

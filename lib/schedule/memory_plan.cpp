@@ -443,8 +443,8 @@ std::string format_memory(const config::JobSpec& spec, const plan::Layout& layou
   const std::string per_tp_rank =
       tp > 1 ? fmt::format(", on one of its tp {} ranks (the largest, tp rank 0: the split weights / {} and the "
                            "replicated norms, row-parallel biases and positions whole; activations inside the tp "
-                           "regions / {}, the residual stream whole: no sequence parallelism; the transient with each tp "
-                           "all-reduce's clone)",
+                           "regions / {}, the residual stream counted whole as without pipeline.sequence_parallel, an "
+                           "upper bound with it; the transient with each tp all-reduce's clone)",
                            tp, tp, tp)
              : "";
   std::string out = fmt::format(

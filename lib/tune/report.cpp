@@ -91,7 +91,7 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
   std::string tp_text;
   if (tps.size() > 1) {
     tp_text = fmt::format("tp {} (tp x dp = {} kept: tp takes its ranks from dp and each replica runs tp / {} times "
-                          "the sequences; a layer's time divided by tp / {}; tp's all-reduces, 2 per block forward and "
+                          "the sequences; a layer's time divided by tp / {}; tp's collectives, 2 per block forward and "
                           "2 backward, are not costed yet, so a larger tp looks faster than it runs)",
                           fmt::join(tps, ", "), ranks, spec_tp, spec_tp);
   } else if (p.data_parallel < 1) {

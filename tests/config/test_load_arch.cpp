@@ -98,7 +98,9 @@ TEST_CASE("tensor_parallel must split heads, kv_heads, the MLP and the vocabular
   const Message heads = only_problem(with_data("model: {heads: 6, hidden: 48}\npipeline:\n  tensor_parallel: 4\n"));
   check(heads, 1, "model.heads", "6", "must be a multiple of pipeline.tensor_parallel (4): each tensor-parallel rank "
         "holds whole attention heads");
-  CHECK(heads.hint == "use a tensor_parallel that divides 6 such as 3 or 6");
+  // The fix names a size that satisfies every rule at once: 3 would split 6 heads but not the 128 positions.
+  CHECK(heads.hint == "use pipeline.tensor_parallel: 2, which splits the heads, the MLP, the vocabulary and the "
+                      "sequence alike");
   const Message kv = only_problem(
       with_data("model:\n  arch: llama\n  heads: 8\n  kv_heads: 2\n  hidden: 64\npipeline: {tensor_parallel: 4}\n"));
   check(kv, 4, "model.kv_heads", "2", "must be a multiple of pipeline.tensor_parallel (4): each tensor-parallel rank "
@@ -113,7 +115,8 @@ TEST_CASE("tensor_parallel must split heads, kv_heads, the MLP and the vocabular
   const Message seq = only_problem(with_data("model: {seq_len: 30}\npipeline: {tensor_parallel: 4}\n"));
   check(seq, 1, "model.seq_len", "30", "must be a multiple of pipeline.tensor_parallel (4) with "
         "pipeline.sequence_parallel: each rank holds seq_len / t positions of the residual stream");
-  CHECK(seq.hint == "use a seq_len that 4 divides, or set pipeline.sequence_parallel: false");
+  CHECK(seq.hint == "use pipeline.tensor_parallel: 2, which splits the heads, the MLP, the vocabulary and the "
+                    "sequence alike; or a seq_len that 4 divides, or pipeline.sequence_parallel: false");
   CHECK(parse_ok(with_data("model: {seq_len: 30}\npipeline: {tensor_parallel: 4, sequence_parallel: false}\n"))
             .pipeline.tensor_parallel == 4);
   // Every rule holds: no problem; the default ffn (4 x hidden) splits, and an odd vocabulary is fine (no padding).

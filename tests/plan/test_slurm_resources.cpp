@@ -48,3 +48,18 @@ TEST_CASE("the Slurm lines pass any spec path on as one word", "[slurm]") {
     CHECK(std::find(lines[1].begin(), lines[1].end(), "--cpus-per-task=3") != lines[1].end());
   }
 }
+
+TEST_CASE("on GPUs the tasks per node hold whole tensor-parallel groups; on CPUs the note asks for them", "[slurm]") {
+  ppctl::config::JobSpec spec;
+  spec.source = "job.yaml";
+  spec.runtime.device = ppctl::config::Device::Cuda;
+  spec.pipeline.tensor_parallel = 4;
+  // 12 ranks: 6 per node would split a group of 4 over two nodes; 4 per node (3 nodes) keeps each whole.
+  CHECK(format_slurm_resources(spec, 12).find("--nodes=3 --ntasks-per-node=4 ") != std::string::npos);
+  spec.pipeline.tensor_parallel = 1;
+  CHECK(format_slurm_resources(spec, 12).find("--nodes=2 --ntasks-per-node=6 ") != std::string::npos);
+  spec.pipeline.tensor_parallel = 2;
+  spec.runtime.device = ppctl::config::Device::Cpu;
+  CHECK(format_slurm_resources(spec, 8).find("--ntasks-per-node=8/N, a multiple of tensor_parallel 2)") !=
+        std::string::npos);
+}
