@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace ppctl::optim {
 
@@ -27,11 +28,8 @@ DistributedOptimizer::DistributedOptimizer(const std::vector<model::StageModule>
     const auto& layout = gradients.layout(stage.index);
     const auto grads = gradients.buffer(stage.index);
     auto params = module->parameters();
-    // t > 1: a parameter every tp rank holds whole counts in the gradient norm on tp rank 0 only (stage_gradients).
-    std::vector<bool> counted;
-    for (const auto& item : module->named_parameters()) {
-      counted.push_back(module->tensor_parallel().rank == 0 || !model::parameter_split(item.key()).replicated());
-    }
+    std::vector<bool> counted;  // t > 1: a replicated parameter counts in the norm on tp rank 0 only
+    for (const auto& item : module->named_parameters()) counted.push_back(counts_in_norm(*module, item.key()));
     for (const auto& p : params) PPCTL_ASSERT(p.scalar_type() == torch::kFloat, "the optimizer starts from fp32 parameters");
     stage.flat = torch::zeros({layout.numel}, grads.options().dtype(weight_type));
     stage.offsets = layout.offsets;

@@ -100,6 +100,10 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
   return stats;
 }
 
+bool counts_in_norm(const model::StageModuleImpl& stage, const std::string& name) {
+  return stage.tensor_parallel().rank == 0 || !model::parameter_split(name).replicated();
+}
+
 std::map<int64_t, std::vector<torch::Tensor>> stage_gradients(const std::vector<model::StageModule>& stages) {
   std::map<int64_t, std::vector<torch::Tensor>> gradients;
   for (const auto& stage : stages) {
@@ -108,11 +112,10 @@ std::map<int64_t, std::vector<torch::Tensor>> stage_gradients(const std::vector<
     // every tp rank holds whole (norms, positions, row-parallel biases) counts on tp rank 0 only, a split one on
     // every rank (its shard): summed over the tensor-parallel group, each entry counts once.
     const auto copy = stage->has_head() ? stage->tied_weight() : torch::Tensor();
-    const bool counts_replicated = stage->tensor_parallel().rank == 0;
     for (const auto& item : stage->named_parameters()) {
       const auto& p = item.value();
       if (copy.defined() && p.is_same(copy)) continue;
-      if (!counts_replicated && model::parameter_split(item.key()).replicated()) continue;
+      if (!counts_in_norm(*stage, item.key())) continue;
       list.push_back(p.grad());
     }
   }

@@ -48,6 +48,11 @@ GradientStats local_gradient_stats(const std::vector<model::StageModule>& stages
                                    int64_t num_stages, double loss_sum, int64_t loss_count,
                                    int64_t nonfinite_microbatch = -1);
 
+/// Whether this rank counts parameter `name` of `stage` in the global norm: a split parameter on every tp rank (its
+/// shard), a replicated one (model::parameter_split) on tp rank 0 only, so that a sum over the tensor-parallel group
+/// counts every entry once. Always true at t = 1.
+bool counts_in_norm(const model::StageModuleImpl& stage, const std::string& name);
+
 /// The gradients of `stages` by global stage, each once: a tied embedding's copy on the stage holding the
 /// head is left out (it counts on the first stage); at t > 1 the replicated parameters (model::parameter_split)
 /// only on tp rank 0, so that a sum over the tensor-parallel group counts every entry once. Views of the
