@@ -40,12 +40,18 @@ using Clock = std::chrono::steady_clock;
 class QuietC10dLog {
  public:
   QuietC10dLog() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 3; }
-  ~QuietC10dLog() { FLAGS_caffe2_log_level = saved_; }
+  ~QuietC10dLog() {
+    if (!keep_quiet_) FLAGS_caffe2_log_level = saved_;
+  }
   QuietC10dLog(const QuietC10dLog&) = delete;
   QuietC10dLog& operator=(const QuietC10dLog&) = delete;
+  /// A connect attempt was abandoned on its own thread (finish_by) and the process is about to end with ppctl's
+  /// error: that thread's later c10d lines (its own timeout, with a backtrace) stay off stderr too.
+  void stay_quiet() { keep_quiet_ = true; }
 
  private:
   int saved_;
+  bool keep_quiet_ = false;
 };
 
 /// Runs `make` on a thread of its own and waits for it until `deadline`: its result, its exception
@@ -290,6 +296,7 @@ c10::intrusive_ptr<c10d::Store> join_store(const RendezvousInfo& info, std::chro
     } catch (const std::exception& e) {
       detail = error_text(e);
     }
+    if (!store) quiet.stay_quiet();  // the join failed: this rank reports it and ends
   }
   if (store) return *store;
   const double seconds = std::chrono::duration<double>(timeout).count();
