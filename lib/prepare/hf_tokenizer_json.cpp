@@ -3,6 +3,7 @@
 #include "prepare/hf_tokenizer_json.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <algorithm>
@@ -172,8 +173,17 @@ HfBpeModel bpe_model(const Fields& f, const json& m) {
     f.fail("model.vocab", "a non-empty object of token: id is expected", "save the tokenizer with `tokenizers`");
   }
   model.vocab.reserve(vocab->size());
+  std::unordered_map<int32_t, std::string> token_of_id;
   for (const auto& [token, id] : vocab->items()) {
     model.vocab.emplace_back(token, f.id_of(id, "model.vocab." + core::echo_value(token)));
+    // Two strings with one id would make that id decode to either: the file is broken.
+    const auto [seen, fresh] = token_of_id.emplace(model.vocab.back().second, token);
+    if (!fresh) {
+      f.fail("model.vocab." + core::echo_value(token),
+             fmt::format("id {} is also the id of {}: two tokens cannot share an id", seen->first,
+                         core::echo_value(seen->second)),
+             "give every token of model.vocab its own id (save the tokenizer with `tokenizers` again)");
+    }
   }
   const json* merges = Fields::find(m, "merges");
   if (merges == nullptr || !merges->is_array()) f.fail("model.merges", "a list is expected", "save the tokenizer with `tokenizers`");
@@ -307,6 +317,68 @@ void check_added_ids(const Fields& f, const HfTokenizerSpec& spec) {
   }
 }
 
+/// A non-negative integer at obj[key] (serde's usize/u32), or absent/null when `optional`.
+void check_unsigned(const Fields& f, const json& obj, const char* key, const std::string& field, bool optional) {
+  const json* v = Fields::find(obj, key);
+  if ((v == nullptr || v->is_null()) && optional) return;
+  if (v == nullptr) f.fail(field + "." + key, "missing", "write it, or set " + field + " to null");
+  if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<int64_t>() >= 0)) {
+    f.fail(field + "." + key, "not a non-negative integer: " + core::echo_value(v->dump()),
+           "write an integer >= 0, or set " + field + " to null");
+  }
+}
+
+/// A string at obj[key] that is one of `names` (a serde enum), or absent when `optional`.
+void check_variant(const Fields& f, const json& obj, const char* key, const std::string& field, bool optional,
+                   std::initializer_list<const char*> names) {
+  const json* v = Fields::find(obj, key);
+  if (v == nullptr && optional) return;
+  const bool known = v != nullptr && v->is_string() &&
+                     std::any_of(names.begin(), names.end(), [&](const char* n) { return *v == n; });
+  if (!known) {
+    f.fail(field + "." + key, v == nullptr ? "missing" : "not one of the accepted values: " + core::echo_value(v->dump()),
+           fmt::format("write one of {}, or set {} to null", fmt::join(names, ", "), field));
+  }
+}
+
+/// `truncation` and `padding`: ppctl never applies them (a dataset keeps whole documents), but a file
+/// that `tokenizers` refuses to load (tokenizers 0.23's TruncationParams / PaddingParams: null, or an
+/// object with these fields) is refused here too rather than read as if it were fine.
+void check_truncation_padding(const Fields& f, const json& root) {
+  if (const json* t = Fields::find(root, "truncation"); t != nullptr && !t->is_null()) {
+    if (!t->is_object()) {
+      f.fail("truncation", "not null or an object: " + core::echo_value(t->dump()),
+             "write null, or {\"max_length\": N, \"strategy\": \"LongestFirst\", \"stride\": 0, \"direction\": "
+             "\"Right\"}");
+    }
+    check_variant(f, *t, "direction", "truncation", true, {"Left", "Right"});
+    check_unsigned(f, *t, "max_length", "truncation", false);
+    check_variant(f, *t, "strategy", "truncation", false, {"LongestFirst", "OnlyFirst", "OnlySecond"});
+    check_unsigned(f, *t, "stride", "truncation", false);
+  }
+  if (const json* p = Fields::find(root, "padding"); p != nullptr && !p->is_null()) {
+    if (!p->is_object()) {
+      f.fail("padding", "not null or an object: " + core::echo_value(p->dump()),
+             "write null, or the object `tokenizers` saves after enable_padding()");
+    }
+    const json* strategy = Fields::find(*p, "strategy");
+    if (strategy != nullptr && strategy->is_object() && strategy->size() == 1 && strategy->contains("Fixed")) {
+      check_unsigned(f, *strategy, "Fixed", "padding.strategy", false);
+    } else {
+      check_variant(f, *p, "strategy", "padding", false, {"BatchLongest"});  // or {"Fixed": N}, above
+    }
+    check_variant(f, *p, "direction", "padding", false, {"Left", "Right"});
+    check_unsigned(f, *p, "pad_to_multiple_of", "padding", true);
+    check_unsigned(f, *p, "pad_id", "padding", false);
+    check_unsigned(f, *p, "pad_type_id", "padding", false);
+    const json* token = Fields::find(*p, "pad_token");
+    if (token == nullptr || !token->is_string()) {
+      f.fail("padding.pad_token", token == nullptr ? "missing" : "not a string: " + core::echo_value(token->dump()),
+             "write the padding token as a string, or set padding to null");
+    }
+  }
+}
+
 std::string tokenizer_file(const std::string& path) {
   std::error_code ec;
   return fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer.json").string() : path;
@@ -336,6 +408,7 @@ HfTokenizerSpec parse_hf_tokenizer_json(std::string_view text, const std::string
   spec.added_tokens = added_tokens(f, Fields::find(root, "added_tokens"));
   check_added_ids(f, spec);
   if (const json* post = Fields::find(root, "post_processor")) post_processor(f, *post, "post_processor", spec);
+  check_truncation_padding(f, root);
   return spec;
 }
 

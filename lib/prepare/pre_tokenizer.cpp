@@ -75,11 +75,13 @@ struct Pcre2Pattern::Impl {
   pcre2_match_context* context = nullptr;
   pcre2_jit_stack* jit_stack = nullptr;
   std::string field;
+  std::string file;
 };
 
 Pcre2Pattern::Pcre2Pattern(const std::string& pattern, bool literal, const std::string& file, const std::string& field)
     : impl_(std::make_unique<Impl>()) {
   impl_->field = field;
+  impl_->file = file;
   int error = 0;
   PCRE2_SIZE offset = 0;
   const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // UCP is not allowed with LITERAL
@@ -122,8 +124,14 @@ void Pcre2Pattern::find_all(std::string_view text, std::vector<std::pair<size_t,
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
-      throw Error(fmt::format("PCRE2 could not run the pattern of {} on a document: {}", impl_->field,
-                              reinterpret_cast<const char*>(message)));
+      // Bad input, not a failure of the machine: a pattern that backtracks catastrophically on this text
+      // runs into PCRE2's match limit (or the JIT stack's), which ends the run (the caller adds the
+      // input file and document).
+      throw PrepareError(fmt::format("{}: {}: PCRE2 gave up running the pattern on this text: {} (the pattern "
+                                     "backtracks too much, e.g. nested repeats like (a+)+; fix: rewrite the "
+                                     "pattern without nested or overlapping repeats)",
+                                     core::echo_label(impl_->file), impl_->field,
+                                     reinterpret_cast<const char*>(message)));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(impl_->match);
     const size_t s = ovector[0];

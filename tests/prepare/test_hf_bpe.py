@@ -256,6 +256,59 @@ def group_bad_input(tmp):
     bad("dropout.json", lambda j: j["model"].update(dropout=0.1), "model.dropout")
     bad("byte_fallback.json", lambda j: j["model"].update(byte_fallback=True), "model.byte_fallback")
     bad("bad_id.json", lambda j: j["model"]["vocab"].update(x=-4), "model.vocab.x", "not a token id")
+    # Two strings of model.vocab with one id: refused naming both strings, the id and the file.
+    dup_id = base["model"]["vocab"]["a"]
+    bad("duplicate_id.json", lambda j: j["model"]["vocab"].update(zzdup=dup_id), "model.vocab.zzdup",
+        f"id {dup_id} is also the id of a", "two tokens cannot share an id")
+    # truncation and padding: tokenizers 0.23 loads null or an object of its TruncationParams / PaddingParams
+    # shape and refuses everything else; so does ppctl (every field of each kind: wrong type, unknown value,
+    # missing, negative). What tokenizers itself saved after enable_truncation/enable_padding is read.
+    from tokenizers import Tokenizer as _Tok
+    saved = _Tok.from_file(path)
+    saved.enable_truncation(128)
+    saved.enable_padding()
+    shaped = json.loads(saved.to_str())
+    trunc, pad = shaped["truncation"], shaped["padding"]
+    ok_file = os.path.join(tmp, "trunc_pad_ok.json")
+    saved.save(ok_file)
+    run(["data", "prepare", "--tokenizer", ok_file, "--input", good, "--output", os.path.join(out, "ok")])
+    for name, value in (("truncation", trunc), ("padding", pad)):
+        for i, wrong in enumerate((5, "x", True, [], {})):
+            bad(f"{name}_{i}.json", lambda j, n=name, w=wrong: j.update({n: w}), name)
+        for field in value:
+            if field in ("direction",) and name == "truncation" or field == "pad_to_multiple_of":
+                continue  # optional in tokenizers too
+            bad(f"{name}_no_{field}.json", lambda j, n=name, f=field: j.update({n: {k: v for k, v in value.items()
+                                                                                if k != f}}),
+                f"{name}.{field}", "missing")
+            wrong = -1 if isinstance(value[field], int) else "zz"
+            if field == "pad_token":
+                wrong = 7
+            bad(f"{name}_bad_{field}.json", lambda j, n=name, f=field, w=wrong: j.update({n: dict(value, **{f: w})}),
+                f"{name}.{field}")
+    bad("padding_fixed.json", lambda j: j.update(padding=dict(pad, strategy={"Fixed": -3})), "padding.strategy.Fixed")
+    for name, value in (("truncation", trunc), ("padding", pad)):  # tokenizers agrees: it refuses each of them
+        for wrong in (5, "x", {}, dict(value, direction="zz")):
+            j = json.loads(json.dumps(base))
+            j[name] = wrong
+            try:
+                _Tok.from_str(json.dumps(j))
+            except Exception:
+                continue
+            raise AssertionError(f"tokenizers loads {name}={wrong!r}: the test's premise is wrong")
+    # A pre-tokenizer regex that backtracks catastrophically on a document: exit 2 naming the tokenizer file,
+    # the field, the input file and the document (not exit 1 without them).
+    slow = os.path.join(tmp, "backtracking.json")
+    j = json.loads(json.dumps(base))
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(a|aa)+$"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    with open(slow, "w", encoding="utf-8") as f:
+        json.dump(j, f)
+    evil = os.path.join(tmp, "evil.jsonl")
+    write_jsonl(evil, ["fine", "a" * 5000 + "!"])
+    expect_bad(["--tokenizer", slow, "--input", evil, "--output", os.path.join(out, "ds")], "backtracking.json",
+               "pre_tokenizer.pretokenizers[0]", "evil.jsonl", "document 2", "PCRE2", folder=out)
     # Values from the file are echoed escaped: an escape sequence in a type is shown, never sent.
     bad("escape.json", lambda j: j["model"].update(type="\x1b]0;pwned\x07"), "model.type", "\\x1b]0;pwned\\x07")
     # Not JSON; missing; --model beside a tokenizer.json; text that is not UTF-8.
