@@ -22,7 +22,8 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#RUNS[@]} -eq 0 ] && [ ${#SECONDS_LIMIT[@]} -eq 0 ]; then RUNS=(-runs=100000); fi
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(spec_yaml schedule_csv checkpoint_meta megatron_index id_scan_cache hf_tokenizer safetensors hf_config)
+  TARGETS=(spec_yaml schedule_csv checkpoint_meta megatron_index id_scan_cache hf_tokenizer safetensors hf_config
+           chat_reader)
 fi
 
 WORK="$(mktemp -d)"

@@ -91,12 +91,9 @@ std::string jsonl_text(const std::string& path, int64_t number, std::string_view
 void read_jsonl(const std::string& path, const std::string& key,
                 const std::function<void(std::string_view)>& on_document,
                 const std::function<void(int64_t)>& on_bytes) {
-  int64_t number = 0;
-  for_each_line(path, [&](std::string_view line, bool newline) {
-    ++number;
-    if (!is_blank(line)) on_document(jsonl_text(path, number, line, key));
-    on_bytes(static_cast<int64_t>(line.size()) + (newline ? 1 : 0));
-  });
+  read_jsonl_lines(path, [&](int64_t number, std::string_view line) {
+    on_document(jsonl_text(path, number, line, key));
+  }, on_bytes);
 }
 
 void read_separated(const std::string& path, const std::string& separator,
@@ -126,6 +123,16 @@ void read_separated(const std::string& path, const std::string& separator,
 
 }  // namespace
 
+void read_jsonl_lines(const std::string& path, const std::function<void(int64_t, std::string_view)>& on_line,
+                      const std::function<void(int64_t)>& on_bytes) {
+  int64_t number = 0;
+  for_each_line(path, [&](std::string_view line, bool newline) {
+    ++number;
+    if (!is_blank(line)) on_line(number, line);
+    on_bytes(static_cast<int64_t>(line.size()) + (newline ? 1 : 0));
+  });
+}
+
 std::string read_input_file(const std::string& path, const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail_read(what, path, errno);
@@ -150,7 +157,8 @@ InputFormat parse_input_format(const std::string& text) {
   if (text == "auto") return InputFormat::kAuto;
   if (text == "text") return InputFormat::kText;
   if (text == "jsonl") return InputFormat::kJsonl;
-  throw PrepareError(fmt::format("--input-format {}: unknown (fix: auto, text or jsonl)", core::echo_value(text)));
+  if (text == "chat") return InputFormat::kChat;
+  throw PrepareError(fmt::format("--input-format {}: unknown (fix: auto, text, jsonl or chat)", core::echo_value(text)));
 }
 
 InputFormat resolved_format(const std::string& path, const InputOptions& options) {

@@ -17,9 +17,10 @@ enum class InputFormat {
   kAuto,   ///< by the file name: `.jsonl` or `.json` is JSONL, anything else text
   kText,   ///< plain text
   kJsonl,  ///< one JSON object per line
+  kChat,   ///< one conversation per JSONL line, rendered by a chat template (prepare/chat_prepare.hpp)
 };
 
-/// Parses "auto" | "text" | "jsonl". Throws prepare::PrepareError naming the value otherwise.
+/// Parses "auto" | "text" | "jsonl" | "chat". Throws prepare::PrepareError naming the value otherwise.
 InputFormat parse_input_format(const std::string& text);
 
 /// Options of the input side of `ppctl data prepare`.
@@ -46,6 +47,12 @@ int64_t check_inputs(const std::vector<std::string>& paths);
 /// The whole content of `path`, read with read(2). Throws prepare::PrepareError "WHAT PATH: cannot
 /// read it: REASON" (`what` names the role: "input", "--model") when it cannot be opened or read.
 std::string read_input_file(const std::string& path, const std::string& what);
+
+/// Calls `on_line(number, line)` for every line of `path` that is not blank (only white space), with
+/// its 1-based number and without its '\n', and `on_bytes(n)` after each n bytes consumed. Throws
+/// prepare::PrepareError naming the file when it cannot be read.
+void read_jsonl_lines(const std::string& path, const std::function<void(int64_t, std::string_view)>& on_line,
+                      const std::function<void(int64_t)>& on_bytes);
 
 /// Calls `on_document(text)` for every document of `path`, in file order, and
 /// `on_bytes(n)` after each n bytes of the file consumed (progress). JSONL: a line that holds only

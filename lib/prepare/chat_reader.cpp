@@ -1,0 +1,111 @@
+// Reading chat JSONL lines into conversations, with errors naming the file, the line and the field.
+#include "prepare/chat_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "core/echo.hpp"
+#include "prepare/document_reader.hpp"
+#include "prepare/prepare_error.hpp"
+
+namespace ppctl::prepare {
+namespace {
+
+using jinja::Json;
+
+constexpr const char* kForms =
+    "write {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, {\"role\": \"assistant\", \"content\": "
+    "\"...\"}]} or {\"prompt\": \"...\", \"completion\": \"...\"}";
+constexpr std::array<const char*, 4> kRoles = {"system", "user", "assistant", "tool"};
+
+/// Errors of one line: "PATH:LINE: FIELD: PROBLEM (fix: FIX)".
+struct Line {
+  const std::string& path;
+  int64_t number;
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem, const std::string& fix) const {
+    throw PrepareError(fmt::format("{}:{}: {}{} (fix: {})", core::echo_label(path), number,
+                                   field.empty() ? "" : field + ": ", problem, fix));
+  }
+};
+
+/// Checks the messages of `list` (found at `field`) and appends them to `out`.
+void append_messages(const Line& at, const Json& list, const std::string& field, Conversation& out) {
+  if (!list.is_array()) at.fail(field, fmt::format("a JSON {}, not a list of messages", list.type_name()), kForms);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json& m = list[i];
+    const std::string here = fmt::format("{}[{}]", field, i);
+    if (!m.is_object()) {
+      at.fail(here, fmt::format("a JSON {}, not a message object", m.type_name()),
+              "write each message as {\"role\": \"user\", \"content\": \"...\"}");
+    }
+    const auto role = m.find("role");
+    if (role == m.end()) at.fail(here, "no \"role\"", "give every message a role: system, user, assistant or tool");
+    if (!role->is_string() ||
+        std::none_of(kRoles.begin(), kRoles.end(), [&](const char* r) { return *role == r; })) {
+      at.fail(here + ".role", fmt::format("{} is not a known role", core::echo_value(role->dump())),
+              "use system, user, assistant or tool");
+    }
+    const auto content = m.find("content");
+    if (content == m.end()) at.fail(here, "no \"content\"", "give every message its text as \"content\"");
+    if (!content->is_string()) {
+      at.fail(here + ".content", fmt::format("a JSON {}, not a string", content->type_name()),
+              "write the message's text as one string (lists of content parts are not read)");
+    }
+    if (*role == "assistant") ++out.assistant_turns;
+    out.messages.push_back(m);
+  }
+}
+
+}  // namespace
+
+Conversation parse_conversation(std::string_view text, const std::string& path, int64_t line) {
+  const Line at{path, line};
+  Json value;
+  try {
+    value = Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& e) {
+    at.fail("", fmt::format("not JSON ({})", core::escape_control(e.what())), "write one JSON object per line");
+  }
+  if (!value.is_object()) at.fail("", fmt::format("a JSON {}, not an object", value.type_name()), kForms);
+  Conversation c;
+  c.line = line;
+  const auto messages = value.find("messages");
+  const auto prompt = value.find("prompt");
+  if (messages != value.end() && prompt != value.end()) {
+    at.fail("", "both \"messages\" and \"prompt\"", "keep one form per line: " + std::string(kForms));
+  }
+  if (messages != value.end()) {
+    append_messages(at, *messages, "messages", c);
+  } else if (prompt != value.end()) {
+    const auto completion = value.find("completion");
+    if (completion == value.end()) at.fail("", "\"prompt\" without \"completion\"", kForms);
+    if (prompt->is_string() && completion->is_string()) {
+      c.messages.push_back(Json{{"role", "user"}, {"content", *prompt}});
+      c.messages.push_back(Json{{"role", "assistant"}, {"content", *completion}});
+      c.assistant_turns = 1;
+    } else if (prompt->is_array() && completion->is_array()) {
+      append_messages(at, *prompt, "prompt", c);
+      append_messages(at, *completion, "completion", c);
+    } else {
+      at.fail("", fmt::format("\"prompt\" is a {} and \"completion\" a {}", prompt->type_name(),
+                              completion->type_name()),
+              "make both strings, or both lists of messages (TRL's conversational form)");
+    }
+  } else {
+    at.fail("", "no \"messages\" and no \"prompt\"", kForms);
+  }
+  if (c.messages.empty()) at.fail("", "an empty conversation (no message)", "remove the line or add its messages");
+  return c;
+}
+
+void read_conversations(const std::string& path, const std::function<void(const Conversation&)>& on_conversation,
+                        const std::function<void(int64_t)>& on_bytes) {
+  read_jsonl_lines(path, [&](int64_t number, std::string_view line) {
+    on_conversation(parse_conversation(line, path, number));
+  }, on_bytes);
+}
+
+}  // namespace ppctl::prepare
