@@ -453,8 +453,28 @@ int main(int argc, char** argv) {
       ->type_name("KIND|PATH");
   prepare->add_option("--model", prepare_options.model, "SentencePiece model file (.model, as spm_train writes it)");
   prepare->add_option("--input-format", input_format,
-                      "auto (.jsonl/.json are JSONL, other files text), text or jsonl (default auto)")
-      ->check(CLI::IsMember({"auto", "text", "jsonl"}));
+                      "auto (.jsonl/.json are JSONL, other files text), text, jsonl, or chat: one conversation "
+                      "per JSONL line ({\"messages\": [{\"role\", \"content\"}, ...]} or {\"prompt\", "
+                      "\"completion\"}), rendered by the model's chat template, with loss masks in "
+                      "PREFIX.loss_mask.{bin,idx} (default auto)")
+      ->check(CLI::IsMember({"auto", "text", "jsonl", "chat"}));
+  prepare->add_option("--chat-template", prepare_options.chat.chat_template,
+                      "Chat: the template, a .jinja file or a tokenizer_config.json (or a folder holding one) "
+                      "(default: chat_template.jinja or tokenizer_config.json's chat_template beside --tokenizer)")
+      ->type_name("FILE");
+  std::string train_on = "assistant";
+  prepare->add_option("--train-on", train_on,
+                      "Chat: which tokens are targets: assistant (the assistant turns through their end-of-turn "
+                      "token; default) or all")
+      ->check(CLI::IsMember({"assistant", "all"}));
+  prepare->add_option("--chat-date", prepare_options.chat.date,
+                      "Chat: the date templates print with strftime_now (Llama 3.2, SmolLM3), recorded in the "
+                      "sidecar (default today)")
+      ->type_name("YYYY-MM-DD");
+  prepare->add_option("--chat-context", prepare_options.chat.context,
+                      "Chat: extra template variables as a JSON object, e.g. '{\"enable_thinking\": false}' "
+                      "(default none: messages, add_generation_prompt and the special tokens only)")
+      ->type_name("JSON");
   prepare->add_option("--json-key", prepare_options.input.json_key,
                       "JSONL: the field holding each document's text (default text)");
   prepare->add_option_function<std::string>(
@@ -483,6 +503,7 @@ int main(int argc, char** argv) {
     if (*worker) return cmd_worker(worker_options);
     if (*prepare) {
       prepare_options.append_eod = append_eod->count() > 0;
+      prepare_options.chat.train_on_all = train_on == "all";
       return cmd_data_prepare(prepare_options, input_format, append_eod_id);
     }
     if (*export_cmd) {

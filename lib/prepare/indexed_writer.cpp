@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
@@ -60,8 +61,9 @@ void rename_onto(const std::string& from, const std::string& to) {
 
 IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, data::megatron::DType dtype)
     : prefix_(std::move(prefix)), dtype_(dtype) {
-  if (dtype_ != data::megatron::DType::kUint16 && dtype_ != data::megatron::DType::kInt32) {
-    throw InternalError("IndexedDatasetWriter: only uint16 and int32 token files are written");
+  if (dtype_ != data::megatron::DType::kUint8 && dtype_ != data::megatron::DType::kUint16 &&
+      dtype_ != data::megatron::DType::kInt32) {
+    throw InternalError("IndexedDatasetWriter: only uint8, uint16 and int32 files are written");
   }
   const std::string suffix = fmt::format(".tmp.{}", ::getpid());
   bin_tmp_ = prefix_ + ".bin" + suffix;
@@ -82,8 +84,8 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
 int64_t IndexedDatasetWriter::bin_bytes() const { return tokens_ * data::megatron::dtype_size(dtype_); }
 
 void IndexedDatasetWriter::add_document(const std::vector<int32_t>& ids) {
-  const bool narrow = dtype_ == data::megatron::DType::kUint16;
-  const size_t width = narrow ? 2 : 4;
+  const size_t width = static_cast<size_t>(data::megatron::dtype_size(dtype_));
+  const int64_t largest = width == 1 ? 0xff : width == 2 ? 0xffff : INT32_MAX;
   size_t done = 0;
   while (done < ids.size()) {
     if (buffer_.size() + width > kBufferBytes) flush();
@@ -94,7 +96,7 @@ void IndexedDatasetWriter::add_document(const std::vector<int32_t>& ids) {
     auto* out = reinterpret_cast<unsigned char*>(buffer_.data() + at);
     for (size_t k = 0; k < count; ++k) {
       const int32_t id = ids[done + k];
-      if (id < 0 || (narrow && id > 0xffff)) {
+      if (id < 0 || id > largest) {
         buffer_.resize(at);
         throw InternalError(fmt::format("token id {} does not fit the dataset's {}", id,
                                         data::megatron::dtype_name(dtype_)));
@@ -115,6 +117,11 @@ void IndexedDatasetWriter::flush() {
 }
 
 void IndexedDatasetWriter::commit(std::string_view sidecar) {
+  stage(sidecar);
+  publish();
+}
+
+void IndexedDatasetWriter::stage(std::optional<std::string_view> sidecar) {
   flush();
   if (::fsync(fd_) != 0) fail("sync", bin_tmp_, errno);
   ::close(fd_);
@@ -122,12 +129,16 @@ void IndexedDatasetWriter::commit(std::string_view sidecar) {
   std::vector<int64_t> document_indices(lengths_.size() + 1);
   std::iota(document_indices.begin(), document_indices.end(), int64_t{0});
   write_synced(idx_tmp_, data::megatron::encode_index(dtype_, lengths_, document_indices));
-  write_synced(sidecar_tmp_, sidecar);
-  remove_if_there(prefix_ + ".tokenizer.json");
+  has_sidecar_ = sidecar.has_value();
+  if (has_sidecar_) write_synced(sidecar_tmp_, *sidecar);
+}
+
+void IndexedDatasetWriter::publish() {
+  if (has_sidecar_) remove_if_there(prefix_ + ".tokenizer.json");
   remove_if_there(prefix_ + ".idx");
   rename_onto(bin_tmp_, prefix_ + ".bin");
   rename_onto(idx_tmp_, prefix_ + ".idx");
-  rename_onto(sidecar_tmp_, prefix_ + ".tokenizer.json");
+  if (has_sidecar_) rename_onto(sidecar_tmp_, prefix_ + ".tokenizer.json");
   committed_ = true;
   const auto folder = std::filesystem::path(prefix_).parent_path();
   core::sync_directory(folder.empty() ? std::filesystem::path(".") : folder);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,7 @@ namespace ppctl::prepare {
 class IndexedDatasetWriter {
  public:
   /// Creates the temporary .bin for ids stored as `dtype` (kUint16 or kInt32, the two dtypes
-  /// Megatron's DType.optimal_dtype picks). The folder of `prefix` must exist (the caller checks it
+  /// Megatron's DType.optimal_dtype picks for tokens; kUint8 for loss masks). The folder of `prefix` must exist (the caller checks it
   /// and reports bad input). Throws ppctl::Error naming the file when it cannot be created.
   IndexedDatasetWriter(std::string prefix, data::megatron::DType dtype);
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
@@ -45,6 +46,13 @@ class IndexedDatasetWriter {
   /// (an error it reports), or the whole new dataset. Throws ppctl::Error on a system failure.
   void commit(std::string_view sidecar);
 
+  /// The two halves of commit(), for a dataset written together with another (tokens and their loss
+  /// masks): stage() writes and fsyncs everything under temporary names (`sidecar` nullopt: none, and
+  /// publish() then leaves PREFIX.tokenizer.json alone); publish() removes the old index (and sidecar)
+  /// and renames. Stage every writer before publishing any, so a failure leaves the old files.
+  void stage(std::optional<std::string_view> sidecar);
+  void publish();
+
  private:
   void flush();
 
@@ -57,6 +65,7 @@ class IndexedDatasetWriter {
   int64_t tokens_ = 0;
   int64_t max_id_ = -1;
   bool committed_ = false;
+  bool has_sidecar_ = false;
 };
 
 }  // namespace ppctl::prepare

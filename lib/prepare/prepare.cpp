@@ -11,6 +11,7 @@
 
 #include "core/live_line.hpp"
 #include "core/echo.hpp"
+#include "prepare/chat_prepare.hpp"
 #include "prepare/hf_bpe_tokenizer.hpp"
 #include "prepare/indexed_writer.hpp"
 #include "prepare/prepare_error.hpp"
@@ -23,8 +24,9 @@ namespace fs = std::filesystem;
 
 constexpr double kMB = 1e6;
 
-/// The output prefix must name a file in an existing folder.
-void check_output(const std::string& prefix) {
+}  // namespace
+
+void check_output_prefix(const std::string& prefix) {
   if (prefix.empty()) throw PrepareError("--output is empty (fix: name the dataset, e.g. --output data/corpus)");
   std::error_code ec;
   if (prefix.back() == '/' || fs::is_directory(prefix, ec)) {
@@ -39,6 +41,8 @@ void check_output(const std::string& prefix) {
                                    core::echo_label(folder.string())));
   }
 }
+
+namespace {
 
 /// A SentencePiece model (Llama 2's tokenizer.model) given as --tokenizer, or a model folder that holds one and
 /// no tokenizer.json: refused with the --model that reads it, instead of the JSON reader's complaint.
@@ -69,6 +73,8 @@ void refuse_sentencepiece_as_json(const std::string& path) {
                                  core::echo_label(model.string())));
 }
 
+}  // namespace
+
 std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
   if (options.tokenizer == "bytes") {
     if (!options.model.empty()) {
@@ -94,6 +100,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options) {
   refuse_sentencepiece_as_json(options.tokenizer);
   return load_hf_tokenizer(options.tokenizer);
 }
+
+namespace {
 
 /// The id appended to every non-empty document, or nullopt without --append-eod.
 std::optional<int64_t> resolve_eod(const PrepareOptions& options, const Tokenizer& tokenizer) {
@@ -131,10 +139,15 @@ std::string format_prepare_progress(int64_t bytes_done, int64_t bytes_total, int
 }
 
 std::string format_prepare_report(const PrepareReport& r) {
+  const std::string what =
+      r.chat ? fmt::format("{0}.{{bin,idx}} + {0}.loss_mask.{{bin,idx}}: {1} conversations, {2} tokens, {3} targets "
+                           "(--train-on {4})",
+                           r.output_prefix, r.documents, r.tokens, r.chat->target_tokens, r.chat->train_on)
+             : fmt::format("{}.{{bin,idx}}: {} documents, {} tokens", r.output_prefix, r.documents, r.tokens);
   return fmt::format(
-      "{}.{{bin,idx}}: {} documents, {} tokens ({}, vocabulary {}, {}) from {:.2f} MB in {:.2f} s = "
+      "{} ({}, vocabulary {}, {}) from {:.2f} MB in {:.2f} s = "
       "{:.2f} MB/s",
-      r.output_prefix, r.documents, r.tokens, data::megatron::dtype_name(r.dtype), r.vocab_size,
+      what, data::megatron::dtype_name(r.dtype), r.vocab_size,
       r.eod_id ? fmt::format("eod {}", *r.eod_id) : std::string("no eod"), r.bytes_in / kMB, r.seconds,
       r.seconds > 0 ? r.bytes_in / kMB / r.seconds : 0.0);
 }
@@ -150,15 +163,21 @@ std::string sidecar_json(const PrepareReport& r, const std::string& model_path) 
   j["max_token_id"] = r.max_token_id;
   j["documents"] = r.documents;
   j["tokens"] = r.tokens;
+  if (r.chat) {
+    j["chat"] = {{"template", r.chat->chat_template}, {"train_on", r.chat->train_on}, {"date", r.chat->date},
+                 {"conversations", r.chat->conversations}, {"target_tokens", r.chat->target_tokens},
+                 {"loss_mask", r.output_prefix + ".loss_mask"}};
+  }
   return j.dump(2) + "\n";
 }
 
 PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress_out) {
+  if (options.input.format == InputFormat::kChat) return prepare_chat_dataset(options, progress_out);
   // Everything the user named, before anything is written.
   const int64_t bytes_total = check_inputs(options.inputs);
   const auto tokenizer = make_tokenizer(options);
   const auto eod = resolve_eod(options, *tokenizer);
-  check_output(options.output_prefix);
+  check_output_prefix(options.output_prefix);
 
   PrepareReport report;
   report.output_prefix = options.output_prefix;
@@ -207,7 +226,14 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
                                    report.documents,
                                    options.input.format == InputFormat::kText ? "" : " and --json-key"));
   }
-  writer.commit(sidecar_json(report, tokenizer->model_path()));
+  writer.stage(sidecar_json(report, tokenizer->model_path()));
+  // Loss masks of an earlier chat dataset of this prefix would be paired with these ids by a trainer.
+  for (const char* stale : {".loss_mask.idx", ".loss_mask.bin"}) {
+    std::error_code ec;
+    fs::remove(options.output_prefix + stale, ec);
+    if (ec) throw Error(fmt::format("cannot remove the old {}{}: {}", options.output_prefix, stale, ec.message()));
+  }
+  writer.publish();
   report.seconds = elapsed();
   return report;
 }

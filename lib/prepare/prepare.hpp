@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "data/megatron_format.hpp"
+#include "jinja/template.hpp"
 #include "prepare/document_reader.hpp"
+#include "prepare/tokenizer.hpp"
 
 namespace ppctl::prepare {
 
@@ -28,6 +31,23 @@ struct PrepareOptions {
   bool append_eod = false;
   std::optional<int64_t> eod_id;
   bool progress = false;            ///< draw the progress line (on a terminal)
+  /// --input-format chat (prepare/chat_prepare.hpp).
+  struct Chat {
+    std::string chat_template;  ///< --chat-template: a .jinja, a tokenizer_config.json or a folder; "" = beside --tokenizer
+    bool train_on_all = false;  ///< --train-on all: every token is a target (else assistant turns only)
+    std::string date;           ///< --chat-date YYYY-MM-DD for strftime_now; "" = today
+    std::string context;        ///< --chat-context: a JSON object of extra template variables; "" = none
+    jinja::Limits limits;       ///< bounds on one render
+  } chat;
+};
+
+/// What a chat dataset holds besides the ids (the sidecar's "chat" object).
+struct ChatReport {
+  std::string chat_template;  ///< the file the template came from (absolute)
+  std::string train_on;       ///< "assistant" or "all"
+  std::string date;           ///< the date strftime_now printed, YYYY-MM-DD
+  int64_t conversations = 0;
+  int64_t target_tokens = 0;  ///< tokens whose loss mask is 1
 };
 
 /// What was written, for the closing report.
@@ -43,6 +63,7 @@ struct PrepareReport {
   int64_t bytes_in = 0;    ///< bytes of input read
   int64_t bytes_out = 0;   ///< bytes of the .bin
   double seconds = 0.0;    ///< wall time from the first input read to the last rename
+  std::optional<ChatReport> chat;  ///< set for --input-format chat
 };
 
 /// Runs the whole preparation. Everything the user named is checked before anything is written
@@ -54,15 +75,24 @@ struct PrepareReport {
 PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress_out = stderr);
 
 /// The dataset's PREFIX.tokenizer.json (interfaces: format "ppctl-tokenizer", version 1, tokenizer,
-/// model (absolute path or null), vocab_size, eod_id (or null), max_token_id, documents, tokens).
+/// model (absolute path or null), vocab_size, eod_id (or null), max_token_id, documents, tokens; for chat
+/// data also "chat": {template, train_on, date, conversations, target_tokens}: an added key, so still
+/// version 1: readers ignore keys they do not know).
 std::string sidecar_json(const PrepareReport& report, const std::string& model_path);
+
+/// Checks that --output names a file in an existing folder. Throws prepare::PrepareError with the fix.
+void check_output_prefix(const std::string& prefix);
+
+/// The tokenizer --tokenizer (and --model) name. Throws prepare::PrepareError naming the file and fix.
+std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options);
 
 /// The progress text: "prepare 12.3/45.6 MB | 1234 docs | 5.6 MB/s | ETA 0:05" (MB = 10^6 bytes).
 std::string format_prepare_progress(int64_t bytes_done, int64_t bytes_total, int64_t documents,
                                     double seconds);
 
 /// The closing report, one line: "PREFIX.{bin,idx}: D documents, T tokens (uint16, vocabulary V,
-/// eod E) from B MB in S s = R MB/s".
+/// eod E) from B MB in S s = R MB/s"; for chat data "PREFIX.{bin,idx} + PREFIX.loss_mask.{bin,idx}: D
+/// conversations, T tokens, M targets (--train-on X) (...) from ...".
 std::string format_prepare_report(const PrepareReport& report);
 
 }  // namespace ppctl::prepare
