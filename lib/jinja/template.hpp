@@ -74,8 +74,9 @@ struct Program;  // the parsed template (jinja/ast.hpp)
 class Template {
  public:
   /// Parses `source`; `origin` names it in every message (a file path, or "PATH: chat_template").
-  /// Throws TemplateError on a syntax error or a construct outside the subset or the sandbox.
-  Template(std::string_view source, std::string origin);
+  /// Throws TemplateError on a syntax error, a construct outside the subset or the sandbox, an unknown
+  /// filter or test, or nesting deeper than `limits.max_depth`.
+  Template(std::string_view source, std::string origin, const Limits& limits = {});
   ~Template();
   Template(Template&&) noexcept;
   Template& operator=(Template&&) noexcept;

@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 # lib/'s folders from the bottom up: a folder may include only itself and the folders before it.
-LAYERS = ["core", "config", "plan", "schedule", "tune", "data", "prepare", "launch", "comm", "model", "checkpoint", "interop",
+LAYERS = ["core", "jinja", "config", "plan", "schedule", "tune", "data", "prepare", "launch", "comm", "model", "checkpoint", "interop",
           "runtime", "observe", "optim", "train", "job"]
 MAX_SOURCES = 13   # "about 12" .cpp files per folder
 MAX_LINES = 800
