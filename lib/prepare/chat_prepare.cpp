@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <filesystem>
 #include <numeric>
 
 #include "core/echo.hpp"
@@ -18,8 +17,6 @@
 
 namespace ppctl::prepare {
 namespace {
-
-namespace fs = std::filesystem;
 
 /// The tokenizer.json of --tokenizer, or a PrepareError saying chat data needs one.
 HfTokenizerSpec chat_tokenizer(const PrepareOptions& options) {
@@ -137,11 +134,7 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
   // ids and the sidecar last: a reader that sees the new sidecar sees new ids and masks.
   ids_out.stage(sidecar_json(report, tokenizer.model_path()));
   masks_out.stage(std::nullopt);
-  for (const char* old : {".idx", ".tokenizer.json"}) {
-    std::error_code ec;
-    fs::remove(options.output_prefix + old, ec);
-    if (ec) throw Error(fmt::format("cannot remove the old {}{}: {}", options.output_prefix, old, ec.message()));
-  }
+  remove_old_files(options.output_prefix, {".idx", ".tokenizer.json"});
   masks_out.publish();
   ids_out.publish();
   report.seconds = elapsed();

@@ -130,6 +130,14 @@ std::optional<int64_t> resolve_eod(const PrepareOptions& options, const Tokenize
 
 }  // namespace
 
+void remove_old_files(const std::string& prefix, std::initializer_list<const char*> suffixes) {
+  for (const char* suffix : suffixes) {
+    std::error_code ec;
+    fs::remove(prefix + suffix, ec);
+    if (ec) throw Error(fmt::format("cannot remove the old {}{}: {}", prefix, suffix, ec.message()));
+  }
+}
+
 std::string format_prepare_progress(int64_t bytes_done, int64_t bytes_total, int64_t documents,
                                     double seconds) {
   const double rate = seconds > 0 ? bytes_done / seconds : 0.0;
@@ -228,11 +236,7 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
   }
   writer.stage(sidecar_json(report, tokenizer->model_path()));
   // Loss masks of an earlier chat dataset of this prefix would be paired with these ids by a trainer.
-  for (const char* stale : {".loss_mask.idx", ".loss_mask.bin"}) {
-    std::error_code ec;
-    fs::remove(options.output_prefix + stale, ec);
-    if (ec) throw Error(fmt::format("cannot remove the old {}{}: {}", options.output_prefix, stale, ec.message()));
-  }
+  remove_old_files(options.output_prefix, {".loss_mask.idx", ".loss_mask.bin"});
   writer.publish();
   report.seconds = elapsed();
   return report;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,10 @@ void check_output_prefix(const std::string& prefix);
 
 /// The tokenizer --tokenizer (and --model) name. Throws prepare::PrepareError naming the file and fix.
 std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options);
+
+/// Removes PREFIX+SUFFIX for each suffix where it exists. Throws ppctl::Error naming the file when one
+/// cannot be removed.
+void remove_old_files(const std::string& prefix, std::initializer_list<const char*> suffixes);
 
 /// The progress text: "prepare 12.3/45.6 MB | 1234 docs | 5.6 MB/s | ETA 0:05" (MB = 10^6 bytes).
 std::string format_prepare_progress(int64_t bytes_done, int64_t bytes_total, int64_t documents,
