@@ -120,10 +120,8 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
         });
   }
   line.draw(format_prepare_progress(report.bytes_in, bytes_total, ids_out.documents(), elapsed()), true);
-  report.documents = summary.conversations = ids_out.documents();
-  report.tokens = ids_out.tokens();
-  report.max_token_id = ids_out.max_token_id();
-  report.bytes_out = ids_out.bin_bytes();
+  count_written(ids_out, report);
+  summary.conversations = report.documents;
   if (summary.target_tokens == 0) {
     throw PrepareError(fmt::format("the {} conversation(s) of the input hold no target token (fix: check the "
                                    "input files hold conversations with assistant messages)",

@@ -130,6 +130,13 @@ std::optional<int64_t> resolve_eod(const PrepareOptions& options, const Tokenize
 
 }  // namespace
 
+void count_written(const IndexedDatasetWriter& writer, PrepareReport& report) {
+  report.documents = writer.documents();
+  report.tokens = writer.tokens();
+  report.max_token_id = writer.max_token_id();
+  report.bytes_out = writer.bin_bytes();
+}
+
 void remove_old_files(const std::string& prefix, std::initializer_list<const char*> suffixes) {
   for (const char* suffix : suffixes) {
     std::error_code ec;
@@ -224,10 +231,7 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
         });
   }
   line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()), true);
-  report.documents = writer.documents();
-  report.tokens = writer.tokens();
-  report.max_token_id = writer.max_token_id();
-  report.bytes_out = writer.bin_bytes();
+  count_written(writer, report);
   if (report.tokens == 0) {
     throw PrepareError(fmt::format("the {} document(s) of the input hold no token (fix: check the input "
                                    "files{})",

@@ -87,6 +87,11 @@ void check_output_prefix(const std::string& prefix);
 /// The tokenizer --tokenizer (and --model) name. Throws prepare::PrepareError naming the file and fix.
 std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options);
 
+class IndexedDatasetWriter;
+
+/// Copies what `writer` has written (documents, tokens, largest id, .bin bytes) into `report`.
+void count_written(const IndexedDatasetWriter& writer, PrepareReport& report);
+
 /// Removes PREFIX+SUFFIX for each suffix where it exists. Throws ppctl::Error naming the file when one
 /// cannot be removed.
 void remove_old_files(const std::string& prefix, std::initializer_list<const char*> suffixes);
