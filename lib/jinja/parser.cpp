@@ -304,17 +304,21 @@ class Parser {
     return e;
   }
 
-  ExprPtr or_expr() {
-    ExprPtr e = and_expr();
-    while (accept_name("or")) e = binary(Expr::Kind::Or, "or", std::move(e), and_expr());
-    return e;
+  /// operand (op operand)*, left-associative, for the operators (or keywords) in `ops`.
+  ExprPtr left_assoc(ExprPtr (Parser::*operand)(), std::initializer_list<const char*> ops, Expr::Kind kind) {
+    ExprPtr e = (this->*operand)();
+    while (true) {
+      const auto op = std::find_if(ops.begin(), ops.end(), [&](const char* o) {
+        return kind == Expr::Kind::Binary ? is_op(o) : is_name(o);
+      });
+      if (op == ops.end()) return e;
+      next();
+      e = binary(kind, *op, std::move(e), (this->*operand)());
+    }
   }
 
-  ExprPtr and_expr() {
-    ExprPtr e = not_expr();
-    while (accept_name("and")) e = binary(Expr::Kind::And, "and", std::move(e), not_expr());
-    return e;
-  }
+  ExprPtr or_expr() { return left_assoc(&Parser::and_expr, {"or"}, Expr::Kind::Or); }
+  ExprPtr and_expr() { return left_assoc(&Parser::not_expr, {"and"}, Expr::Kind::And); }
 
   ExprPtr not_expr() {
     if (is_name("not")) {
@@ -356,35 +360,11 @@ class Parser {
     return c;
   }
 
-  ExprPtr math1() {
-    ExprPtr e = concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = next().text;
-      e = binary(Expr::Kind::Binary, op, std::move(e), concat());
-    }
-    return e;
-  }
-
-  ExprPtr concat() {
-    ExprPtr e = math2();
-    while (accept_op("~")) e = binary(Expr::Kind::Binary, "~", std::move(e), math2());
-    return e;
-  }
-
-  ExprPtr math2() {
-    ExprPtr e = power();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = next().text;
-      e = binary(Expr::Kind::Binary, op, std::move(e), power());
-    }
-    return e;
-  }
-
-  ExprPtr power() {
-    ExprPtr e = unary(true);
-    while (accept_op("**")) e = binary(Expr::Kind::Binary, "**", std::move(e), unary(true));
-    return e;
-  }
+  ExprPtr math1() { return left_assoc(&Parser::concat, {"+", "-"}, Expr::Kind::Binary); }
+  ExprPtr concat() { return left_assoc(&Parser::math2, {"~"}, Expr::Kind::Binary); }
+  ExprPtr math2() { return left_assoc(&Parser::power, {"*", "/", "//", "%"}, Expr::Kind::Binary); }
+  ExprPtr power() { return left_assoc(&Parser::unary_filtered, {"**"}, Expr::Kind::Binary); }
+  ExprPtr unary_filtered() { return unary(true); }
 
   ExprPtr unary(bool with_filter) {
     ExprPtr e;

@@ -22,11 +22,12 @@ struct Renderer::Depth {
 
 namespace {
 
-/// A `{% macro %}`: its parameters and body, run in the scope where it was defined.
+/// A `{% macro %}`: its parameters and body, run in the scope where it was defined. It holds that scope
+/// weakly: the macro lives in one of its frames, and a strong hold would be a cycle that is never freed.
 class Macro : public Callable {
  public:
-  Macro(const Node& node, Renderer::Scope scope, Value caller = {})
-      : node_(node), scope_(std::move(scope)), caller_(std::move(caller)) {}
+  Macro(const Node& node, const Renderer::Scope& scope, Value caller = {})
+      : node_(node), scope_(scope.begin(), scope.end()), caller_(std::move(caller)) {}
 
   Value call(Renderer& r, const CallArgs& args) const override {
     const auto& params = node_.params;
@@ -50,16 +51,25 @@ class Macro : public Callable {
       if (!known) throw EvalError("macro '" + node_.name + "' takes no keyword argument '" + kw.first + "'");
     }
     if (!caller_.is_undefined()) frame["caller"] = caller_;
-    return Value::from(r.render_in(scope_, std::move(frame), node_.body));
+    Renderer::Scope scope;
+    for (const auto& weak : scope_) {
+      scope.push_back(weak.lock());
+      if (!scope.back()) throw EvalError("macro '" + name() + "' is called after the block that defined it ended");
+    }
+    return Value::from(r.render_in(scope, std::move(frame), node_.body));
   }
 
   std::string name() const override { return node_.name.empty() ? "caller" : node_.name; }
   /// This macro with `caller` defined in its body (`{% call %}`).
-  Macro with_caller(Value caller) const { return Macro(node_, scope_, std::move(caller)); }
+  Macro with_caller(Value caller) const {
+    Macro m = *this;
+    m.caller_ = std::move(caller);
+    return m;
+  }
 
  private:
   const Node& node_;
-  Renderer::Scope scope_;
+  std::vector<std::weak_ptr<Renderer::Frame>> scope_;
   Value caller_;
 };
 
