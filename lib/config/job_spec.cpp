@@ -53,6 +53,15 @@ std::string to_string(LrSchedule schedule) {
   throw InternalError("to_string: unknown LrSchedule");
 }
 
+std::string to_string(Overlong rule) {
+  switch (rule) {
+    case Overlong::Error: return "error";
+    case Overlong::Drop: return "drop";
+    case Overlong::Truncate: return "truncate";
+  }
+  throw InternalError("to_string: unknown Overlong");
+}
+
 std::string to_string(NonFinitePolicy policy) {
   switch (policy) {
     case NonFinitePolicy::Stop: return "stop";

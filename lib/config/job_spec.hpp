@@ -88,6 +88,13 @@ enum class DataFormat {
   Megatron,  ///< `megatron`: a Megatron-LM indexed dataset PREFIX.bin + PREFIX.idx, named by PREFIX
 };
 
+/// What packing does with a conversation longer than model.seq_len (data.overlong; data/packing.hpp).
+enum class Overlong {
+  Error,     ///< `error` (default): refuse the dataset, naming the conversation
+  Drop,      ///< `drop`: leave it out (counted in the log and the plan)
+  Truncate,  ///< `truncate`: keep its first seq_len tokens (counted)
+};
+
 /// Element type of a `tokens` file (data.dtype). Megatron datasets name theirs in the .idx.
 enum class TokenDType { Uint16, Uint32, Int32 };
 
@@ -277,6 +284,9 @@ struct DataSpec {
                                     ///< weights normalised to sum 1. data.path and data.blend exclude each other.
   double eval_fraction = 0.0;      ///< share of the text's sequences held out for evaluation (the last ones,
                                    ///< never trained on); 0 = none. Range [0, 0.5].
+  /// Chat datasets (a megatron PREFIX with PREFIX.loss_mask beside it, packed into windows): what happens to a
+  /// conversation longer than model.seq_len.
+  Overlong overlong = Overlong::Error;
 };
 
 /// AdamW (Loshchilov & Hutter, arXiv 1711.05101) as in torch::optim::AdamW.
@@ -396,6 +406,7 @@ std::string to_string(Backend backend);
 std::string to_string(CpuBinding binding);
 std::string to_string(LrSchedule schedule);
 std::string to_string(NonFinitePolicy policy);
+std::string to_string(Overlong rule);
 std::string to_string(SignalPolicy policy);
 std::string to_string(Recompute recompute);
 std::string to_string(Precision precision);

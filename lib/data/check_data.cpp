@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/load.hpp"
+#include "data/packed_corpus.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
@@ -172,9 +173,19 @@ void check_data(const config::JobSpec& spec, const std::string& spec_text) {
       problem(e.what());
       continue;
     }
+    const bool chat = s.format == config::DataFormat::Megatron && has_loss_masks(s.files.at(0));
+    if (chat) {  // the loss masks beside it: their index, their lengths, the overlong rule, a window to train on
+      try {
+        MegatronSource(loss_mask_prefix(s.files.at(0))).check_index();
+        PackedCorpus(s.files.at(0), spec.model.seq_len, spec.data.eval_fraction, spec.data.overlong);
+      } catch (const Error& e) {
+        problem(e.what());
+        continue;
+      }
+    }
     const int64_t windows = windows_in(source->num_tokens(), spec.model.seq_len);
     const int64_t held_out = windows == 0 ? 0 : config::held_out_sequences(windows, spec.data.eval_fraction);
-    if (windows - held_out < 1) {
+    if (!chat && windows - held_out < 1) {
       problem(fmt::format("{} holds {} tokens: {} window(s) of model.seq_len + 1 = {} tokens, {} held out by "
                           "data.eval_fraction {:g}, leaving none to train on (fix: add data, lower model.seq_len, "
                           "or lower data.eval_fraction)",

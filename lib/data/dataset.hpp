@@ -1,6 +1,6 @@
 // The training and held-out samples of a job: windows of seq_len + 1 tokens over each corpus of
-// data.path or data.blend, shuffled per dataset and epoch, blended by weight. No torch: callers copy
-// the ids into tensors.
+// data.path or data.blend (or packed conversations of a chat dataset), shuffled per dataset and epoch, blended
+// by weight. No torch: callers copy the ids into tensors.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 
 #include "config/job_spec.hpp"
 #include "data/blend.hpp"
+#include "data/packed_corpus.hpp"
 #include "data/shuffle.hpp"
 #include "data/token_source.hpp"
 
@@ -28,6 +29,8 @@ namespace ppctl::data {
 /// E_d), in stream order, the same at every evaluation.
 /// Every sample depends only on (sources, weights, seq_len, seed, eval_fraction, i): never on the
 /// partition, the rank or the microbatch split. Not thread-safe (cursors and shuffle caches).
+/// A chat dataset (data.format megatron with PREFIX.loss_mask beside PREFIX) is a PackedCorpus: its windows are
+/// packs of whole conversations (data/packed_corpus.hpp), with the same shuffle, blend and held-out numbering.
 class Dataset {
  public:
   /// Opens every source of spec.data.sources (open_token_source) with model.seq_len, train.seed
@@ -37,13 +40,21 @@ class Dataset {
   /// The same over given sources (tests, tools); `weights` one per source, > 0.
   Dataset(std::vector<std::unique_ptr<TokenSource>> sources, std::vector<double> weights, int64_t seq_len,
           uint64_t seed, double eval_fraction);
+  /// A dataset of one chat corpus (tests, tools): its windows and held-out windows as packed.
+  Dataset(std::unique_ptr<PackedCorpus> corpus, uint64_t seed);
 
   int64_t num_datasets() const { return static_cast<int64_t>(datasets_.size()); }
   /// Training windows N_d of dataset `d` (one epoch).
   int64_t num_sequences(int64_t d = 0) const { return datasets_.at(static_cast<size_t>(d)).windows; }
   /// Held-out windows E_d of dataset `d` (0 without data.eval_fraction).
   int64_t num_eval_sequences(int64_t d = 0) const { return datasets_.at(static_cast<size_t>(d)).eval_windows; }
-  const TokenSource& source(int64_t d) const { return *datasets_.at(static_cast<size_t>(d)).source; }
+  /// The token stream of dataset `d`; asserts that it is not a chat dataset.
+  const TokenSource& source(int64_t d) const;
+  /// The chat corpus of dataset `d`, or null when it is a token stream.
+  const PackedCorpus* packed(int64_t d) const { return datasets_.at(static_cast<size_t>(d)).packed.get(); }
+  /// Whether any dataset is a chat corpus: samples then carry target masks, positions and document numbers that
+  /// every pipeline stage needs (attention stays within a conversation).
+  bool packed() const;
   int64_t seq_len() const { return seq_len_; }
 
   /// Which dataset and window training sample `index` reads (see the class comment).
@@ -64,6 +75,14 @@ class Dataset {
   void sample(int64_t index, int64_t* tokens, int64_t* targets) const;
   /// Writes held-out sample `index` (>= 0).
   void eval_sample(int64_t index, int64_t* tokens, int64_t* targets) const;
+  /// The same with every field of the sample: a window of a token stream has target mask 1, positions 0 ..
+  /// seq_len - 1 and document 0 everywhere; a chat window has its own (PackedCorpus::read).
+  void sample(int64_t index, const SampleFields& out) const;
+  void eval_sample(int64_t index, const SampleFields& out) const;
+  /// Target tokens of training sample `index` / held-out sample `index`: seq_len for a token stream's window,
+  /// the ones of its target mask for a chat window. Reads nothing for a token stream.
+  int64_t sample_targets(int64_t index) const;
+  int64_t eval_sample_targets(int64_t index) const;
 
   /// The blend's position after `next_sample` training samples (saved in checkpoints).
   BlendPosition position(int64_t next_sample) const;
@@ -81,13 +100,19 @@ class Dataset {
 
  private:
   struct Part {
-    std::unique_ptr<TokenSource> source;
+    std::unique_ptr<TokenSource> source;   // a token stream, or
+    std::unique_ptr<PackedCorpus> packed;  // a chat corpus
     int64_t windows = 0;
     int64_t eval_windows = 0;
     WindowOrder order;
     mutable int64_t logged_epoch = 0;
   };
-  void read_window(const Window& w, int64_t* tokens, int64_t* targets) const;
+  /// Dataset `d` as a token stream (windows over it, the last held out) or as a chat corpus (its packs).
+  Part stream_part(size_t d, std::unique_ptr<TokenSource> source, uint64_t seed, double eval_fraction) const;
+  Part packed_part(size_t d, std::unique_ptr<PackedCorpus> corpus, uint64_t seed) const;
+  void read_window(const Window& w, const SampleFields& out) const;
+  int64_t window_targets(const Window& w) const;
+  std::string describe(const Part& part) const;
 
   int64_t seq_len_;
   std::vector<Part> datasets_;

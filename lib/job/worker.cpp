@@ -185,7 +185,7 @@ int run_worker(const WorkerOptions& options) {
                              : "");
   }
   std::unique_ptr<data::Dataset> dataset;
-  if (needs_data) {
+  if (needs_data || data::has_chat_data(spec)) {  // packed conversations: every stage needs their boundaries
     dataset = std::make_unique<data::Dataset>(spec);
   }
 

@@ -1,9 +1,12 @@
-// Partition-independent seeds, the shared initialisation helpers and seeded dropout of decoder blocks.
+// Partition-independent seeds, the shared initialisation helpers, seeded dropout and the attention of decoder blocks
+// (causal, or block-diagonal causal for packed conversations).
 #include "model/block.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace ppctl::model {
 namespace {
@@ -42,6 +45,48 @@ torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutCont
   auto keep = torch::empty(sizes, torch::dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
   if (tp.splits_sequence()) keep = keep.narrow(1, tp.rank * x.size(1), x.size(1));
   return x * keep.to(x.device(), x.scalar_type()) / (1.0 - p);
+}
+
+torch::Tensor block_causal_mask(const torch::Tensor& documents) {
+  const int64_t seq = documents.size(1);
+  const auto same = documents.unsqueeze(2) == documents.unsqueeze(1);  // [batch, query, key]
+  const auto causal = torch::ones({seq, seq}, torch::dtype(torch::kBool).device(documents.device())).tril();
+  return (same & causal).unsqueeze(1);
+}
+
+std::pair<torch::Tensor, int64_t> segment_offsets(const torch::Tensor& documents) {
+  const auto docs = documents.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t rows = docs.size(0), seq = docs.size(1);
+  const auto* d = docs.data_ptr<int64_t>();
+  std::vector<int32_t> offsets{0};
+  int64_t longest = 0, start = 0;
+  for (int64_t i = 0; i < rows * seq; ++i) {
+    const bool ends = (i + 1) % seq == 0 || d[i + 1] != d[i];
+    if (!ends) continue;
+    offsets.push_back(static_cast<int32_t>(i + 1));
+    longest = std::max(longest, i + 1 - start);
+    start = i + 1;
+  }
+  return {torch::tensor(offsets, torch::kInt), longest};
+}
+
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const MicrobatchContext& context) {
+  if (context.cu_seqlens.defined()) {  // [batch, heads, seq, d] -> the rows end to end: [batch x seq, heads, d]
+    const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+    const auto flat = [&](const torch::Tensor& t) {
+      return t.transpose(1, 2).reshape({batch * seq, heads, dim}).to(torch::kBFloat16);
+    };
+    auto out = std::get<0>(at::_flash_attention_forward(flat(q), flat(k), flat(v), context.cu_seqlens,
+                                                        context.cu_seqlens, context.max_seqlen, context.max_seqlen,
+                                                        /*dropout_p=*/0.0, /*is_causal=*/true,
+                                                        /*return_debug_mask=*/false));
+    return out.view({batch, seq, heads, dim}).transpose(1, 2);
+  }
+  if (!context.attention_mask.defined()) {
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
+  }
+  return at::scaled_dot_product_attention(q, k, v, context.attention_mask, /*dropout_p=*/0.0, /*is_causal=*/false);
 }
 
 }  // namespace ppctl::model

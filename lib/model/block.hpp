@@ -20,6 +20,45 @@ struct DropoutContext {
                            ///< takes it as the base (replica dp's offset dp x m) and adds its own
 };
 
+/// What one microbatch's forward needs besides its activations, the same on every pipeline stage (Megatron-Core's
+/// PackedSeqParams plays this part): the dropout identity, and for packed conversations each token's position
+/// in its conversation and the block-diagonal causal mask that keeps attention inside one conversation; the
+/// rotary tables of those positions, computed once per microbatch and stage (StageModuleImpl::context), not in
+/// every block. Converts implicitly from a DropoutContext: positions 0 .. seq_len - 1 and plain causal
+/// attention, the blocks computing the rotary tables themselves.
+struct MicrobatchContext {
+  MicrobatchContext() = default;
+  MicrobatchContext(const DropoutContext& dropout) : dropout(dropout) {}  // NOLINT(google-explicit-constructor)
+  DropoutContext dropout;
+  torch::Tensor positions;       ///< [batch, seq_len] int64: the position ids; undefined = 0 .. seq_len - 1
+  torch::Tensor attention_mask;  ///< [batch, 1, seq_len, seq_len] bool, true where a query may attend a key;
+                                 ///< undefined = causal over the whole sequence (or cu_seqlens)
+  /// Packed conversations on CUDA in bf16: the boundaries as a variable-length attention kernel takes them
+  /// (flash attention's cu_seqlens: int32 [segments + 1], the running sums of the segments' lengths over the
+  /// batch's rows laid end to end, each row's padding a segment of its own) and the longest segment; then no
+  /// attention_mask is built.
+  torch::Tensor cu_seqlens;
+  int64_t max_seqlen = 0;
+  torch::Tensor rope_cos, rope_sin;  ///< llama family: [seq_len, head_dim] or, with positions, [batch, 1, seq_len,
+                                     ///< head_dim] fp32 (model/rope.hpp's tables at the positions); may be undefined
+};
+
+/// The block-diagonal causal mask of `documents` [batch, seq_len] int64 (the conversation each position belongs
+/// to; padding has a number of its own): [batch, 1, seq_len, seq_len] bool, true where key j <= query i and both
+/// lie in the same document. Every query keeps at least itself, so no softmax row is empty.
+torch::Tensor block_causal_mask(const torch::Tensor& documents);
+
+/// The cu_seqlens of `documents` [batch, seq_len] int64 on the CPU (MicrobatchContext::cu_seqlens) and the longest
+/// segment: a segment ends where the document number changes or a row ends.
+std::pair<torch::Tensor, int64_t> segment_offsets(const torch::Tensor& documents);
+
+/// Scaled dot-product attention of q [batch, heads, seq, head_dim] over k, v of the same shape: causal; with
+/// `context`'s attention mask (packed conversations) SDPA over that mask; with its cu_seqlens, LibTorch's
+/// variable-length flash attention kernel (at::_flash_attention_forward, causal within each segment; q, k, v in
+/// bf16), which never forms an s x s mask.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const MicrobatchContext& context);
+
 /// Seed of the generator that initialises one part of the model. `part` is -1 for the embedding,
 /// -2 for the final norm and LM head, or the global block index: weights never depend on the
 /// partition into stages.
@@ -57,7 +96,7 @@ torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutCont
 class DecoderBlock : public torch::nn::Module {
  public:
   ~DecoderBlock() override = default;
-  virtual torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) = 0;
+  virtual torch::Tensor forward(const torch::Tensor& x, const MicrobatchContext& context) = 0;
 };
 
 }  // namespace ppctl::model

@@ -45,7 +45,8 @@ Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index,
   init_linear(fc2_, gen, residual_std);
 }
 
-torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const MicrobatchContext& context) {
+  const auto& dropout = context.dropout;
   const auto normed = enter_tensor_parallel(ln1_->forward(x), tp_);  // the whole sequence from here
   const auto batch = normed.size(0), seq = normed.size(1);
   const auto width = heads_ * head_dim_;  // this rank's heads
@@ -53,9 +54,7 @@ torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const DropoutContex
   auto split_heads = [&](const torch::Tensor& t) {
     return t.view({batch, seq, heads_, head_dim_}).transpose(1, 2);
   };
-  auto attn = at::scaled_dot_product_attention(split_heads(qkv[0]), split_heads(qkv[1]),
-                                               split_heads(qkv[2]), /*attn_mask=*/{},
-                                               /*dropout_p=*/0.0, /*is_causal=*/true);
+  auto attn = attention(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), context);
   attn = attn.transpose(1, 2).reshape({batch, seq, width});
   auto h = x + seeded_dropout(proj_->forward(attn), dropout_p_, dropout, layer_index_, 0, tp_);
   auto inner = fc1_->forward(enter_tensor_parallel(ln2_->forward(h), tp_));

@@ -41,7 +41,7 @@ TORCH_MODULE(Gpt2LayerNorm);
 class Gpt2BlockImpl : public DecoderBlock {
  public:
   Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed, const TensorParallel& tp = {});
-  torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) override;
+  torch::Tensor forward(const torch::Tensor& x, const MicrobatchContext& context) override;
 
  private:
   int64_t layer_index_;

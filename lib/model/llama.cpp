@@ -64,7 +64,8 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
   init_linear(down_proj_, gen, residual_std);
 }
 
-torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutContext& dropout) {
+torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const MicrobatchContext& context) {
+  const auto& dropout = context.dropout;
   const auto normed = enter_tensor_parallel(attn_norm_->forward(x), tp_);  // once for q, k and v; whole sequence
   const auto batch = normed.size(0), seq = normed.size(1);
   // [batch, seq, heads, head_dim] -> [batch, heads, seq, head_dim], qwen3's per-head norm before the turn
@@ -72,7 +73,9 @@ torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutConte
     const auto per_head = t.view({batch, seq, heads, head_dim_});
     return (norm ? norm->forward(per_head) : per_head).transpose(1, 2);
   };
-  const auto [cos, sin] = rotary_tables(seq, rope_, x.device());
+  // The stage's tables for this microbatch (its positions), else the plain positions' tables computed here.
+  const auto [cos, sin] = context.rope_cos.defined() ? std::pair{context.rope_cos, context.rope_sin}
+                                                     : rotary_tables(seq, rope_, x.device());
   auto q = apply_rotary(split_heads(q_proj_->forward(normed), heads_, q_norm_), cos, sin);
   auto k = apply_rotary(split_heads(k_proj_->forward(normed), kv_heads_, k_norm_), cos, sin);
   RMSNorm none{nullptr};
@@ -81,7 +84,7 @@ torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const DropoutConte
     k = k.repeat_interleave(heads_ / kv_heads_, 1);
     v = v.repeat_interleave(heads_ / kv_heads_, 1);
   }
-  auto attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
+  auto attn = attention(q, k, v, context);
   attn = attn.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_});
   const auto h = x + seeded_dropout(o_proj_->forward(attn), dropout_p_, dropout, layer_index_, 0, tp_);
   const auto m = enter_tensor_parallel(mlp_norm_->forward(h), tp_);  // once for gate and up

@@ -57,7 +57,7 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 class LlamaBlockImpl : public DecoderBlock {
  public:
   LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed, const TensorParallel& tp = {});
-  torch::Tensor forward(const torch::Tensor& x, const DropoutContext& dropout) override;
+  torch::Tensor forward(const torch::Tensor& x, const MicrobatchContext& context) override;
 
  private:
   int64_t layer_index_;

@@ -10,6 +10,7 @@
 #include "model/autocast.hpp"
 #include "model/gpt2.hpp"
 #include "model/llama.hpp"
+#include "model/rope.hpp"
 
 namespace ppctl::model {
 namespace {
@@ -85,8 +86,33 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
   }
 }
 
-torch::Tensor StageModuleImpl::forward(const torch::Tensor& input, const DropoutContext& dropout) {
-  return forward_parts(input, 0, num_parts(), dropout);
+torch::Tensor StageModuleImpl::forward(const torch::Tensor& input, const MicrobatchContext& context) {
+  return forward_parts(input, 0, num_parts(), context);
+}
+
+MicrobatchContext StageModuleImpl::context(const DropoutContext& dropout, const torch::Tensor& positions,
+                                           const torch::Tensor& documents, const torch::Device& device) const {
+  MicrobatchContext context(dropout);
+  if (documents.defined()) {
+    if (device.is_cuda() && config::computes_in_bf16(precision_)) {
+      auto [offsets, longest] = segment_offsets(documents);
+      context.cu_seqlens = offsets.to(device);
+      context.max_seqlen = longest;
+    } else {
+      context.attention_mask = block_causal_mask(documents.to(device));
+    }
+  }
+  if (positions.defined()) context.positions = positions.to(device);
+  if (!config::llama_family(spec_.arch) || blocks_.empty()) return context;
+  auto [cos, sin] = rotary_tables(spec_.seq_len, spec_, device);  // positions 0 .. seq_len - 1
+  if (positions.defined()) {  // each token's row: [batch, 1, seq_len, head_dim]
+    const auto index = context.positions.reshape({-1});
+    cos = cos.index_select(0, index).view({positions.size(0), 1, positions.size(1), -1});
+    sin = sin.index_select(0, index).view({positions.size(0), 1, positions.size(1), -1});
+  }
+  context.rope_cos = cos;
+  context.rope_sin = sin;
+  return context;
 }
 
 int64_t StageModuleImpl::num_parts() const {
@@ -95,7 +121,8 @@ int64_t StageModuleImpl::num_parts() const {
 }
 
 torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t begin, int64_t end,
-                                             const DropoutContext& dropout) {
+                                             const MicrobatchContext& context) {
+  const auto& dropout = context.dropout;
   PPCTL_ASSERT(0 <= begin && begin <= end && end <= num_parts(),
                fmt::format("parts [{}, {}) of a stage with {}", begin, end, num_parts()));
   const int64_t first_block = layout_.has_embedding ? 1 : 0;
@@ -111,13 +138,17 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
       // bf16 weights: the residual stream stays fp32 as under bf16 over fp32 weights (positions add in fp32)
       if (precision_ == config::Precision::Bf16Params) x = x.to(torch::kFloat);
       if (pos_embed_) {
-        auto positions = torch::arange(first, last, torch::dtype(torch::kLong).device(x.device()));
         const auto table = tensor_parallel_copy(pos_embed_->weight, tp_.over_sequence());
-        x = x + torch::nn::functional::embedding(positions, table).unsqueeze(0);
+        if (context.positions.defined()) {  // packed conversations: positions restart at each one
+          x = x + torch::nn::functional::embedding(context.positions.slice(1, first, last), table);
+        } else {
+          auto positions = torch::arange(first, last, torch::dtype(torch::kLong).device(x.device()));
+          x = x + torch::nn::functional::embedding(positions, table).unsqueeze(0);
+        }
       }
       x = seeded_dropout(x, spec_.dropout, dropout, -1, 0, tp_);
     } else if (block < blocks) {
-      x = blocks_[static_cast<size_t>(block)]->forward(x, dropout);
+      x = blocks_[static_cast<size_t>(block)]->forward(x, context);
     } else {
       x = enter_tensor_parallel(ln_f_.forward<torch::Tensor>(x), tp_);  // into the column-parallel head
       if (lm_head_) {
@@ -144,10 +175,22 @@ std::vector<int64_t> StageModuleImpl::segment_starts(int64_t every) const {
   return starts;
 }
 
-torch::Tensor StageModuleImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
+torch::Tensor StageModuleImpl::token_losses(const torch::Tensor& logits, const torch::Tensor& targets) const {
   const auto flat = logits.reshape({-1, logits.size(-1)});
   if (tp_.active()) return vocab_parallel_cross_entropy(flat, targets.reshape({-1}), vocab_rows().first, tp_);
-  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(flat, targets.reshape({-1}), F::CrossEntropyFuncOptions().reduction(torch::kNone));
+}
+
+torch::Tensor StageModuleImpl::loss_sum(const torch::Tensor& logits, const torch::Tensor& targets,
+                                        const torch::Tensor& target_mask) const {
+  const auto losses = token_losses(logits, targets);
+  if (!target_mask.defined()) return losses.sum();
+  return (losses * target_mask.reshape({-1}).to(losses.scalar_type())).sum();
+}
+
+torch::Tensor StageModuleImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
+  return token_losses(logits, targets).mean();
 }
 
 std::vector<int64_t> StageModuleImpl::whole_sizes(const std::string& name, at::IntArrayRef shard_sizes) const {

@@ -37,7 +37,7 @@ class StageModuleImpl : public torch::nn::Module {
   /// state is this rank's part of the sequence, [batch, seq_len / t, hidden] (model::sequence_range); the
   /// token ids and the logits cover the whole sequence.
   /// The same as forward_parts(input, 0, num_parts(), dropout).
-  torch::Tensor forward(const torch::Tensor& input, const DropoutContext& dropout);
+  torch::Tensor forward(const torch::Tensor& input, const MicrobatchContext& context);
 
   /// The parts of the stage in the order forward() runs them: the embedding (first stage only),
   /// one part per block, then the final norm and LM head together (last stage only). Activation
@@ -48,7 +48,18 @@ class StageModuleImpl : public torch::nn::Module {
   /// is the embedding, hidden states [batch, seq_len, hidden] otherwise. Dropout masks depend on
   /// the layer, not on the range, so running the parts range by range equals forward().
   torch::Tensor forward_parts(const torch::Tensor& input, int64_t begin, int64_t end,
-                              const DropoutContext& dropout);
+                              const MicrobatchContext& context);
+
+  /// The context of one microbatch on this stage, built once and used by every part (and every recomputation):
+  /// `dropout`; with `positions` and `documents` ([batch, seq_len] int64 on the CPU, packed conversations) the
+  /// positions on `device`, the conversations' boundaries — on CUDA under bf16 as cu_seqlens for the
+  /// variable-length flash kernel (model::segment_offsets), else as the block-diagonal causal mask
+  /// (model::block_causal_mask) — and, for the llama family, the rotary tables gathered at the positions; without
+  /// them (undefined) the rotary tables of positions 0 .. seq_len - 1 and causal attention. seq_len is the whole
+  /// sequence's (model.seq_len), under SP too.
+  MicrobatchContext context(const DropoutContext& dropout, const torch::Tensor& positions = {},
+                            const torch::Tensor& documents = {},
+                            const torch::Device& device = torch::kCPU) const;
 
   /// The parts at which checkpoint segments start when the input of every `every`-th block
   /// (counted from the stage's first block) is kept: the embedding and the head are segments of
@@ -56,9 +67,16 @@ class StageModuleImpl : public torch::nn::Module {
   /// starting with 0. `every` >= 1.
   std::vector<int64_t> segment_starts(int64_t every) const;
 
-  /// Mean cross-entropy (nats per token) of logits [batch, seq_len, vocab] against targets
+  /// Cross-entropy (nats) of each token, [batch x seq_len] fp32, of logits [batch, seq_len, vocab] against targets
   /// [batch, seq_len] int64. Only meaningful on the last stage. At t > 1 the logits are this rank's rows and
-  /// the loss is model::vocab_parallel_cross_entropy (collective over the tensor-parallel group).
+  /// the losses come from model::vocab_parallel_cross_entropy (collective over the tensor-parallel group).
+  torch::Tensor token_losses(const torch::Tensor& logits, const torch::Tensor& targets) const;
+  /// The sum of token_losses weighted by `target_mask` ([batch, seq_len] fp32, 1 for the loss's targets, 0
+  /// elsewhere; undefined = every token): a scalar, the numerator of the per-token loss (Megatron-Core's
+  /// calculate_per_token_loss). A microbatch without targets gives 0, never NaN.
+  torch::Tensor loss_sum(const torch::Tensor& logits, const torch::Tensor& targets,
+                         const torch::Tensor& target_mask = {}) const;
+  /// The mean of token_losses (nats per token): the loss of one unmasked microbatch (tests, tools).
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
 
   /// The vocabulary rows [begin, end) this rank's embedding and head hold (model::shard_range; all of them at

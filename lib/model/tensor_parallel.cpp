@@ -109,14 +109,13 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     const auto sum_exp = sums[0];
     exp.div_(sum_exp.unsqueeze(-1));  // this rank's softmax rows
     ctx->save_for_backward({exp, index, mine});
-    return (sum_exp.log() - sums[1]).mean();
+    return sum_exp.log() - sums[1];
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     auto grad = saved[0].clone();
-    const auto n = grad.size(0);
     grad.scatter_add_(-1, saved[1].unsqueeze(-1), -saved[2].to(grad.scalar_type()).unsqueeze(-1));
-    grad.mul_(grads[0] / static_cast<double>(n));
+    grad.mul_(grads[0].unsqueeze(-1));
     return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -134,12 +134,13 @@ class VocabParallelEmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(VocabParallelEmbedding);
 
-/// Mean cross-entropy (nats per token) over N tokens of logits split by vocabulary (Megatron's
+/// Cross-entropy of each of N tokens, [N] (nats), of logits split by vocabulary (Megatron's
 /// vocab_parallel_cross_entropy; arXiv 1909.08053 §3): `logits` [N, rows] fp32, this rank's rows `vocab_begin` ..
 /// `vocab_begin + rows` of the vocabulary; `targets` [N] int64, whole ids. No rank holds all the logits: two
 /// all-reduces of [t, N] (the ranks' maxima) and [2, N] (sum of exponentials, target logit). Differentiable in
-/// `logits`: backward is (softmax - one-hot) / N on each rank's rows, without communication. The same as
-/// torch cross_entropy over the whole logits (up to the order of additions).
+/// `logits`: backward is (softmax - one-hot) times each token's incoming gradient on each rank's rows, without
+/// communication. The same as torch cross_entropy with reduction none over the whole logits (up to the order of
+/// additions).
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                            int64_t vocab_begin, const TensorParallel& tp);
 

@@ -99,8 +99,7 @@ void RunObserver::on_step(int64_t step, const runtime::StepResult& result, doubl
   }
   if (!writes_metrics_) return;
   last_.step = step + 1;
-  last_.loss = result.loss_count > 0 ? result.loss_sum / static_cast<double>(result.loss_count)
-                                     : std::nan("");
+  last_.loss = result.loss_microbatches > 0 ? runtime::step_loss(result) : std::nan("");
   last_.lr = lr;
   last_.grad_norm = grad_norm;
   last_.skipped = skipped;

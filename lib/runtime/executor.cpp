@@ -47,6 +47,10 @@ Executor::Executor(std::map<int64_t, model::StageModule> stages, const schedule:
   }
 }
 
+double step_loss(const StepResult& result) {
+  return result.loss_count > 0 ? result.loss_sum / static_cast<double>(result.loss_count) : 0.0;
+}
+
 torch::Dtype p2p_torch_dtype(const config::RuntimeSpec& runtime) {
   return config::p2p_dtype_of(runtime) == config::P2pDtype::Bf16 ? torch::kBFloat16 : torch::kFloat;
 }
@@ -141,11 +145,13 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
                   position, actions.size(), row);
     sends_.clear();
     recvs_.clear();
+    losses_.clear();
     slots_.clear();
     outputs_.clear();
     input_grads_.clear();
     throw;
   }
+  collect_losses(result);
   PPCTL_ASSERT(recvs_.empty(), "receives posted but never consumed in this step");
   PPCTL_ASSERT(slots_.empty() && outputs_.empty() && input_grads_.empty(),
                "activations or gradients left over at the end of the step");
@@ -157,6 +163,21 @@ StepResult Executor::run_step(const schedule::RankProgram& actions, const Microb
   max_memory_.live_sends = std::max(max_memory_.live_sends, result.live_sends);
   max_memory_.in_flight = std::max(max_memory_.in_flight, result.in_flight);
   return result;
+}
+
+void Executor::collect_losses(StepResult& result) {
+  if (losses_.empty()) return;
+  std::vector<torch::Tensor> values;
+  for (const auto& entry : losses_) values.push_back(entry.second);
+  const auto host = torch::stack(values).to(torch::kCPU, torch::kDouble);  // the step's one synchronisation
+  const auto* sums = host.data_ptr<double>();
+  for (size_t i = 0; i < losses_.size(); ++i) {
+    if (!std::isfinite(sums[i]) && result.first_nonfinite_microbatch < 0) {
+      result.first_nonfinite_microbatch = losses_[i].first;
+    }
+    result.loss_sum += sums[i];
+  }
+  losses_.clear();
 }
 
 StepResult Executor::run_forward_only(const schedule::RankProgram& actions,
@@ -316,10 +337,12 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   // its own leaf from the kept input.
   const bool keep_graph = recompute_.mode == config::Recompute::None;
   const bool last = action.stage == program_.num_stages - 1;
-  // The data (token ids and targets together) is built once, and only by stages that use it.
-  const auto batch = (action.stage == 0 || last) ? data(action.microbatch) : MicrobatchData{};
+  // Every stage reads the microbatch: the first its token ids, the last its targets, all of them the positions
+  // and documents of packed data (attention must stay within a conversation on every stage).
+  const auto batch = data(action.microbatch);
   torch::Tensor input;
   if (action.stage == 0) {
+    PPCTL_ASSERT(batch.tokens.defined(), fmt::format("{} without token ids", schedule::to_string(action)));
     input = batch.tokens.to(device_);
   } else if (rank_of(action.stage - 1) == rank_) {
     auto prev = outputs_.find({action.stage - 1, action.microbatch});
@@ -333,10 +356,20 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
 
   Slot slot;
   slot.stage = action.stage;
-  slot.dropout = dropout;
-  slot.dropout.microbatch += action.microbatch;  // the step's base (replica offset) + microbatch
+  model::DropoutContext microbatch_dropout = dropout;
+  microbatch_dropout.microbatch += action.microbatch;  // the step's base (replica offset) + microbatch
+  const auto on_device = [&](const torch::Tensor& t) { return t.defined() ? t.to(device_) : t; };
+  slot.context = stages_.at(action.stage)->context(microbatch_dropout, batch.positions, batch.documents, device_);
   slot.loss_scale = loss_scale;
-  if (last) slot.targets = batch.targets.to(device_);
+  int64_t targets = 0;
+  if (last) {
+    PPCTL_ASSERT(batch.targets.defined(), fmt::format("{} without targets", schedule::to_string(action)));
+    slot.targets = batch.targets.to(device_);
+    slot.target_mask = on_device(batch.target_mask);
+    // counted on the CPU, before the copy: no device synchronisation
+    targets = batch.target_mask.defined() ? static_cast<int64_t>(batch.target_mask.sum().item<double>())
+                                          : batch.targets.numel();
+  }
 
   if (gather_ != nullptr) {  // this step's weights, after the input's wait
     const auto start = std::chrono::steady_clock::now();
@@ -357,7 +390,7 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
   const auto& starts = segment_starts_.at(action.stage);
   const int64_t parts = stages_.at(action.stage)->num_parts();
   torch::Tensor x = input;
-  double loss = 0.0;
+  torch::Tensor loss;
   for (size_t j = 0; j < starts.size(); ++j) {
     Segment segment{starts[j], j + 1 < starts.size() ? starts[j + 1] : parts, x, {}};
     x = run_segment(slot, segment.begin, segment.end, x, &loss);
@@ -365,9 +398,9 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
     slot.segments.push_back(std::move(segment));
   }
   if (last) {
-    if (!std::isfinite(loss) && result.first_nonfinite_microbatch < 0) result.first_nonfinite_microbatch = action.microbatch;
-    result.loss_sum += loss;
-    result.loss_count += 1;
+    losses_.emplace_back(action.microbatch, loss);
+    result.loss_count += targets;
+    result.loss_microbatches += 1;
   } else {
     outputs_[key] = x;
   }
@@ -375,12 +408,12 @@ void Executor::forward(const Action& action, const MicrobatchSource& data,
 }
 
 torch::Tensor Executor::run_segment(const Slot& slot, int64_t begin, int64_t end,
-                                    const torch::Tensor& x, double* loss) {
+                                    const torch::Tensor& x, torch::Tensor* loss) {
   auto& stage = stages_.at(slot.stage);
-  auto y = stage->forward_parts(x, begin, end, slot.dropout);
+  auto y = stage->forward_parts(x, begin, end, slot.context);
   if (!stage->has_head() || end < stage->num_parts()) return y;
-  auto value = stage->loss(y, slot.targets);
-  if (loss != nullptr) *loss = value.item<double>();
+  auto value = stage->loss_sum(y, slot.targets, slot.target_mask);
+  if (loss != nullptr) *loss = value.detach();
   return value * slot.loss_scale;
 }
 

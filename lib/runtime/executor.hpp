@@ -24,20 +24,29 @@
 
 namespace ppctl::runtime {
 
-/// The data one microbatch needs: token ids [micro_batch_size, seq_len] int64 for the first stage,
-/// next-token targets of the same shape for the last stage (either may be undefined elsewhere).
+/// The data one microbatch needs, on the CPU: token ids [micro_batch_size, seq_len] int64 for the first stage,
+/// next-token targets of the same shape for the last stage (either may be undefined elsewhere). Packed
+/// conversations (a chat dataset) add, for every stage, `positions` and `documents` ([mbs, seq_len] int64: each
+/// token's position in its conversation, and which conversation of the window it belongs to; padding -1), and
+/// for the last stage `target_mask` ([mbs, seq_len] fp32, 1 where the prediction is a target of the loss);
+/// undefined: positions 0 .. seq_len - 1, causal attention over the whole window, every token a target.
 struct MicrobatchData {
   torch::Tensor tokens;
   torch::Tensor targets;
+  torch::Tensor target_mask;
+  torch::Tensor positions;
+  torch::Tensor documents;
 };
 
-/// Returns the data of microbatch j of the current step.
+/// Returns the data of microbatch j of the current step: every stage asks for it (middle stages need the
+/// positions and documents of packed data); a rank without data returns an empty MicrobatchData.
 using MicrobatchSource = std::function<MicrobatchData(int64_t microbatch)>;
 
 /// What one step produced on this rank.
 struct StepResult {
-  double loss_sum = 0.0;   ///< sum over this rank's last-stage microbatches of the mean token loss (nats)
-  int64_t loss_count = 0;  ///< how many microbatches contributed (0 unless this rank holds the last stage)
+  double loss_sum = 0.0;   ///< sum of the token losses (nats) of this rank's last-stage microbatches' targets
+  int64_t loss_count = 0;  ///< their target tokens: the step's loss is loss_sum / loss_count (summed over replicas)
+  int64_t loss_microbatches = 0;  ///< last-stage microbatches run (0 unless this rank holds the last stage)
   int64_t first_nonfinite_microbatch = -1;  ///< the first microbatch (0..m-1, this replica's) whose loss was NaN or
                                             ///< infinite, in schedule order; -1 when none (or not the last stage)
   std::array<double, 4> compute_ms{};   ///< wall time spent in F, B, I, W actions (index = ActionKind)
@@ -77,6 +86,9 @@ struct StepResult {
   /// the wire; schedule::sent_bytes_per_step is the plan's figure.
   int64_t sent_bytes = 0;
 };
+
+/// The per-token loss of `result` (nats): loss_sum / loss_count, 0 when it holds no target token.
+double step_loss(const StepResult& result);
 
 /// The element type of tensors sent between ranks for runtime.p2p_dtype (config::p2p_dtype_of):
 /// torch::kBFloat16 or torch::kFloat.
@@ -118,7 +130,10 @@ class Executor {
            RecomputePolicy recompute = {}, torch::Dtype p2p_dtype = torch::kFloat);
 
   /// Executes `actions` (this rank's list) for one step; gradients accumulate into the modules'
-  /// .grad, each microbatch's loss multiplied by `loss_scale` (1/m for the mean over the batch).
+  /// .grad, each microbatch's loss sum (StageModuleImpl::loss_sum over its targets) multiplied by `loss_scale`
+  /// (data-parallel size / the step's target tokens over every replica, so that the replicas' averaged
+  /// gradients are those of the global per-token mean: Megatron-Core's calculate_per_token_loss). The losses stay
+  /// on the device until the step's end, where one copy gives loss_sum and the first non-finite microbatch.
   /// Every receive is waited with the communicator's timeout; all sends are complete on return.
   /// Completed sends are released at every action boundary (Communicator::poll). A stage output
   /// whose graph F kept is freed once sent: its storage goes with the send and the graph keeps only
@@ -168,8 +183,9 @@ class Executor {
   /// What the forward of one (stage, microbatch) left for its backward.
   struct Slot {
     int64_t stage = 0;
-    model::DropoutContext dropout;  // with this microbatch: recomputation draws the same masks
-    torch::Tensor targets;          // last stage: the loss's targets
+    model::MicrobatchContext context;  // with this microbatch's dropout: recomputation draws the same masks
+    torch::Tensor targets;             // last stage: the loss's targets
+    torch::Tensor target_mask;         // last stage: which of them count (undefined: all)
     double loss_scale = 1.0;
     std::vector<Segment> segments;  // first to last; emptied by the backward
     std::vector<SplitBackward> weight_halves;  // split backward: what I kept for W, per segment
@@ -185,9 +201,12 @@ class Executor {
   void forward(const schedule::Action& action, const MicrobatchSource& data,
                const model::DropoutContext& dropout, double loss_scale, StepResult& result);
   /// Parts [begin, end) of the slot's stage on `x`; past the head also the loss times the scale.
-  /// Sets `*loss` to the unscaled loss when that was computed and `loss` is not null.
+  /// Sets `*loss` to the unscaled loss sum (detached, on the device) when that was computed and `loss` is not null.
   torch::Tensor run_segment(const Slot& slot, int64_t begin, int64_t end, const torch::Tensor& x,
-                            double* loss);
+                            torch::Tensor* loss);
+  /// At the step's end: copies losses_ to the host at once, adds them to result.loss_sum and sets
+  /// result.first_nonfinite_microbatch (the first in the order they ran); empties losses_.
+  void collect_losses(StepResult& result);
   /// B (`split` false) or I (`split` true): segment by segment from the last, rebuilding each
   /// graph the forward did not keep; B differentiates fully, I only towards the inputs and keeps
   /// in the slot what W needs (runtime/split_backward.hpp: the gradients at the crossings).
@@ -240,6 +259,8 @@ class Executor {
   std::pair<const schedule::Action*, size_t> release_points_of_{nullptr, 0};
   size_t position_ = 0;  // of the action being run
   double receive_wait_ms_ = 0.0;  // running total of time spent in receive waits
+  /// The step's last-stage microbatches' unscaled loss sums, detached, on the device, in the order they ran.
+  std::vector<std::pair<int64_t, torch::Tensor>> losses_;
   double gather_wait_ms_ = 0.0;   // running total of time forwards waited for the parameter all-gather
   bool forward_only_ = false;     // inside run_forward_only: F keeps no slot
   TraceRecorder* trace_ = nullptr;

@@ -289,11 +289,12 @@ class TrainingRun {
     mark(comm::Phase::Schedule);
     gradients_.zero();
     model::DropoutContext dropout{true, spec_.train.seed, step, ctx_.dp_rank * spec_.pipeline.microbatches};
-    const double loss_scale = 1.0 / static_cast<double>(spec_.pipeline.microbatches);
+    // Per token over the global batch: each replica's loss sums over the step's target tokens of every replica.
+    const double scale = loss_scale(step_target_tokens(ctx_.dataset, spec_, step, ctx_.dp_size), ctx_.dp_size);
     auto result = ctx_.executor.run_step(
-        actions_, microbatch_source(ctx_.dataset, spec_, step, ctx_.dp_rank, ctx_.dp_size), dropout, loss_scale);
+        actions_, microbatch_source(ctx_.dataset, spec_, step, ctx_.dp_rank, ctx_.dp_size), dropout, scale);
     mark(comm::Phase::GradientSync);
-    if (ctx_.data_parallel != nullptr && result.loss_count > 0) {
+    if (ctx_.data_parallel != nullptr && result.loss_microbatches > 0) {
       const auto sums = ctx_.data_parallel->all_reduce_sum({result.loss_sum, static_cast<double>(result.loss_count)});
       result.loss_sum = sums[0];
       result.loss_count = static_cast<int64_t>(sums[1]);
@@ -315,7 +316,7 @@ class TrainingRun {
     const int64_t bad_microbatch = result.first_nonfinite_microbatch < 0
                                        ? -1
                                        : ctx_.dp_rank * spec_.pipeline.microbatches + result.first_nonfinite_microbatch;
-    auto stats = optim::local_gradient_stats(ctx_.stages, owned, num_stages_, result.loss_sum, result.loss_count,
+    auto stats = optim::local_gradient_stats(ctx_.stages, owned, num_stages_, result.loss_sum, result.loss_microbatches,
                                              bad_microbatch);
     stats.request_stop(ctx_.stop_signal ? ctx_.stop_signal() : 0);
     optim::reduce_gradient_stats(stats, norm_groups_);
@@ -358,14 +359,14 @@ class TrainingRun {
                 Clock::time_point step_start) {
     const auto now = Clock::now();
     const bool log_now = step == first_step || step + 1 == ctx_.steps || (step + 1) % spec_.train.log_interval == 0;
-    if (result.loss_count > 0 && ctx_.dp_rank == 0 && ctx_.tp_rank == 0 && log_now) {
+    if (result.loss_microbatches > 0 && ctx_.dp_rank == 0 && ctx_.tp_rank == 0 && log_now) {
       const double elapsed = std::chrono::duration<double>(now - interval_start_).count();
       const double step_time = std::chrono::duration<double>(now - step_start).count();
       const int64_t tokens_per_step = sequences_per_step_ * spec_.model.seq_len;
       spdlog::info(
           "step {}/{} | loss {:.4f} | lr {:.6g} | grad norm {:.4g} | {:.0f} tok/s | "
           "step {:.3f} s{}{}",
-          step + 1, ctx_.steps, result.loss_sum / static_cast<double>(result.loss_count),
+          step + 1, ctx_.steps, runtime::step_loss(result),
           optimizer_->local().param_groups().front().options().get_lr(), grad_norm,
           static_cast<double>(tokens_per_step * interval_steps_) / elapsed, step_time,
           ctx_.observer ? ctx_.observer->log_suffix() : "", finite ? "" : " | skipped");

@@ -118,22 +118,26 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   const int64_t m0 = spec.pipeline.microbatches;
   const int64_t dp = std::max<int64_t>(spec.pipeline.data_parallel, 1);
   const int64_t m = m0 * dp;
+  // Per token over the global batch, scaled as the pipeline scales (train/loop.cpp): each replica's loss sums by
+  // dp / N, the replicas' fp32 sums then averaged over dp. Under bf16-params one microbatch's gradient is computed
+  // in bf16 and rounds at this scale: a single 1 / N rounded otherwise when dp is not a power of two.
+  const int64_t targets = step_target_tokens(&dataset, spec, step, dp);
+  const double scale = loss_scale(targets, dp);
   double loss_sum = 0.0;
   for (int64_t j = 0; j < m; ++j) {
     const auto batch = microbatch(dataset, spec, step, j % m0, j / m0, dp);
-    const model::DropoutContext ctx{true, spec.train.seed, step, j};
+    const auto ctx = whole->context(model::DropoutContext{true, spec.train.seed, step, j}, batch.positions,
+                                    batch.documents);
     torch::Tensor x = batch.tokens;
     int64_t begin = 0;
     for (const int64_t cut : cuts) {  // bf16 on the wire: round where the pipeline sends (none: forward())
       x = Bf16Wire::apply(whole->forward_parts(x, begin, cut, ctx));
       begin = cut;
     }
-    auto loss = whole->loss(whole->forward_parts(x, begin, whole->num_parts(), ctx), batch.targets);
+    auto loss = whole->loss_sum(whole->forward_parts(x, begin, whole->num_parts(), ctx), batch.targets,
+                                batch.target_mask);
     loss_sum += loss.item<double>();
-    // Scaled as the pipeline scales: by 1/m0 within a replica (train/loop.cpp's loss_scale), the replicas' fp32
-    // sums then averaged over dp. Under bf16-params one microbatch's gradient is computed in bf16 and rounds at
-    // this scale: a single 1/(m0 dp) rounded otherwise when dp is not a power of two (3.7e-3 apart at dp 3).
-    (loss / static_cast<double>(m0)).backward();
+    (loss * scale).backward();
   }
   if (dp > 1) {
     torch::NoGradGuard no_grad;
@@ -147,7 +151,7 @@ GradientMap reference_gradients(const config::JobSpec& spec, int64_t step) {
   }
   GradientMap grads;
   for (const auto& item : whole->named_parameters()) grads[item.key()] = item.value().grad();
-  grads[kLossKey] = torch::tensor(loss_sum / static_cast<double>(m), torch::kDouble);
+  grads[kLossKey] = torch::tensor(targets == 0 ? 0.0 : loss_sum / static_cast<double>(targets), torch::kDouble);
   grads[kGradNormKey] = torch::tensor(norm, torch::kDouble);
   return grads;
 }

@@ -175,6 +175,10 @@ TEST_CASE("enum values parse and print with the same spelling", "[config][enum]"
   for (Backend backend : {Backend::Auto, Backend::Gloo}) {
     CHECK(parse_ok(with_data("runtime: {backend: " + to_string(backend) + "}\n")).runtime.backend == backend);
   }
+  for (Overlong rule : {Overlong::Error, Overlong::Drop, Overlong::Truncate}) {
+    CHECK(parse_ok("data: {path: corpus.txt, overlong: " + to_string(rule) + "}\n").data.overlong == rule);
+  }
+  CHECK(parse_ok(with_data("")).data.overlong == Overlong::Error);
   CHECK(to_string(ScheduleKind::OneFOneB) == "1f1b");
   CHECK(to_string(ScheduleKind::GPipe) == "gpipe");
   CHECK(to_string(Device::Cpu) == "cpu");

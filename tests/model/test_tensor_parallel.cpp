@@ -173,13 +173,16 @@ TEST_CASE("vocabulary-parallel cross-entropy equals cross-entropy over the whole
   auto targets = torch::randint(0, vocab, {n}, gen);
   targets[0] = vocab - 1;  // the last row, on the shorter shard
   targets[1] = 0;
+  const auto weights = torch::rand({n}, gen);  // a per-token weight (a loss mask's), so each token's gradient counts
   const auto whole = logits.clone().requires_grad_(true);
-  const auto expected = torch::nn::functional::cross_entropy(whole, targets);
+  namespace F = torch::nn::functional;
+  const auto expected =
+      (F::cross_entropy(whole, targets, F::CrossEntropyFuncOptions().reduction(torch::kNone)) * weights).sum();
   expected.backward();
   on_ranks(2, [&](const model::TensorParallel& tp, CountingCommunicator& counted) {
     const auto [begin, end] = model::shard_range(vocab, tp.size, tp.rank);
     auto mine = logits.narrow(1, begin, end - begin).clone().requires_grad_(true);
-    const auto loss = model::vocab_parallel_cross_entropy(mine, targets, begin, tp);
+    const auto loss = (model::vocab_parallel_cross_entropy(mine, targets, begin, tp) * weights).sum();
     loss.backward();
     if (counted.all_reduces != 2) throw std::runtime_error("expected 2 all-reduces");
     if (max_difference(loss, expected) > 1e-6) throw std::runtime_error("loss differs");

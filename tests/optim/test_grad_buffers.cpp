@@ -127,7 +127,7 @@ TEST_CASE("gradients are views into one buffer per stage that autograd accumulat
   std::vector<void*> before;
   for (const auto& p : middle->parameters()) before.push_back(p.grad().data_ptr());
   auto x = torch::randn({2, 32, 64});
-  for (int pass = 0; pass < 2; ++pass) middle->forward_parts(x, 0, middle->num_parts(), {false, 0, 0, 0}).sum().backward();
+  for (int pass = 0; pass < 2; ++pass) middle->forward_parts(x, 0, middle->num_parts(), model::DropoutContext{false, 0, 0, 0}).sum().backward();
   size_t i = 0;
   double sum_of_grads = 0.0;
   for (const auto& p : middle->parameters()) {

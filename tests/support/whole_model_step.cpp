@@ -29,8 +29,9 @@ WholeModelStep whole_model_step(const config::ModelSpec& model, int64_t microbat
     auto tokens = torch::randint(0, model.vocab_size, {micro_batch_size, seq_len + 1}, gen, torch::kLong);
     return runtime::MicrobatchData{tokens.slice(1, 0, seq_len), tokens.slice(1, 1, seq_len + 1)};
   };
-  auto result = executor.run_step(program.ranks.at(0), data, {true, 5, 0, 0},
-                                  1.0 / static_cast<double>(microbatches));
+  // the loss sums over the step's tokens: the mean over the batch, as train/loop.cpp scales them at dp 1
+  const auto tokens = static_cast<double>(microbatches * micro_batch_size * seq_len);
+  auto result = executor.run_step(program.ranks.at(0), data, {true, 5, 0, 0}, 1.0 / tokens);
   return {std::move(result), stage};
 }
 

@@ -18,7 +18,7 @@ struct WholeModelStep {
 
 /// One step of `model` (seed 5) over `microbatches` microbatches of `micro_batch_size` random token
 /// sequences (seeded per microbatch), with one intra-op thread and the given recomputation. The loss
-/// is scaled by 1 / microbatches; `gather`, when given, is the executor's ParameterGather (asked before each
+/// sums are scaled by 1 / the step's tokens (the mean over the batch); `gather`, when given, is the executor's ParameterGather (asked before each
 /// forward). Throws what the executor throws.
 WholeModelStep whole_model_step(const config::ModelSpec& model, int64_t microbatches, int64_t micro_batch_size,
                                 runtime::RecomputePolicy recompute = {}, runtime::ParameterGather* gather = nullptr);

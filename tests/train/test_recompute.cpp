@@ -131,7 +131,7 @@ InProcessStep run_in_process(const config::Recompute mode, int64_t every) {
   auto step = test::whole_model_step({256, 4, 32, 4, 64, 0.1}, 4, 4, {mode, every});
   InProcessStep out{step.result, {}};
   for (const auto& item : step.stage->named_parameters()) out.grads[item.key()] = item.value().grad();
-  out.grads["__loss__"] = torch::tensor(out.result.loss_sum / 4.0, torch::kDouble);
+  out.grads["__loss__"] = torch::tensor(runtime::step_loss(out.result), torch::kDouble);
   return out;
 }
 
@@ -145,7 +145,8 @@ TEST_CASE("recomputation drops the tensors a forward keeps for its backward") {
   const auto full = run_in_process(Recompute::Full, 1);       // keeps the token ids only
   for (const auto* step : {&blocks1, &blocks2, &full}) {
     check_close(step->grads, none.grads, 1e-6);
-    CHECK(step->result.loss_count == 4);
+    CHECK(step->result.loss_microbatches == 4);
+    CHECK(step->result.loss_count == 4 * 4 * 64);  // every token of 4 microbatches of 4 sequences of 64 is a target
   }
   // Between actions: without recomputation 4 microbatches' whole graphs (about 80 hidden-sized
   // tensors each); with it only the checkpoints (and the token ids and targets).
