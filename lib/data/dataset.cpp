@@ -190,8 +190,13 @@ std::vector<std::string> describe_sources(const config::JobSpec& spec) {
   std::vector<std::string> lines;
   for (const auto& s : spec.data.sources) {
     // Not the paths: a corpus moved or copied elsewhere (another spec folder) continues the same stream.
-    lines.push_back(fmt::format("{} {} {:.17g}", config::to_string(s.format),
-                                s.format == config::DataFormat::Tokens ? config::to_string(s.dtype) : "-", s.weight));
+    std::string line = fmt::format("{} {} {:.17g}", config::to_string(s.format),
+                                   s.format == config::DataFormat::Tokens ? config::to_string(s.dtype) : "-", s.weight);
+    // A chat dataset's windows depend on how overlong conversations are packed: another rule is another stream.
+    if (s.format == config::DataFormat::Megatron && !s.files.empty() && has_loss_masks(s.files[0])) {
+      line += " chat overlong=" + config::to_string(spec.data.overlong);
+    }
+    lines.push_back(std::move(line));
   }
   return lines;
 }

@@ -276,3 +276,24 @@ TEST_CASE("a chat dataset is refused with the conversation, the files and the fi
                             ContainsSubstring("data.overlong: truncate"));
   }
 }
+
+TEST_CASE("a checkpoint's description of a chat source names the overlong rule, so another rule is not resumed") {
+  const ppctl::test::TempDir dir("ppctl_packing_tests_");
+  const auto prefix = (dir.path / "described").string();
+  const auto c = conversations({4, 5});
+  write_chat_dataset(prefix, c.tokens, c.masks);
+  ppctl::config::JobSpec spec;
+  ppctl::config::DataSource source;
+  source.format = ppctl::config::DataFormat::Megatron;
+  source.path = prefix;
+  source.files = {prefix};
+  spec.data.sources = {source};
+  spec.data.overlong = Overlong::Drop;
+  const auto drop = ppctl::data::describe_sources(spec);
+  REQUIRE(drop.size() == 1);
+  CHECK_THAT(drop[0], ContainsSubstring("megatron - 1") && ContainsSubstring("chat overlong=drop"));
+  spec.data.overlong = Overlong::Truncate;
+  CHECK(ppctl::data::describe_sources(spec) != drop);
+  spec.data.sources[0].files = {(dir.path / "plain").string()};  // no masks beside it: a token stream
+  CHECK(ppctl::data::describe_sources(spec)[0] == "megatron - 1");
+}
