@@ -74,6 +74,11 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
   for (int64_t i = layout.layers.begin; i < layout.layers.end; ++i) {
     blocks_.push_back(register_module(fmt::format("block{}", i), make_block(spec, i, seed, tp)));
   }
+  if (config::llama_family(spec.arch) && !blocks_.empty()) {
+    auto [cos, sin] = rotary_tables(spec.seq_len, spec, torch::kCPU);
+    rope_cos_ = register_buffer("rope_cos", cos);
+    rope_sin_ = register_buffer("rope_sin", sin);
+  }
   if (layout.has_head) {
     ln_f_ = make_final_norm(spec, tp.over_sequence());
     register_module("ln_f", ln_f_.ptr());
@@ -103,15 +108,15 @@ MicrobatchContext StageModuleImpl::context(const DropoutContext& dropout, const 
     }
   }
   if (positions.defined()) context.positions = positions.to(device);
-  if (!config::llama_family(spec_.arch) || blocks_.empty()) return context;
-  auto [cos, sin] = rotary_tables(spec_.seq_len, spec_, device);  // positions 0 .. seq_len - 1
-  if (positions.defined()) {  // each token's row: [batch, 1, seq_len, head_dim]
-    const auto index = context.positions.reshape({-1});
-    cos = cos.index_select(0, index).view({positions.size(0), 1, positions.size(1), -1});
-    sin = sin.index_select(0, index).view({positions.size(0), 1, positions.size(1), -1});
+  if (!rope_cos_.defined()) return context;  // no rotary embedding on this stage
+  if (!positions.defined()) {  // positions 0 .. seq_len - 1: the stage's own tables
+    context.rope_cos = rope_cos_;
+    context.rope_sin = rope_sin_;
+    return context;
   }
-  context.rope_cos = cos;
-  context.rope_sin = sin;
+  const auto index = context.positions.reshape({-1});  // each token's row: [batch, 1, seq_len, head_dim]
+  context.rope_cos = rope_cos_.index_select(0, index).view({positions.size(0), 1, positions.size(1), -1});
+  context.rope_sin = rope_sin_.index_select(0, index).view({positions.size(0), 1, positions.size(1), -1});
   return context;
 }
 

@@ -126,6 +126,10 @@ class StageModuleImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<DecoderBlock>> blocks_;
   torch::nn::AnyModule ln_f_;
   ParallelLinear lm_head_{nullptr};
+  /// Llama family: the rotary tables of positions 0 .. seq_len - 1, [seq_len, head_dim] fp32, built once with the
+  /// stage and moved with it (buffers, not parameters: no gradient, no checkpoint); microbatches without
+  /// positions share them, microbatches with positions gather their rows from them.
+  torch::Tensor rope_cos_, rope_sin_;
 };
 TORCH_MODULE(StageModule);
 
