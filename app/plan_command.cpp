@@ -311,14 +311,9 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
   if (layer_costs)
     for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
-  auto report = ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation, costs,
-                                            options.with_communication, layer_costs ? &*layer_costs : nullptr);
-  if (const auto packing = ppctl::data::format_packing(planned.spec); !packing.empty()) {  // after the data line
-    const auto data_line = report.find("\ndata ");
-    const auto after = data_line == std::string::npos ? std::string::npos : report.find('\n', data_line + 1);
-    report.insert(after == std::string::npos ? report.size() : after + 1, packing);
-  }
-  std::cout << report;
+  std::cout << ppctl::data::with_packing(
+      planned.spec, ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation, costs,
+                                                 options.with_communication, layer_costs ? &*layer_costs : nullptr));
   if (zb_auto) {
     std::cout << '\n' << ppctl::schedule::format_zb_auto(*zb_auto);
     if (layer_costs || !options.costs.empty())

@@ -366,8 +366,8 @@ void check_continues(const CheckpointMeta& meta, const config::JobSpec& spec, in
   if (!meta.data_sources.empty() && meta.data_sources != data::describe_sources(spec)) {
     throw CheckpointError(fmt::format(
         "{}: the data sources differ from those of the checkpoint {} (saved: [{}]; now: [{}]): the data position "
-        "would not continue (fix: resume with the same data.path / data.blend, data.format and data.dtype, or start "
-        "a new run with another checkpoint.dir)",
+        "would not continue (fix: resume with the same data.path / data.blend, data.format and data.dtype, and for a "
+        "chat dataset the same conversations and data.overlong, or start a new run with another checkpoint.dir)",
         spec.source, checkpoint.string(), fmt::join(meta.data_sources, "; "),
         fmt::join(data::describe_sources(spec), "; ")));
   }

@@ -152,6 +152,28 @@ std::optional<int64_t> first_id_outside(const TokenSource& source, int64_t vocab
   return found;
 }
 
+namespace {
+
+/// A megatron source that is half a chat dataset: one of PREFIX.loss_mask.bin / .idx without the other, or a
+/// sidecar written by a chat preparation without masks beside it. Training it would silently take every token as
+/// a target, without conversation boundaries.
+std::optional<std::string> half_chat_dataset(const config::DataSource& s) {
+  if (s.format != config::DataFormat::Megatron || s.files.empty()) return std::nullopt;
+  const std::string masks = loss_mask_prefix(s.files[0]);
+  const bool bin = fs::exists(masks + ".bin"), idx = fs::exists(masks + ".idx");
+  const auto sidecar = read_json(s.files[0] + ".tokenizer.json");
+  const bool chat_sidecar = sidecar && sidecar->is_object() && sidecar->contains("chat");
+  if (bin == idx && (idx || !chat_sidecar)) return std::nullopt;
+  const std::string missing = !bin && !idx ? masks + ".bin and " + masks + ".idx" : masks + (bin ? ".idx" : ".bin");
+  return fmt::format("{} is missing: {} is a chat dataset{} whose loss masks are incomplete, and without them every "
+                     "token would be a target and conversations would see each other (fix: prepare it again with "
+                     "`ppctl data prepare --input-format chat`; or remove {}.* and the \"chat\" entry of {}.tokenizer.json "
+                     "to train on it as plain data)",
+                     missing, s.files[0], chat_sidecar ? " (its sidecar says so)" : "", masks, s.files[0]);
+}
+
+}  // namespace
+
 void check_data(const config::JobSpec& spec, const std::string& spec_text) {
   const auto location = [&](const std::string& field) {
     return spec_text.empty() ? spec.source : config::field_location(spec_text, spec.source, field);
@@ -173,11 +195,27 @@ void check_data(const config::JobSpec& spec, const std::string& spec_text) {
       problem(e.what());
       continue;
     }
+    if (const auto half = half_chat_dataset(s)) {
+      problem(*half);
+      continue;
+    }
     const bool chat = s.format == config::DataFormat::Megatron && has_loss_masks(s.files.at(0));
-    if (chat) {  // the loss masks beside it: their index, their lengths, the overlong rule, a window to train on
+    if (chat) {  // the loss masks beside it: their index, their lengths, the overlong rule, targets to train on
       try {
         MegatronSource(loss_mask_prefix(s.files.at(0))).check_index();
-        PackedCorpus(s.files.at(0), spec.model.seq_len, spec.data.eval_fraction, spec.data.overlong);
+        const PackedCorpus corpus(s.files.at(0), spec.model.seq_len, spec.data.eval_fraction, spec.data.overlong);
+        const auto no_targets = [&](const char* which, int64_t windows) {
+          return fmt::format("{}: its {} {} window(s) hold no target token (every loss mask 0 there): the loss would be "
+                             "0 and teach nothing (fix: prepare it again with --train-on assistant on conversations "
+                             "with assistant turns, or --train-on all{})",
+                             corpus.describe(), windows, which,
+                             spec.model.seq_len < 64 ? "; or raise model.seq_len: truncation may have cut every answer"
+                                                     : "");
+        };
+        if (corpus.train_targets() == 0) problem(no_targets("training", corpus.train_windows()));
+        if (spec.eval.interval > 0 && corpus.eval_windows() > 0 && corpus.eval_targets() == 0) {
+          problem(no_targets("held-out", corpus.eval_windows()));
+        }
       } catch (const Error& e) {
         problem(e.what());
         continue;

@@ -192,9 +192,12 @@ std::vector<std::string> describe_sources(const config::JobSpec& spec) {
     // Not the paths: a corpus moved or copied elsewhere (another spec folder) continues the same stream.
     std::string line = fmt::format("{} {} {:.17g}", config::to_string(s.format),
                                    s.format == config::DataFormat::Tokens ? config::to_string(s.dtype) : "-", s.weight);
-    // A chat dataset's windows depend on how overlong conversations are packed: another rule is another stream.
+    // A chat dataset's windows depend on its conversations and on how overlong ones are packed: another dataset or
+    // another rule is another stream.
     if (s.format == config::DataFormat::Megatron && !s.files.empty() && has_loss_masks(s.files[0])) {
-      line += " chat overlong=" + config::to_string(spec.data.overlong);
+      const MegatronSource tokens(s.files[0]);
+      line += fmt::format(" chat conversations={} tokens={} overlong={}", tokens.header().sequence_count,
+                          tokens.num_tokens(), config::to_string(spec.data.overlong));
     }
     lines.push_back(std::move(line));
   }

@@ -127,9 +127,10 @@ class Dataset {
 BlendPosition training_position(const config::JobSpec& spec, int64_t next_sample);
 
 /// The data sources of `spec` as a checkpoint records them, one line per source: `format dtype
-/// weight` (not the paths, so a moved corpus resumes), and for a chat dataset ` chat overlong=RULE` (its windows
-/// depend on data.overlong). With the same token counts, two specs with the same description read the same
-/// stream. Looks for the loss masks beside a megatron source (one stat each).
+/// weight` (not the paths, so a moved corpus resumes), and for a chat dataset ` chat conversations=C tokens=T
+/// overlong=RULE` (its windows depend on them). With the same token counts, two specs with the same description
+/// read the same stream. Looks for the loss masks beside a megatron source (one stat each) and maps a chat
+/// dataset's index; throws DataError as MegatronSource does.
 std::vector<std::string> describe_sources(const config::JobSpec& spec);
 
 /// Windows of model.seq_len + 1 tokens (stride seq_len) in a stream of `tokens` tokens: floor((tokens

@@ -35,8 +35,21 @@ void refuse_overlong(const MegatronSource& tokens, int64_t seq_len) {
   throw DataError(fmt::format(
       "{}: conversation {} (1-based, in the order data prepare wrote them) has {} tokens, more than model.seq_len "
       "{}: a conversation is packed whole into one window ({} of {} conversations are longer; the longest has {} "
-      "tokens) (fix: set data.overlong: drop or data.overlong: truncate, or raise model.seq_len to {})",
+      "tokens) (fix: set data.overlong: drop or data.overlong: truncate, or raise model.seq_len, to {} to fit "
+      "them all where the model's positions allow it)",
       tokens.describe(), first + 1, tokens.sequence_length(first), seq_len, count, sequences, longest, longest));
+}
+
+/// The loss masks beside chat dataset `prefix`: a missing or bad file is named as the mask half of the dataset.
+MegatronSource open_masks(const std::string& prefix) {
+  try {
+    return MegatronSource(loss_mask_prefix(prefix));
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("the loss masks of the chat dataset {} cannot be used: {} (fix: prepare the dataset "
+                                "again with `ppctl data prepare --input-format chat`, which writes {}.bin and .idx "
+                                "with the ids; or remove {}.* to train on every token as plain data)",
+                                prefix, e.what(), loss_mask_prefix(prefix), loss_mask_prefix(prefix)));
+  }
 }
 
 }  // namespace
@@ -55,7 +68,7 @@ bool has_chat_data(const config::JobSpec& spec) {
 }
 
 PackedCorpus::PackedCorpus(const std::string& prefix, int64_t seq_len, double eval_fraction, config::Overlong overlong)
-    : seq_len_(seq_len), tokens_(prefix), masks_(loss_mask_prefix(prefix)) {
+    : seq_len_(seq_len), tokens_(prefix), masks_(open_masks(prefix)) {
   const auto sequences = static_cast<int64_t>(tokens_.header().sequence_count);
   if (static_cast<int64_t>(masks_.header().sequence_count) != sequences) {
     throw DataError(fmt::format("{}: {} sequences, but its loss masks {} hold {} (fix: prepare the dataset again: "
@@ -121,6 +134,18 @@ void PackedCorpus::read(int64_t window, const SampleFields& out) const {
   }
 }
 
+int64_t PackedCorpus::train_targets() const {
+  int64_t total = 0;
+  for (int64_t w = 0; w < train_windows(); ++w) total += targets(w);
+  return total;
+}
+
+int64_t PackedCorpus::eval_targets() const {
+  int64_t total = 0;
+  for (int64_t w = train_windows(); w < train_windows() + eval_windows(); ++w) total += targets(w);
+  return total;
+}
+
 int64_t PackedCorpus::targets(int64_t window) const {
   auto& cached = targets_[static_cast<size_t>(window)];
   if (cached >= 0) return cached;
@@ -137,23 +162,33 @@ std::string format_packing(const config::JobSpec& spec) {
     if (source.format != config::DataFormat::Megatron || !has_loss_masks(source.files.at(0))) continue;
     const PackedCorpus corpus(source.files.at(0), spec.model.seq_len, spec.data.eval_fraction, spec.data.overlong);
     const auto& train = corpus.train_packing();
-    int64_t targets = 0;
-    for (int64_t w = 0; w < corpus.train_windows(); ++w) targets += corpus.targets(w);
-    const auto held_out = corpus.eval_packing().documents;
-    const auto overlong = train.dropped + train.truncated + corpus.eval_packing().dropped + corpus.eval_packing().truncated;
+    const int64_t targets = corpus.train_targets();
+    const auto& held = corpus.eval_packing();
+    const auto held_out = held.documents - held.dropped - held.empty;
+    const auto overlong = train.dropped + train.truncated + held.dropped + held.truncated;
     out += fmt::format(
         "packing    {}: {} conversation(s) in {} window(s) of {} (efficiency {:.1f}% of positions hold tokens; targets "
-        "{:.1f}% of the tokens){}{}\n",
-        source.files.at(0), train.documents, corpus.train_windows(), spec.model.seq_len,
+        "{:.1f}% of the tokens){}{}{}\n",
+        source.files.at(0), train.documents - train.dropped - train.empty, corpus.train_windows(), spec.model.seq_len,
         100.0 * train.efficiency(spec.model.seq_len),
         train.packed_tokens > 0 ? 100.0 * static_cast<double>(targets) / static_cast<double>(train.packed_tokens) : 0.0,
         held_out > 0 ? fmt::format(", {} held out in {} window(s)", held_out, corpus.eval_windows()) : "",
         overlong > 0 ? fmt::format("; {} longer than seq_len {} (data.overlong: {})", overlong,
                                    spec.data.overlong == config::Overlong::Drop ? "dropped" : "truncated",
                                    config::to_string(spec.data.overlong))
-                     : "");
+                     : "",
+        train.empty + held.empty > 0 ? fmt::format("; {} empty, left out", train.empty + held.empty) : "");
   }
   return out;
+}
+
+std::string with_packing(const config::JobSpec& spec, std::string plan_text) {
+  const auto packing = format_packing(spec);
+  if (packing.empty()) return plan_text;
+  const auto data_line = plan_text.rfind("\ndata ", std::string::npos);
+  const auto after = data_line == std::string::npos ? std::string::npos : plan_text.find('\n', data_line + 1);
+  plan_text.insert(after == std::string::npos ? plan_text.size() : after + 1, packing);
+  return plan_text;
 }
 
 }  // namespace ppctl::data

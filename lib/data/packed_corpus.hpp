@@ -35,9 +35,13 @@ bool has_chat_data(const config::JobSpec& spec);
 
 /// The plan's lines on packing, one per chat dataset of `spec` ("" without one): "packing    PREFIX: C
 /// conversations in W windows of seq_len (efficiency E% of positions hold tokens; targets T% of the tokens), H
-/// held out in V window(s); N longer than seq_len dropped / truncated". Reads every window once (the targets).
+/// held out in V window(s); N longer than seq_len dropped / truncated; K empty, left out", C and H counting the
+/// conversations packed. Reads every window once (the targets).
 /// Throws DataError as PackedCorpus does.
 std::string format_packing(const config::JobSpec& spec);
+/// `plan_text` (schedule::format_plan's) with format_packing's lines after its `data` line (at the end when it has
+/// none): what `ppctl plan` prints and the run directory's plan.txt holds.
+std::string with_packing(const config::JobSpec& spec, std::string plan_text);
 
 /// The windows of a chat dataset.
 ///
@@ -65,6 +69,9 @@ class PackedCorpus {
   void read(int64_t window, const SampleFields& out) const;
   /// Target tokens of window `window` (the ones of its target mask), read once and cached.
   int64_t targets(int64_t window) const;
+  /// Target tokens of all training windows / all held-out windows (reads every window once).
+  int64_t train_targets() const;
+  int64_t eval_targets() const;
 
   const Packing& train_packing() const { return train_; }
   const Packing& eval_packing() const { return eval_; }

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/packed_corpus.hpp"
 #include "runtime/trace.hpp"
 #include "schedule/report.hpp"
 #include "schedule/simulate.hpp"
@@ -116,8 +117,8 @@ SharedRunDirectory find_published(comm::JobStore& store, int rank, std::chrono::
 
 std::string run_plan_text(const PreparedJob& job) {
   const schedule::CostModel costs;
-  return schedule::format_plan(job.spec, job.layout, job.program, schedule::simulate(job.program, costs), costs,
-                               false);
+  return data::with_packing(job.spec, schedule::format_plan(job.spec, job.layout, job.program,
+                                                            schedule::simulate(job.program, costs), costs, false));
 }
 
 std::string run_start_text(const std::string& spec_path, const std::string& spec_text,

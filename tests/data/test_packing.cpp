@@ -250,7 +250,7 @@ TEST_CASE("a chat dataset is refused with the conversation, the files and the fi
     REQUIRE_THROWS_WITH(PackedCorpus(prefix, 8, 0.0, Overlong::Error),
                         ContainsSubstring("conversation 2 (1-based") && ContainsSubstring("9 tokens") &&
                             ContainsSubstring("2 of 3 conversations") && ContainsSubstring("data.overlong: drop") &&
-                            ContainsSubstring("raise model.seq_len to 12"));
+                            ContainsSubstring("raise model.seq_len, to 12 to fit them all where the model"));
     CHECK(PackedCorpus(prefix, 8, 0.0, Overlong::Drop).train_packing().dropped == 2);
   }
   SECTION("masks of other lengths") {
@@ -277,7 +277,7 @@ TEST_CASE("a chat dataset is refused with the conversation, the files and the fi
   }
 }
 
-TEST_CASE("a checkpoint's description of a chat source names the overlong rule, so another rule is not resumed") {
+TEST_CASE("a checkpoint's description of a chat source names its size and overlong rule: others are not resumed") {
   const ppctl::test::TempDir dir("ppctl_packing_tests_");
   const auto prefix = (dir.path / "described").string();
   const auto c = conversations({4, 5});
@@ -291,8 +291,15 @@ TEST_CASE("a checkpoint's description of a chat source names the overlong rule, 
   spec.data.overlong = Overlong::Drop;
   const auto drop = ppctl::data::describe_sources(spec);
   REQUIRE(drop.size() == 1);
-  CHECK_THAT(drop[0], ContainsSubstring("megatron - 1") && ContainsSubstring("chat overlong=drop"));
+  CHECK_THAT(drop[0], ContainsSubstring("megatron - 1") && ContainsSubstring("chat conversations=2 tokens=9") &&
+                         ContainsSubstring("overlong=drop"));
   spec.data.overlong = Overlong::Truncate;
+  CHECK(ppctl::data::describe_sources(spec) != drop);
+  spec.data.overlong = Overlong::Drop;  // another chat dataset under the same rule
+  const auto other = (dir.path / "other").string();
+  const auto more = conversations({4, 5, 3});
+  write_chat_dataset(other, more.tokens, more.masks);
+  spec.data.sources[0].files = {other};
   CHECK(ppctl::data::describe_sources(spec) != drop);
   spec.data.sources[0].files = {(dir.path / "plain").string()};  // no masks beside it: a token stream
   CHECK(ppctl::data::describe_sources(spec)[0] == "megatron - 1");

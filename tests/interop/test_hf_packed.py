@@ -140,7 +140,20 @@ def check_plan(ppctl, tmp, hf_dir, prefix, convs):
         assert needle in refused, f"the overlong refusal lacks {needle!r}:\n{refused}"
     dropped = run([ppctl, "plan", spec("drop", 12, "drop")]).stdout
     assert f"{longer} longer than seq_len dropped (data.overlong: drop)" in dropped, dropped
-    print(f"plan: {line.strip()}; seq_len 12 refused naming conversation 1; drop counts {longer}")
+    assert f"{len(convs) - longer} conversation(s) in" in dropped, f"the dropped ones are counted as packed:\n{dropped}"
+    # Masks all 0: nothing to learn, refused before anything starts.
+    silent = tmp / "silent"
+    write_chat_dataset(silent, [(t, torch.zeros_like(m)) for t, m in convs])
+    text = spec("silent", SEQ_LEN, "error").read_text().replace(str(prefix), str(silent))
+    (tmp / "plan-silent.yaml").write_text(text)
+    refused = run([ppctl, "plan", tmp / "plan-silent.yaml"], expect=2).stderr
+    assert "hold no target token" in refused, refused
+    # Half a chat dataset (the masks' index gone): refused, never trained as plain data.
+    pathlib.Path(f"{silent}.loss_mask.idx").unlink()
+    refused = run([ppctl, "plan", tmp / "plan-silent.yaml"], expect=2).stderr
+    assert "silent.loss_mask.idx is missing" in refused and "is a chat dataset" in refused, refused
+    print(f"plan: {line.strip()}; seq_len 12 refused naming conversation 1; drop counts {longer}; masks all 0 and "
+          f"masks without their index refused")
 
 
 def main():
@@ -190,7 +203,9 @@ observe:
 """)
             dump = tmp / f"dump-{stages}-{schedule}-{dp}-{tp}"
             dump.mkdir()
-            run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", tmp / f"run-{stages}-{schedule}-{dp}-{tp}"])
+            run_dir = tmp / f"run-{stages}-{schedule}-{dp}-{tp}"
+            run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", run_dir])
+            assert "packing " in (run_dir / "plan.txt").read_text(), "the run's plan.txt lacks the packing line"
             grads = {}
             for f in sorted(dump.glob("rank*.pt")):
                 grads.update(torch.load(f, weights_only=False))
