@@ -103,7 +103,7 @@ const std::map<std::string, Value, std::less<>>& globals() {
     });
     add("dict", [](Renderer&, const CallArgs& a) { return Value::from(mapping_of(a, "dict")); });
     add("raise_exception", [](Renderer&, const CallArgs& a) -> Value {
-      throw EvalError(a.positional.empty() ? std::string() : to_str(a.positional[0]));
+      throw EvalError(a.positional.empty() ? std::string() : to_str(a.positional[0]), Failure::kRaised);
     });
     add("strftime_now", strftime_now);
     return t;

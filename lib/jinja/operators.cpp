@@ -14,7 +14,7 @@ namespace {
 }
 
 [[noreturn]] void overflow() {
-  throw EvalError("integer overflow (ppctl's chat-template engine computes with 64-bit integers)");
+  throw EvalError("integer overflow (ppctl's chat-template engine computes with 64-bit integers)", Failure::kOverflow);
 }
 
 int64_t int_of(const Value& v) { return v.kind == Value::Kind::Int ? v.integer : (v.boolean ? 1 : 0); }

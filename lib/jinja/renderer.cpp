@@ -14,7 +14,8 @@ struct Renderer::Depth {
   explicit Depth(Renderer& renderer) : r(renderer) {
     if (++r.depth_ > r.options_.limits.max_depth) {
       r.fail("evaluation nests deeper than the limit max_depth = " + std::to_string(r.options_.limits.max_depth) +
-             " (macro recursion, or nesting too deep)");
+             " (macro recursion, or nesting too deep)",
+             Failure::kLimit);
     }
   }
   ~Depth() { --r.depth_; }
@@ -90,18 +91,21 @@ class Cycle : public Callable {
 }  // namespace
 
 void undefined_error(const Value& v) {
-  throw EvalError(v.text.empty() ? std::string("a value is undefined") : v.text);
+  throw EvalError(v.text.empty() ? std::string("a value is undefined") : v.text, Failure::kUndefined);
 }
 
 Renderer::Renderer(const std::string& origin, const RenderOptions& options) : origin_(origin), options_(options) {}
 
-void Renderer::fail(const std::string& message) const { throw TemplateError(origin_, line_, message); }
+void Renderer::fail(const std::string& message, Failure failure) const {
+  throw TemplateError(origin_, line_, message, failure);
+}
 
 void Renderer::charge(int64_t n) {
   steps_ += n;
   if (steps_ > options_.limits.max_steps) {
     fail("rendering takes more than the limit max_steps = " + std::to_string(options_.limits.max_steps) +
-         " steps (a loop too long, or a range too large)");
+         " steps (a loop too long, or a range too large)",
+         Failure::kLimit);
   }
 }
 
@@ -110,14 +114,22 @@ std::time_t Renderer::now() const { return options_.now ? *options_.now : std::t
 Rendered Renderer::run(const Program& program, const Json& context) {
   if (!context.is_object()) throw TemplateError(origin_, 0, "the context must be a JSON object");
   auto globals = std::make_shared<Frame>();
-  for (const auto& [k, v] : context.items()) (*globals)[k] = from_json(v);
-  scope_ = {globals, std::make_shared<Frame>()};
   Rendered result;
-  out_ = &result.text;
   try {
+    for (const auto& [k, v] : context.items()) {
+      try {
+        (*globals)[k] = from_json(v, options_.limits.max_depth - 1);
+      } catch (const EvalError& e) {  // the template has not started: name the variable, not a line
+        throw TemplateError(origin_, 0, std::string(e.what()) + " = " + std::to_string(options_.limits.max_depth) +
+                                            " (context variable '" + k + "')",
+                            e.failure());
+      }
+    }
+    scope_ = {globals, std::make_shared<Frame>()};
+    out_ = &result.text;
     exec(program.body);
   } catch (const EvalError& e) {
-    fail(e.what());
+    fail(e.what(), e.failure());
   }
   result.generation = std::move(generation_);
   return result;
@@ -148,7 +160,8 @@ std::string Renderer::render_in(const Scope& scope, Frame frame, const Body& bod
 void Renderer::write(const std::string& s) {
   out_->append(s);
   if (static_cast<int64_t>(out_->size()) > options_.limits.max_output_bytes) {
-    fail("the output grows past the limit max_output_bytes = " + std::to_string(options_.limits.max_output_bytes));
+    fail("the output grows past the limit max_output_bytes = " + std::to_string(options_.limits.max_output_bytes),
+         Failure::kLimit);
   }
 }
 
@@ -316,7 +329,8 @@ Value Renderer::eval(const Expr& e) {
   if (v.kind == Value::Kind::String) {
     charge(static_cast<int64_t>(v.text.size() / 16));
     if (static_cast<int64_t>(v.text.size()) > options_.limits.max_output_bytes) {
-      fail("a string grows past the limit max_output_bytes = " + std::to_string(options_.limits.max_output_bytes));
+      fail("a string grows past the limit max_output_bytes = " + std::to_string(options_.limits.max_output_bytes),
+           Failure::kLimit);
     }
   } else if (v.kind == Value::Kind::List) {
     charge(static_cast<int64_t>(v.list->size()));

@@ -43,7 +43,7 @@ class Renderer {
   Flow exec_for(const Node& n);
   void exec_set(const Node& n);
   void write(const std::string& s);
-  [[noreturn]] void fail(const std::string& message) const;
+  [[noreturn]] void fail(const std::string& message, Failure failure = Failure::kTemplate) const;
   Value lookup(const std::string& name) const;
   Value eval_inner(const Expr& e);
   Value attribute(const Value& object, const std::string& name);

@@ -6,8 +6,12 @@
 
 namespace ppctl::jinja {
 
-TemplateError::TemplateError(const std::string& origin, int line, const std::string& message)
-    : DataError(origin + ":" + std::to_string(line) + ": " + message), origin_(origin), line_(line), message_(message) {}
+TemplateError::TemplateError(const std::string& origin, int line, const std::string& message, Failure failure)
+    : DataError(origin + ":" + std::to_string(line) + ": " + message),
+      origin_(origin),
+      line_(line),
+      message_(message),
+      failure_(failure) {}
 
 Template::Template(std::string_view source, std::string origin, const Limits& limits)
     : origin_(std::move(origin)),

@@ -44,6 +44,12 @@ struct Rendered {
   std::vector<std::pair<size_t, size_t>> generation;
 };
 
+/// What a TemplateError is about, so that a caller can say how to fix it: the template itself (a syntax or
+/// type error, a construct outside the subset), `raise_exception(msg)` called by the template, a crossed
+/// Limits bound (steps, output bytes, depth; also a context value nested deeper than max_depth), an undefined
+/// value used where jinja2 raises UndefinedError (a field the context lacks), or a 64-bit integer overflow.
+enum class Failure : uint8_t { kTemplate, kRaised, kLimit, kUndefined, kOverflow };
+
 /// A template that cannot be parsed or rendered: a syntax error, a construct outside the supported subset
 /// or outside the sandbox (include, import, extends, ...), an unknown filter/test/function, an undefined
 /// value used where jinja2 raises UndefinedError, a type error, `raise_exception(msg)` called by the
@@ -51,8 +57,10 @@ struct Rendered {
 /// code 2), as every DataError.
 class TemplateError : public ppctl::DataError {
  public:
-  TemplateError(const std::string& origin, int line, const std::string& message);
+  TemplateError(const std::string& origin, int line, const std::string& message,
+                Failure failure = Failure::kTemplate);
   const std::string& origin() const noexcept { return origin_; }
+  Failure failure() const noexcept { return failure_; }
   int line() const noexcept { return line_; }
   /// The message without origin and line (for `raise_exception`, the template's own text).
   const std::string& message() const noexcept { return message_; }
@@ -61,6 +69,7 @@ class TemplateError : public ppctl::DataError {
   std::string origin_;
   int line_;
   std::string message_;
+  Failure failure_;
 };
 
 struct Program;  // the parsed template (jinja/ast.hpp)
@@ -82,7 +91,8 @@ class Template {
   Template& operator=(Template&&) noexcept;
 
   /// Renders over `context` (an object: its keys are the template's variables). Throws TemplateError
-  /// (see above); never changes `context`.
+  /// (see above), also when a value of `context` nests deeper than `options.limits.max_depth` (converting
+  /// it recurses once per level); never changes `context`.
   Rendered render(const Json& context, const RenderOptions& options = {}) const;
 
   const std::string& origin() const noexcept { return origin_; }

@@ -325,14 +325,17 @@ std::vector<Value> iterate(const Value& v) {
   }
 }
 
-Value from_json(const Json& j) {
+Value from_json(const Json& j, int max_depth) {
+  if (j.is_structured() && max_depth <= 0) {
+    throw EvalError("a value of the context nests deeper than the limit max_depth", Failure::kLimit);
+  }
   switch (j.type()) {
     case Json::value_t::null: return Value::none();
     case Json::value_t::boolean: return Value::from(j.get<bool>());
     case Json::value_t::number_integer: return Value::from(j.get<int64_t>());
     case Json::value_t::number_unsigned: {
       const auto u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) throw EvalError("integer " + std::to_string(u) + " is out of range");
+      if (u > static_cast<uint64_t>(INT64_MAX)) throw EvalError("integer " + std::to_string(u) + " is out of range", Failure::kOverflow);
       return Value::from(static_cast<int64_t>(u));
     }
     case Json::value_t::number_float: return Value::from(j.get<double>());
@@ -340,13 +343,13 @@ Value from_json(const Json& j) {
     case Json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, max_depth - 1));
       return Value::from(std::move(items));
     }
     case Json::value_t::object: {
       Dict d;
       d.items.reserve(j.size());
-      for (const auto& [k, e] : j.items()) d.items.emplace_back(k, from_json(e));
+      for (const auto& [k, e] : j.items()) d.items.emplace_back(k, from_json(e, max_depth - 1));
       return Value::from(std::move(d));
     }
     default: throw EvalError("a JSON value of type " + std::string(j.type_name()) + " has no template value");

@@ -14,10 +14,16 @@
 
 namespace ppctl::jinja {
 
-/// A failure while evaluating, without a position; the renderer adds origin and line (TemplateError).
+/// A failure while evaluating, without a position; the renderer adds origin and line (TemplateError) and
+/// keeps its kind.
 class EvalError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit EvalError(const std::string& message, Failure failure = Failure::kTemplate)
+      : std::runtime_error(message), failure_(failure) {}
+  Failure failure() const noexcept { return failure_; }
+
+ private:
+  Failure failure_;
 };
 
 struct Value;
@@ -94,8 +100,10 @@ bool less(const Value& a, const Value& b);
 /// The elements `for` and the iterating filters see: a list's items, a dict's keys, a string's characters
 /// (code points), nothing for Undefined. EvalError for what Python cannot iterate.
 std::vector<Value> iterate(const Value& v);
-/// The value of a JSON document (objects keep their key order).
-Value from_json(const Json& j);
+/// The value of a JSON document (objects keep their key order). EvalError (Failure::kLimit) when its
+/// containers nest deeper than `max_depth` (the conversion recurses once per level: a value nested tens of
+/// thousands deep would overflow the stack), Failure::kOverflow for an integer above int64's range.
+Value from_json(const Json& j, int max_depth);
 /// Python's `json.dumps(v, ensure_ascii=False, indent=indent, separators=..., sort_keys=...)`; indent < 0
 /// means None. EvalError for what json.dumps refuses (Undefined, callables, namespaces).
 std::string to_json(const Value& v, int indent, const std::string& item_sep, const std::string& key_sep,

@@ -131,3 +131,47 @@ TEST_CASE("jinja: limits: steps, output, recursion, parse depth") {
                       "{% endif %}", Json::object(), {}, small),
              ContainsSubstring("max_depth"));
 }
+
+TEST_CASE("jinja: a failure says its kind (raised, limit, undefined, overflow, template), for the caller's fix") {
+  using ppctl::jinja::Failure;
+  const auto kind_of = [](const std::string& source, const Json& context = Json::object()) {
+    try {
+      Template(source, "chat.jinja").render(context);
+    } catch (const TemplateError& e) {
+      return e.failure();
+    }
+    FAIL("no TemplateError");
+    return Failure::kTemplate;
+  };
+  CHECK(kind_of("{{ raise_exception('no') }}") == Failure::kRaised);
+  CHECK(kind_of("{% for i in range(100000000) %}{% endfor %}") == Failure::kLimit);
+  CHECK(kind_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}") == Failure::kLimit);
+  CHECK(kind_of("{% for i in range(1000000) %}{{ 'x' * 1000 }}{% endfor %}") == Failure::kLimit);
+  CHECK(kind_of("{{ m.name.upper() }}", Json{{"m", Json::object()}}) == Failure::kUndefined);
+  CHECK(kind_of("{{ 9223372036854775807 + 1 }}") == Failure::kOverflow);
+  CHECK(kind_of("{{ x }}", Json{{"x", Json(uint64_t{18446744073709551615u})}}) == Failure::kOverflow);
+  CHECK(kind_of("{{ 'a' + 1 }}") == Failure::kTemplate);
+}
+
+TEST_CASE("jinja: a context value nested deeper than max_depth is refused, not converted (the stack)") {
+  // Built without recursion (nlohmann's copy would recurse): arrays in arrays, `depth` levels below "x".
+  const auto nested = [](int depth) {
+    Json root = Json::object();
+    Json* at = &root["x"];
+    for (int k = 0; k < depth; ++k) {
+      *at = Json::array({nullptr});
+      at = &(*at)[0];
+    }
+    *at = Json::array();
+    return root;
+  };
+  Limits small;
+  small.max_depth = 10;
+  // The context object is level 1: "x" may hold 9 levels of containers.
+  CHECK(error_of("{{ 1 }}", nested(8), RenderOptions{small, std::nullopt}).empty());
+  CHECK_THAT(error_of("{{ 1 }}", nested(9), RenderOptions{small, std::nullopt}),
+             ContainsSubstring("nests deeper than the limit max_depth = 10") && ContainsSubstring("'x'"));
+  // At the default limit, a value 100,000 levels deep fails at once instead of overflowing the stack.
+  const Json deep = nested(100000);
+  CHECK_THAT(error_of("{{ 1 }}", deep), ContainsSubstring("max_depth = 200"));
+}
