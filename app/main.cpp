@@ -317,17 +317,24 @@ int cmd_worker(const ppctl::job::WorkerOptions& options) {
   }
 }
 
-/// `ppctl data prepare`: bad input (prepare::PrepareError) exits 2 with nothing written.
+/// `ppctl data prepare`: bad input (prepare::PrepareError) exits 2 with nothing written; a stop signal
+/// (SIGINT, SIGTERM, SIGHUP, ...) stops it before the next document with its temporaries removed: 128 + signal.
 int cmd_data_prepare(ppctl::prepare::PrepareOptions options, const std::string& input_format,
                      const std::string& append_eod_id) {
   if (!append_eod_id.empty()) options.eod_id = std::stoll(append_eod_id);  // checked by integer_check
   options.progress = ppctl::observe::stderr_is_terminal();
+  const ppctl::launch::StopSignalScope stop_signals;
+  options.stop_signal = [] { return ppctl::launch::StopSignalScope::caught(); };
   try {
     options.input.format = ppctl::prepare::parse_input_format(input_format);
     std::cout << ppctl::prepare::format_prepare_report(ppctl::prepare::prepare_dataset(options)) << '\n';
   } catch (const ppctl::prepare::PrepareError& e) {
     std::cerr << "error: " << e.what() << "\nnothing was written\n";
     return kExitBadInput;
+  } catch (const ppctl::prepare::PrepareInterrupted& e) {
+    std::cerr << "interrupted (" << ppctl::launch::stop_signal_name(e.signal()) << ") " << e.what()
+              << ": the temporary files were removed and nothing was written\n";
+    return 128 + e.signal();
   }
   return 0;
 }

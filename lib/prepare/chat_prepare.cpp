@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <optional>
 
 #include "core/echo.hpp"
 #include "core/live_line.hpp"
@@ -31,19 +32,57 @@ HfTokenizerSpec chat_tokenizer(const PrepareOptions& options) {
     throw PrepareError("--append-eod with --input-format chat: the chat template writes each turn's end token "
                        "itself (fix: drop --append-eod)");
   }
+  if (options.input.document_separator) {
+    throw PrepareError("--document-separator with --input-format chat: each JSONL line is one conversation "
+                       "(fix: drop --document-separator)");
+  }
+  if (options.input.json_key != "text") {
+    throw PrepareError(fmt::format("--json-key {} with --input-format chat: a conversation is read from "
+                                   "\"messages\" or \"prompt\"/\"completion\" (fix: drop --json-key)",
+                                   core::echo_value(options.input.json_key)));
+  }
   make_tokenizer(options);  // the checks plain data gets (a SentencePiece model under --tokenizer)
   return read_hf_tokenizer_json(options.tokenizer);
 }
 
-jinja::Json chat_context(const std::string& text) {
+jinja::Json chat_context(const std::string& text, int max_depth) {
   if (text.empty()) return jinja::Json::object();
+  std::optional<jinja::Json> context;
   try {
-    return jinja::Json::parse(text);
+    context = parse_json_within(text, max_depth);
   } catch (const jinja::Json::exception& e) {
     throw PrepareError(fmt::format("--chat-context {}: not JSON ({}) (fix: a JSON object, e.g. "
                                    "'{{\"enable_thinking\": false}}')",
                                    core::echo_value(text), core::escape_control(e.what())));
   }
+  if (!context) {
+    throw PrepareError(fmt::format("--chat-context: nests {{}} and [] deeper than the limit of {} levels (the "
+                                   "chat template engine's depth limit) (fix: flatten its values)",
+                                   max_depth));
+  }
+  return *context;
+}
+
+/// The fix for a template that failed on a conversation, by the kind of failure.
+std::string template_fix(const jinja::TemplateError& e) {
+  switch (e.failure()) {
+    case jinja::Failure::kRaised:
+      return "change the conversation as the template's message asks, or use another template with "
+             "--chat-template";
+    case jinja::Failure::kLimit:
+      return "the conversation is too large for the template engine's limits, or the template loops without "
+             "end: split the conversation into several lines, or check the template";
+    case jinja::Failure::kUndefined:
+      return fmt::format("the conversation lacks a field the template reads ({}): add it to the messages, or "
+                         "use a template that does not need it",
+                         e.message());
+    case jinja::Failure::kOverflow:
+      return "a number of the conversation, or one the template computes, does not fit 64 bits: check the "
+             "conversation's numbers and the template's arithmetic";
+    case jinja::Failure::kTemplate: break;
+  }
+  return "the template fails on this conversation (a type error or an unsupported construct): check the "
+         "template, or pass another with --chat-template";
 }
 
 }  // namespace
@@ -58,8 +97,10 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
   const HfBpeTokenizer tokenizer(spec);
   const std::time_t clock = chat_clock(options.chat.date);
   const ChatTemplate chat(find_chat_template(options.tokenizer, options.chat.chat_template),
-                          chat_context(options.chat.context), jinja::RenderOptions{options.chat.limits, clock});
+                          chat_context(options.chat.context, options.chat.limits.max_depth),
+                          jinja::RenderOptions{options.chat.limits, clock});
   check_output_prefix(options.output_prefix);
+  remove_stale_temporaries(options.output_prefix);
 
   PrepareReport report;
   report.output_prefix = options.output_prefix;
@@ -84,6 +125,7 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
     read_conversations(
         path,
         [&](const Conversation& c) {
+          stop_if_signalled(options, at(c), ids_out.documents());
           if (!options.chat.train_on_all && c.assistant_turns == 0) {
             throw PrepareError(fmt::format("{}: a conversation without an assistant message: nothing to train on "
                                            "under --train-on assistant (fix: remove the line, add the answer, or "
@@ -93,7 +135,7 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
           ids.clear();
           mask.clear();
           try {
-            const jinja::Rendered full = chat.render(c.messages, c.messages.size(), false);
+            const jinja::Rendered full = chat.render(c.messages, c.messages.size(), false, c.tools);
             tokenizer.encode(full.text, ids);
             if (options.chat.train_on_all) {
               mask.assign(ids.size(), 1);
@@ -101,10 +143,8 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
               token_bytes.mask(full.text, ids, assistant_spans(chat, c, full, token_bytes.special_tokens()), mask);
             }
           } catch (const jinja::TemplateError& e) {
-            throw PrepareError(fmt::format("{}: the chat template failed on this conversation: {} (fix: change the "
-                                           "conversation as the template's message asks, or use another template "
-                                           "with --chat-template)",
-                                           at(c), e.what()));
+            throw PrepareError(fmt::format("{}: the chat template failed on this conversation: {} (fix: {})", at(c),
+                                           e.what(), template_fix(e)));
           } catch (const PrepareError& e) {
             throw PrepareError(fmt::format("{}: {}", at(c), e.what()));
           }
@@ -117,15 +157,21 @@ PrepareReport prepare_chat_dataset(const PrepareOptions& options, std::FILE* pro
           if (line.due()) {
             line.draw(format_prepare_progress(report.bytes_in, bytes_total, ids_out.documents(), elapsed()), false);
           }
-        });
+        },
+        options.chat.limits.max_depth);
   }
   line.draw(format_prepare_progress(report.bytes_in, bytes_total, ids_out.documents(), elapsed()), true);
   count_written(ids_out, report);
   summary.conversations = report.documents;
+  if (report.documents == 0) {
+    throw PrepareError(fmt::format("{}: no conversation (the input is empty, or holds only blank lines) (fix: "
+                                   "name the JSONL files that hold the conversations, one per line)",
+                                   name_inputs(options.inputs)));
+  }
   if (summary.target_tokens == 0) {
-    throw PrepareError(fmt::format("the {} conversation(s) of the input hold no target token (fix: check the "
-                                   "input files hold conversations with assistant messages)",
-                                   report.documents));
+    throw PrepareError(fmt::format("{}: the {} conversation(s) hold no target token (fix: check that they hold "
+                                   "assistant messages with text)",
+                                   name_inputs(options.inputs), report.documents));
   }
   report.chat = summary;
   // Both datasets under temporary names first; then the old index and sidecar go, the masks appear, and the

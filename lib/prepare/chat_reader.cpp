@@ -31,14 +31,23 @@ struct Line {
   }
 };
 
+/// "a" or "an" before a JSON type name ("an array", "an object", "a string").
+std::string a_type(const Json& j) {
+  const std::string name = j.type_name();
+  return (std::string("aeiou").find(name[0]) != std::string::npos ? "an " : "a ") + name;
+}
+
+/// Thrown by the parser callback of parse_json_within when a container opens deeper than its limit.
+struct TooDeep {};
+
 /// Checks the messages of `list` (found at `field`) and appends them to `out`.
 void append_messages(const Line& at, const Json& list, const std::string& field, Conversation& out) {
-  if (!list.is_array()) at.fail(field, fmt::format("a JSON {}, not a list of messages", list.type_name()), kForms);
+  if (!list.is_array()) at.fail(field, fmt::format("{}, not a list of messages", a_type(list)), kForms);
   for (size_t i = 0; i < list.size(); ++i) {
     const Json& m = list[i];
     const std::string here = fmt::format("{}[{}]", field, i);
     if (!m.is_object()) {
-      at.fail(here, fmt::format("a JSON {}, not a message object", m.type_name()),
+      at.fail(here, fmt::format("{}, not a message object", a_type(m)),
               "write each message as {\"role\": \"user\", \"content\": \"...\"}");
     }
     const auto role = m.find("role");
@@ -51,7 +60,7 @@ void append_messages(const Line& at, const Json& list, const std::string& field,
     const auto content = m.find("content");
     if (content == m.end()) at.fail(here, "no \"content\"", "give every message its text as \"content\"");
     if (!content->is_string()) {
-      at.fail(here + ".content", fmt::format("a JSON {}, not a string", content->type_name()),
+      at.fail(here + ".content", fmt::format("{}, not a string", a_type(*content)),
               "write the message's text as one string (lists of content parts are not read)");
     }
     if (*role == "assistant") ++out.assistant_turns;
@@ -61,15 +70,39 @@ void append_messages(const Line& at, const Json& list, const std::string& field,
 
 }  // namespace
 
-Conversation parse_conversation(std::string_view text, const std::string& path, int64_t line) {
-  const Line at{path, line};
-  Json value;
+std::optional<Json> parse_json_within(std::string_view text, int max_depth) {
+  // `depth` counts the containers around the one that opens (0 for the outermost).
+  const Json::parser_callback_t limit = [max_depth](int depth, Json::parse_event_t event, Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= max_depth) {
+      throw TooDeep{};
+    }
+    return true;
+  };
   try {
-    value = Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    at.fail("", fmt::format("not JSON ({})", core::escape_control(e.what())), "write one JSON object per line");
+    return Json::parse(text.begin(), text.end(), limit);
+  } catch (const TooDeep&) {
+    return std::nullopt;
   }
-  if (!value.is_object()) at.fail("", fmt::format("a JSON {}, not an object", value.type_name()), kForms);
+}
+
+Conversation parse_conversation(std::string_view text, const std::string& path, int64_t line, int max_depth) {
+  const Line at{path, line};
+  std::optional<Json> parsed;
+  try {
+    parsed = parse_json_within(text, max_depth);
+  } catch (const Json::parse_error& e) {
+    const LineProblem p = json_line_problem(text, e.what(), e.byte, "write one JSON object per line: " + std::string(kForms));
+    at.fail("", p.problem, p.fix);
+  }
+  if (!parsed) {
+    at.fail("", fmt::format("the line nests {{}} and [] deeper than the limit of {} levels (the chat template "
+                            "engine's depth limit)",
+                            max_depth),
+            "flatten the nested values of the line; a template cannot read them that deep");
+  }
+  const Json& value = *parsed;
+  if (!value.is_object()) at.fail("", fmt::format("{}, not an object", a_type(value)), kForms);
   Conversation c;
   c.line = line;
   const auto messages = value.find("messages");
@@ -90,21 +123,29 @@ Conversation parse_conversation(std::string_view text, const std::string& path, 
       append_messages(at, *prompt, "prompt", c);
       append_messages(at, *completion, "completion", c);
     } else {
-      at.fail("", fmt::format("\"prompt\" is a {} and \"completion\" a {}", prompt->type_name(),
-                              completion->type_name()),
+      at.fail("", fmt::format("\"prompt\" is {} and \"completion\" {}", a_type(*prompt), a_type(*completion)),
               "make both strings, or both lists of messages (TRL's conversational form)");
     }
   } else {
     at.fail("", "no \"messages\" and no \"prompt\"", kForms);
   }
   if (c.messages.empty()) at.fail("", "an empty conversation (no message)", "remove the line or add its messages");
+  const auto tools = value.find("tools");
+  if (tools != value.end() && !tools->is_null()) {
+    if (!tools->is_array()) {
+      at.fail("tools", fmt::format("{}, not a list of tool schemas", a_type(*tools)),
+              "write \"tools\" as a list of JSON schemas, e.g. [{\"type\": \"function\", \"function\": {...}}], "
+              "or drop it");
+    }
+    c.tools = *tools;
+  }
   return c;
 }
 
 void read_conversations(const std::string& path, const std::function<void(const Conversation&)>& on_conversation,
-                        const std::function<void(int64_t)>& on_bytes) {
+                        const std::function<void(int64_t)>& on_bytes, int max_depth) {
   read_jsonl_lines(path, [&](int64_t number, std::string_view line) {
-    on_conversation(parse_conversation(line, path, number));
+    on_conversation(parse_conversation(line, path, number, max_depth));
   }, on_bytes);
 }
 

@@ -85,6 +85,8 @@ ChatTemplateSource find_chat_template(const std::string& tokenizer, const std::s
   const fs::path tokenizer_folder = folder_of(tokenizer);
   fs::path config_path = tokenizer_folder / "tokenizer_config.json";
   fs::path template_file;  // a .jinja
+  // The folder searched (--chat-template's, or --tokenizer's) and how to name it in an error.
+  std::string folder_named = fmt::format("the folder of --tokenizer, {},", core::echo_label(tokenizer_folder.string()));
   if (!chat_template.empty()) {
     if (!fs::exists(chat_template, ec)) {
       throw PrepareError(fmt::format("--chat-template {}: no such file (fix: name a .jinja file, a "
@@ -95,6 +97,7 @@ ChatTemplateSource find_chat_template(const std::string& tokenizer, const std::s
       const fs::path jinja = fs::path(chat_template) / "chat_template.jinja";
       if (fs::is_regular_file(jinja, ec)) template_file = jinja;
       config_path = fs::path(chat_template) / "tokenizer_config.json";
+      folder_named = fmt::format("--chat-template {}", core::echo_label(chat_template));
     } else if (fs::path(chat_template).extension() == ".json") {
       config_path = chat_template;
     } else {
@@ -115,11 +118,15 @@ ChatTemplateSource find_chat_template(const std::string& tokenizer, const std::s
     return source;
   }
   const auto text = have_config ? template_of(config, config_path.string()) : std::nullopt;
+  if (!text && have_config) {
+    throw PrepareError(fmt::format("--input-format chat: {} holds no chat template (no \"chat_template\") (fix: {})",
+                                   core::echo_label(config_path.string()), kHowToPass));
+  }
   if (!text) {
-    throw PrepareError(fmt::format(
-        "--input-format chat: {} holds no chat template{} (fix: {})", core::echo_label(config_path.string()),
-        have_config ? " (no \"chat_template\")" : ": there is no such file",
-        kHowToPass));
+    throw PrepareError(fmt::format("--input-format chat: {} is a folder that holds neither chat_template.jinja nor "
+                                   "tokenizer_config.json, so there is no chat template (fix: {}, or name the model "
+                                   "folder that holds them)",
+                                   folder_named, kHowToPass));
   }
   source.text = *text;
   source.path = absolute_path(config_path);
@@ -189,17 +196,25 @@ ChatTemplate::ChatTemplate(ChatTemplateSource source, Json extra, jinja::RenderO
   context_["add_generation_prompt"] = false;
   for (const auto& [key, value] : source_.special_tokens.items()) context_[key] = value;
   for (const auto& [key, value] : extra.items()) {
-    if (key != "messages") context_[key] = value;
+    if (key == "messages" || key == "add_generation_prompt") {
+      throw PrepareError(fmt::format("--chat-context: \"{}\" is set by ppctl for every render (the conversation's "
+                                     "messages; add_generation_prompt false, true for the mask's prefix renders) "
+                                     "(fix: drop it from --chat-context; conversations go in --input)",
+                                     core::echo_value(key)));
+    }
+    context_[key] = value;
   }
   static const std::regex kGeneration(R"(\{%-?\s*generation\s*-?%\})");
   generation_ = std::regex_search(source_.text, kGeneration);
 }
 
-jinja::Rendered ChatTemplate::render(const Json& messages, size_t count, bool add_generation_prompt) const {
+jinja::Rendered ChatTemplate::render(const Json& messages, size_t count, bool add_generation_prompt,
+                                     const Json& tools) const {
   Json context = context_;
   Json& list = context["messages"];
   for (size_t i = 0; i < count && i < messages.size(); ++i) list.push_back(messages[i]);
   context["add_generation_prompt"] = add_generation_prompt;
+  if (!tools.is_null()) context["tools"] = tools;
   return template_.render(context, options_);
 }
 

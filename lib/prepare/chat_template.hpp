@@ -41,16 +41,19 @@ std::string chat_date_text(std::time_t clock);
 
 /// A parsed template and its fixed context. The context of each render is: `messages`, `tools` and
 /// `documents` (None, as transformers passes them), `add_generation_prompt`, the special tokens, then the
-/// keys of `extra` (--chat-context; they may override any of the others but `messages`).
+/// keys of `extra` (--chat-context; they may override `tools`, `documents` and the special tokens, as
+/// apply_chat_template's keyword arguments do; `messages` and `add_generation_prompt` are refused).
 class ChatTemplate {
  public:
   /// Parses the template. Throws prepare::PrepareError (the engine's message, naming the file and line)
-  /// when it does not parse, and when `extra` is not an object.
+  /// when it does not parse, and when `extra` is not an object or sets `messages` or
+  /// `add_generation_prompt`.
   ChatTemplate(ChatTemplateSource source, jinja::Json extra, jinja::RenderOptions options);
 
-  /// Renders messages[0, count) of `messages`. Throws jinja::TemplateError (the template raised, or
-  /// crossed a limit of `options`).
-  jinja::Rendered render(const jinja::Json& messages, size_t count, bool add_generation_prompt) const;
+  /// Renders messages[0, count) of `messages`, with `tools` (a conversation's own; null: the context's).
+  /// Throws jinja::TemplateError (the template raised, or crossed a limit of `options`).
+  jinja::Rendered render(const jinja::Json& messages, size_t count, bool add_generation_prompt,
+                         const jinja::Json& tools = nullptr) const;
 
   /// True when the source holds `{% generation %}` blocks (transformers' test, the same regex).
   bool has_generation_blocks() const { return generation_; }

@@ -2,6 +2,8 @@
 #include "prepare/document_reader.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -57,6 +59,31 @@ bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
+}  // namespace
+
+LineProblem json_line_problem(std::string_view line, const std::string& what, size_t byte,
+                              const std::string& fix_not_json) {
+  if (what.find("ill-formed UTF-8") != std::string::npos && !line.empty()) {
+    // The parser stops at the byte that breaks the sequence (after a lead byte, the next one): back up to
+    // the lead byte whose sequence reaches it, if any.
+    const size_t stop = std::min(byte == 0 ? 0 : byte - 1, line.size() - 1);
+    size_t start = stop;
+    for (size_t j = stop + 1; j-- > (stop >= 3 ? stop - 3 : 0);) {
+      const auto b = static_cast<unsigned char>(line[j]);
+      const size_t length = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 0;
+      if (length > 0 && j + length > stop) {
+        start = j;
+        break;
+      }
+    }
+    return {fmt::format("byte {} of the line is not UTF-8 (JSON text is UTF-8)", start + 1),
+            "re-encode the file as UTF-8, e.g. iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8 when it is Latin-1"};
+  }
+  return {fmt::format("not JSON ({})", core::escape_control(what)), fix_not_json};
+}
+
+namespace {
+
 /// The text of JSONL line `number`, or a PrepareError saying what is wrong with it.
 std::string jsonl_text(const std::string& path, int64_t number, std::string_view line,
                        const std::string& key) {
@@ -64,10 +91,11 @@ std::string jsonl_text(const std::string& path, int64_t number, std::string_view
   try {
     value = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
-    throw PrepareError(fmt::format("{}:{}: not JSON ({}) (fix: write one JSON object per line, such as "
-                                   "{{\"{}\": \"...\"}}, or pass --input-format text)",
-                                   core::echo_label(path), number, core::escape_control(e.what()),
-                                   core::echo_value(key)));
+    const LineProblem p = json_line_problem(
+        line, e.what(), e.byte,
+        fmt::format("write one JSON object per line, such as {{\"{}\": \"...\"}}, or pass --input-format text",
+                    core::echo_value(key)));
+    throw PrepareError(fmt::format("{}:{}: {} (fix: {})", core::echo_label(path), number, p.problem, p.fix));
   }
   if (!value.is_object()) {
     throw PrepareError(fmt::format("{}:{}: a JSON {}, not an object (fix: write one object per line, "

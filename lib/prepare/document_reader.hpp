@@ -48,6 +48,17 @@ int64_t check_inputs(const std::vector<std::string>& paths);
 /// read it: REASON" (`what` names the role: "input", "--model") when it cannot be opened or read.
 std::string read_input_file(const std::string& path, const std::string& what);
 
+/// What is wrong with JSONL line `line`, which nlohmann's parser refused (`what`: the exception's message,
+/// `byte`: the 1-based byte where it stopped), and the fix: bytes that are not UTF-8 (named by the 1-based
+/// place in the line where the ill-formed sequence starts; fix: re-encode the file as UTF-8), else "not
+/// JSON (WHAT)" with `fix_not_json`.
+struct LineProblem {
+  std::string problem;
+  std::string fix;
+};
+LineProblem json_line_problem(std::string_view line, const std::string& what, size_t byte,
+                              const std::string& fix_not_json);
+
 /// Calls `on_line(number, line)` for every line of `path` that is not blank (only white space), with
 /// its 1-based number and without its '\n', and `on_bytes(n)` after each n bytes consumed. Throws
 /// prepare::PrepareError naming the file when it cannot be read.

@@ -31,12 +31,12 @@ std::pair<size_t, size_t> locate(std::string_view text, std::string_view content
   return best;
 }
 
-[[noreturn]] void cannot_mask(const ChatTemplate& chat, const Conversation& c, size_t i, const std::string& why) {
+[[noreturn]] void cannot_mask(const ChatTemplate& chat, size_t i, const std::string& why) {
   throw PrepareError(fmt::format(
-      "line {}: messages[{}] (assistant): the loss mask rule cannot place this turn in the render of the chat "
-      "template {}: {} (fix: --train-on all trains on every token; or use a template with {{% generation %}} "
-      "blocks around the assistant text)",
-      c.line, i, core::echo_label(chat.source().origin), why));
+      "messages[{}] (assistant): the loss mask rule cannot place this turn in the render of the chat template "
+      "{}: {} (fix: --train-on all trains on every token; or use a template with {{% generation %}} blocks "
+      "around the assistant text)",
+      i, core::echo_label(chat.source().origin), why));
 }
 
 }  // namespace
@@ -47,6 +47,13 @@ TextSpans assistant_spans(const ChatTemplate& chat, const Conversation& conversa
     TextSpans spans = full.generation;
     std::sort(spans.begin(), spans.end());
     return spans;
+  }
+  if (conversation.assistant_turns > kMaxPlacedTurns) {
+    throw PrepareError(fmt::format(
+        "{} assistant messages in one conversation, above the limit of {} for a template without {{% generation "
+        "%}} blocks (each turn is placed by rendering the conversation up to it: the time grows with the square "
+        "of the turns) (fix: split the conversation into several lines, or --train-on all)",
+        conversation.assistant_turns, kMaxPlacedTurns));
   }
   const std::string_view text = full.text;
   const jinja::Json& messages = conversation.messages;
@@ -63,11 +70,11 @@ TextSpans assistant_spans(const ChatTemplate& chat, const Conversation& conversa
     }
     if (role != "assistant") continue;
     // The start: the end of the generation prompt, when the render up to it is where the turn starts.
-    const std::string prompt = chat.render(messages, i, true).text;
+    const std::string prompt = chat.render(messages, i, true, conversation.tools).text;
     const bool prompt_first = prompt.size() >= cursor && text.substr(0, prompt.size()) == prompt;
     const auto [begin, end] = locate(text, content, prompt_first ? prompt.size() : cursor);
     if (begin == std::string_view::npos) {
-      cannot_mask(chat, conversation, i, "its content is not in the rendered text (the template changes it)");
+      cannot_mask(chat, i, "its content is not in the rendered text (the template changes it)");
     }
     // The end: through the end-of-turn token that follows the content.
     const size_t marker = std::min(text.find_first_not_of(kSpaces, end), text.size());
@@ -78,9 +85,12 @@ TextSpans assistant_spans(const ChatTemplate& chat, const Conversation& conversa
       }
     }
     if (marker_end == std::string_view::npos) {
-      cannot_mask(chat, conversation, i,
-                  fmt::format("no special token of the tokenizer follows its content (the render goes on with {})",
-                              core::echo_value(std::string(text.substr(marker, 40)))));
+      cannot_mask(chat, i,
+                  marker == text.size()
+                      ? std::string("no special token of the tokenizer follows its content (the render ends there)")
+                      : fmt::format("no special token of the tokenizer follows its content (the render goes on "
+                                    "with \"{}\")",
+                                    core::echo_value(std::string(text.substr(marker, 40)))));
     }
     spans.emplace_back(prompt_first ? prompt.size() : begin, marker_end);
     cursor = marker_end;

@@ -14,6 +14,11 @@
 
 namespace ppctl::prepare {
 
+/// The most assistant messages one conversation may hold where the mask rule places turns by prefix renders
+/// (templates without `{% generation %}` blocks): one render per turn, each as long as the conversation up
+/// to it, so the time grows with the square of the turns (about 1 s at this limit with short turns).
+inline constexpr int64_t kMaxPlacedTurns = 1024;
+
 /// Byte ranges [begin, end) of a rendered text, in order, not overlapping.
 using TextSpans = std::vector<std::pair<size_t, size_t>>;
 
@@ -28,7 +33,8 @@ using TextSpans = std::vector<std::pair<size_t, size_t>>;
 ///   looked for as written, then with white space stripped (templates that `trim`), after everything
 ///   matched before (the previous turns' content).
 /// Throws prepare::PrepareError naming the template, the message and the fix (--train-on all) when a
-/// turn's content or its end marker cannot be found. Throws jinja::TemplateError from prefix renders.
+/// turn's content or its end marker cannot be found, and (without generation blocks) when the
+/// conversation holds more than kMaxPlacedTurns assistant messages. Throws jinja::TemplateError from prefix renders.
 TextSpans assistant_spans(const ChatTemplate& chat, const Conversation& conversation,
                           const jinja::Rendered& full, const std::vector<std::string>& end_markers);
 

@@ -3,11 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <signal.h>
 
 #include "core/live_line.hpp"
 #include "core/echo.hpp"
@@ -137,6 +142,45 @@ void count_written(const IndexedDatasetWriter& writer, PrepareReport& report) {
   report.bytes_out = writer.bin_bytes();
 }
 
+void stop_if_signalled(const PrepareOptions& options, const std::string& where, int64_t documents) {
+  const int sig = options.stop_signal ? options.stop_signal() : 0;
+  if (sig != 0) throw PrepareInterrupted(fmt::format("at {} after {} document(s)", where, documents), sig);
+}
+
+std::string name_inputs(const std::vector<std::string>& inputs) {
+  std::string out;
+  for (size_t k = 0; k < inputs.size() && k < 3; ++k) out += (k ? ", " : "") + core::echo_label(inputs[k]);
+  if (inputs.size() > 3) out += fmt::format(" and {} more", inputs.size() - 3);
+  return out;
+}
+
+void remove_stale_temporaries(const std::string& prefix) {
+  const fs::path folder = fs::path(prefix).parent_path().empty() ? fs::path(".") : fs::path(prefix).parent_path();
+  const std::string base = fs::path(prefix).filename().string();
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t tmp = name.rfind(".tmp.");
+    if (name.compare(0, base.size(), base) != 0 || tmp == std::string::npos || tmp < base.size()) continue;
+    const std::string suffix = name.substr(base.size(), tmp - base.size());
+    const std::string digits = name.substr(tmp + 5);
+    static const char* const kSuffixes[] = {".bin", ".idx", ".tokenizer.json", ".loss_mask.bin", ".loss_mask.idx",
+                                            ".loss_mask.tokenizer.json"};
+    if (std::find(std::begin(kSuffixes), std::end(kSuffixes), suffix) == std::end(kSuffixes) || digits.empty() ||
+        digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running (or not ours to judge)
+    std::error_code removed;
+    fs::remove(it->path(), removed);
+    if (!removed) {
+      spdlog::info("removed {}, a temporary file left by an earlier run (process {}, no longer running)",
+                   core::echo_label(it->path().string()), pid);
+    }
+  }
+}
+
 void remove_old_files(const std::string& prefix, std::initializer_list<const char*> suffixes) {
   for (const char* suffix : suffixes) {
     std::error_code ec;
@@ -181,7 +225,7 @@ std::string sidecar_json(const PrepareReport& r, const std::string& model_path) 
   if (r.chat) {
     j["chat"] = {{"template", r.chat->chat_template}, {"train_on", r.chat->train_on}, {"date", r.chat->date},
                  {"conversations", r.chat->conversations}, {"target_tokens", r.chat->target_tokens},
-                 {"loss_mask", r.output_prefix + ".loss_mask"}};
+                 {"loss_mask", fs::absolute(r.output_prefix + ".loss_mask").lexically_normal().string()}};
   }
   return j.dump(2) + "\n";
 }
@@ -193,6 +237,7 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
   const auto tokenizer = make_tokenizer(options);
   const auto eod = resolve_eod(options, *tokenizer);
   check_output_prefix(options.output_prefix);
+  remove_stale_temporaries(options.output_prefix);
 
   PrepareReport report;
   report.output_prefix = options.output_prefix;
@@ -212,6 +257,8 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
     read_documents(
         path, options.input,
         [&](std::string_view text) {
+          stop_if_signalled(options, fmt::format("{}, document {}", core::echo_label(path), writer.documents() + 1),
+                            writer.documents());
           ids.clear();
           try {
             tokenizer->encode(text, ids);
@@ -232,10 +279,16 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
   }
   line.draw(format_prepare_progress(report.bytes_in, bytes_total, writer.documents(), elapsed()), true);
   count_written(writer, report);
+  if (report.documents == 0) {
+    throw PrepareError(fmt::format("{}: no document (the input is empty{}) (fix: name the files that hold "
+                                   "the text)",
+                                   name_inputs(options.inputs),
+                                   options.input.document_separator ? ", or holds only separator lines"
+                                                                    : ", or holds only blank lines"));
+  }
   if (report.tokens == 0) {
-    throw PrepareError(fmt::format("the {} document(s) of the input hold no token (fix: check the input "
-                                   "files{})",
-                                   report.documents,
+    throw PrepareError(fmt::format("{}: the {} document(s) hold no token (fix: check the input files{})",
+                                   name_inputs(options.inputs), report.documents,
                                    options.input.format == InputFormat::kText ? "" : " and --json-key"));
   }
   writer.stage(sidecar_json(report, tokenizer->model_path()));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -32,6 +33,9 @@ struct PrepareOptions {
   bool append_eod = false;
   std::optional<int64_t> eod_id;
   bool progress = false;            ///< draw the progress line (on a terminal)
+  /// The stop signal caught so far (SIGINT, SIGTERM, SIGHUP, ...; 0 while none), asked before each
+  /// document: a nonzero answer stops the run there (PrepareInterrupted). Empty: never stops.
+  std::function<int()> stop_signal;
   /// --input-format chat (prepare/chat_prepare.hpp).
   struct Chat {
     std::string chat_template;  ///< --chat-template: a .jinja, a tokenizer_config.json or a folder; "" = beside --tokenizer
@@ -77,9 +81,22 @@ PrepareReport prepare_dataset(const PrepareOptions& options, std::FILE* progress
 
 /// The dataset's PREFIX.tokenizer.json (interfaces: format "ppctl-tokenizer", version 1, tokenizer,
 /// model (absolute path or null), vocab_size, eod_id (or null), max_token_id, documents, tokens; for chat
-/// data also "chat": {template, train_on, date, conversations, target_tokens}: an added key, so still
-/// version 1: readers ignore keys they do not know).
+/// data also "chat": {template, train_on, date, conversations, target_tokens, loss_mask (the absolute
+/// PREFIX.loss_mask, as model and template are absolute)}: an added key, so still version 1: readers ignore
+/// keys they do not know).
 std::string sidecar_json(const PrepareReport& report, const std::string& model_path);
+
+/// Throws PrepareInterrupted when options.stop_signal reports a signal: "interrupted (SIGNAL) at WHERE after
+/// N document(s)". Called before each document, so the writers' destructors remove the temporaries.
+void stop_if_signalled(const PrepareOptions& options, const std::string& where, int64_t documents);
+
+/// The input files for a message: "a.jsonl", "a.jsonl, b.jsonl", or the first three and "and N more".
+std::string name_inputs(const std::vector<std::string>& inputs);
+
+/// Removes the temporaries an earlier run onto `prefix` left (a crash, SIGKILL): PREFIX.{bin,idx,
+/// tokenizer.json,loss_mask.bin,loss_mask.idx,loss_mask.tokenizer.json}.tmp.PID whose process PID no
+/// longer runs, and logs each; those of a running process (a concurrent run) stay.
+void remove_stale_temporaries(const std::string& prefix);
 
 /// Checks that --output names a file in an existing folder. Throws prepare::PrepareError with the fix.
 void check_output_prefix(const std::string& prefix);

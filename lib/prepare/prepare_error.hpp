@@ -15,4 +15,15 @@ class PrepareError : public DataError {
   using DataError::DataError;
 };
 
+/// A stop signal (SIGINT, SIGTERM, SIGHUP, ...) reached `ppctl data prepare`: it stopped before the next
+/// document, and the writers removed their temporaries. The command exits 128 + signal().
+class PrepareInterrupted : public Error {
+ public:
+  PrepareInterrupted(const std::string& what, int signal) : Error(what), signal_(signal) {}
+  int signal() const noexcept { return signal_; }
+
+ private:
+  int signal_;
+};
+
 }  // namespace ppctl::prepare

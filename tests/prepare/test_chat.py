@@ -6,13 +6,17 @@ the masked tokens decode to exactly each assistant turn's text and its end-of-tu
 rendered text, independently of ppctl's rule). Also the bad input of the chat path (exit 2 naming file and
 line, nothing written).
 
-Usage: test_chat.py GROUP PPCTL   (GROUP: oracle | bad_input)
+Usage: test_chat.py GROUP PPCTL   (GROUP: oracle | bad_input; bad_input also stops runs with SIGINT, SIGTERM
+and SIGHUP, chat and plain: nothing left behind, and a later run removes a dead run's temporaries)
 """
 import json
 import os
 import random
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -229,7 +233,26 @@ def group_oracle(tmp):
     ids, masks = read_dataset(prefix)
     assert ids == read_dataset(os.path.join(tmp, "qwen2.5-instruct-ds"))[0]
     assert all(all(m) for m in masks) and test_prepare.sidecar(prefix)["chat"]["train_on"] == "all"
-    print(f"oracle: {len(names)} templates x >= 24 conversations ({total}) equal transformers; --train-on all")
+    assert test_prepare.sidecar(prefix)["chat"]["loss_mask"] == os.path.abspath(prefix + ".loss_mask")
+    # A line's "tools" (TRL's column) reaches the template as apply_chat_template(messages, tools=...) passes it.
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather of a city",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "city": {"type": "string"}}, "required": ["city"]}}}]
+    for name in ("qwen2.5-instruct", "llama-3.1-instruct"):
+        folder = os.path.join(tmp, name)
+        convs = conversations(rng, True, n=4)
+        jsonl = os.path.join(tmp, name + "-tools.jsonl")
+        with open(jsonl, "w", encoding="utf-8") as f:
+            f.write("".join(json.dumps({"messages": c, "tools": tools}, ensure_ascii=False) + "\n" for c in convs))
+        prefix = os.path.join(tmp, name + "-tools")
+        run(["data", "prepare", "--input-format", "chat", "--tokenizer", folder, "--input", jsonl, "--output",
+             prefix, "--chat-date", DATE])
+        tok = AutoTokenizer.from_pretrained(folder)
+        for messages, ids in zip(convs, read_dataset(prefix)[0]):
+            want = tok.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True)["input_ids"]
+            assert ids == list(want) and "get_weather" in tok.decode(ids), (name, tok.decode(ids), tok.decode(want))
+    print(f"oracle: {len(names)} templates x >= 24 conversations ({total}) equal transformers; --train-on all; "
+          f"a line's tools equal apply_chat_template(tools=...)")
 
 
 def group_bad_input(tmp):
@@ -260,7 +283,32 @@ def group_bad_input(tmp):
     bad('{"messages": []}', "bad.jsonl:31:", "empty conversation")
     bad('{"messages": "hi"}', "bad.jsonl:31:", "not a list of messages")
     bad('{"prompt": "a"}', "bad.jsonl:31:", '"prompt" without "completion"')
-    bad('{"prompt": "a", "completion": [{"role": "assistant", "content": "b"}]}', "bad.jsonl:31:", "both strings")
+    bad('{"prompt": "a", "completion": [{"role": "assistant", "content": "b"}]}', "bad.jsonl:31:", "both strings",
+        '"prompt" is a string and "completion" an array')
+    bad('{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "tools": "x"}',
+        "bad.jsonl:31:", "tools: a string, not a list of tool schemas")
+    # Nesting: a message's extra key (it is copied into the template's context), a top-level key, deeper than
+    # the engine's depth limit; parsing stops at the limit, so even a million levels neither overflow the stack
+    # when copied nor when destroyed. 200 levels (the line's object counted) are prepared.
+    def nested(depth, top=False):
+        deep = "[" * depth + "]" * depth
+        user = '{"role": "user", "content": "q"' + ("" if top else ', "extra": ' + deep) + "}"
+        return ('{"messages": [' + user + ', {"role": "assistant", "content": "a"}]' + (', "x": ' + deep if top else "")
+                + "}")
+    for depth, top in ((30_000, False), (1_000_000, False), (1_000_000, True), (198, False)):
+        bad(nested(depth, top), "bad.jsonl:31:", "deeper than the limit of 200 levels", "flatten")
+    deep_ok = os.path.join(tmp, "deep-ok.jsonl")
+    with open(deep_ok, "w", encoding="utf-8") as f:
+        f.write(nested(197) + "\n")
+    run(args + ["--input", deep_ok])
+    # Bytes that are not UTF-8: the byte, and re-encoding as the fix.
+    latin = os.path.join(tmp, "latin.jsonl")
+    head = b'{"messages": [{"role": "user", "content": "caf'
+    with open(latin, "wb") as f:
+        f.write(b"\n" + head + b'\xe9"}, {"role": "assistant", "content": "a"}]}\n')
+    err = expect_bad(args[2:] + ["--input", latin], "latin.jsonl:2:", f"byte {len(head) + 1} of the line is not UTF-8",
+                     "re-encode the file as UTF-8", folder=out)
+    assert "one JSON object per line" not in err, err
     bad('{"messages": [{"role": "user", "content": "a"}], "prompt": "b", "completion": "c"}', "bad.jsonl:31:",
         "both")
     bad('{"messages": [{"role": "user", "content": "only a question"}]}', "bad.jsonl:31:",
@@ -269,23 +317,69 @@ def group_bad_input(tmp):
     gemma = model_folder(tmp, "gemma-2-it", tokenizer_json)
     bad('{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, '
         '{"role": "assistant", "content": "a"}]}', "bad.jsonl:31:", "System role not supported",
-        "gemma-2-it/tokenizer_config.json", folder=gemma)
+        "gemma-2-it/tokenizer_config.json", "as the template's message asks", folder=gemma)
+    # Each kind of render failure gets its own fix: a limit, a field the conversation lacks, 64-bit overflow,
+    # a type error in the template.
+    for name, source, needles in (
+            ("deep-macro", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+             ["max_depth", "too large for the template engine's limits"]),
+            ("big-output", "{% for i in range(100000) %}{{ messages[0].content * 1000 }}{% endfor %}",
+             ["max_output_bytes", "too large for the template engine's limits"]),
+            ("needs-field", "{% for m in messages %}{{ m.name.upper() }}{% endfor %}",
+             ["lacks a field the template reads", "'name'"]),
+            ("overflow", "{{ 9223372036854775807 + messages | length }}", ["does not fit 64 bits"]),
+            ("type-error", "{{ messages[0].content + 1 }}", ["check the template"])):
+        err = bad("", "bad.jsonl:1:", *needles, folder=model_folder(tmp, name, tokenizer_json, source))
+        assert "as the template's message asks" not in err, err
     # A template that loops without end or grows without bound: the engine's limits stop it.
     loop = model_folder(tmp, "loop", tokenizer_json,
                         "{% for i in range(100000000) %}{% for j in range(100000000) %}x{% endfor %}{% endfor %}")
-    err = bad("", "bad.jsonl:1:", folder=loop)
+    err = bad("", "bad.jsonl:1:", "max_steps", "too large for the template engine's limits", folder=loop)
     assert "loop/tokenizer_config.json" in err, err
     # No chat template: the message says how to pass one.
     none = model_folder(tmp, "none", tokenizer_json, template=False)
     bad("", "none/tokenizer_config.json", "no chat template", "--chat-template", folder=none)
+    # A folder without any template file: --chat-template's, and --tokenizer's.
+    empty_dir = os.path.join(tmp, "emptydir")
+    os.mkdir(empty_dir)
+    err = bad("", "--chat-template", "emptydir", "holds neither chat_template.jinja nor tokenizer_config.json",
+              extra=["--chat-template", empty_dir])
+    assert "no such file" not in err, err
+    bare = os.path.join(tmp, "bare")
+    os.mkdir(bare)
+    with open(os.path.join(bare, "tokenizer.json"), "w", encoding="utf-8") as f, open(tokenizer_json) as g:
+        f.write(g.read())
+    bad("", "the folder of --tokenizer", "bare", "holds neither chat_template.jinja nor tokenizer_config.json",
+        "--chat-template", folder=bare)
     # A template the engine cannot parse; a missing --chat-template; a template the mask rule cannot place.
     broken = model_folder(tmp, "broken", tokenizer_json, "{% for m in messages %}{{ m.content }")
     bad("", "broken/tokenizer_config.json", folder=broken)
     bad("", "no-such.jinja", "no such file", extra=["--chat-template", os.path.join(tmp, "no-such.jinja")])
     plain = model_folder(tmp, "plain", tokenizer_json, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n"
                                                        "{% endfor %}")
-    bad("", "bad.jsonl:1:", "messages[1] (assistant)", "plain/tokenizer_config.json", "--train-on all",
-        folder=plain)
+    err = bad("", "bad.jsonl:1: messages[1] (assistant)", "plain/tokenizer_config.json", "--train-on all",
+              "the render ends there", folder=plain)
+    assert "line 1:" not in err and "goes on with )" not in err, err
+    err = bad("", "bad.jsonl:1: messages[1] (assistant)", 'the render goes on with "!")',
+              folder=model_folder(tmp, "bang", tokenizer_json, "{% for m in messages %}{{ m.content }}!{% endfor %}"))
+    # Mask placement renders the conversation up to each assistant turn: more turns than the limit are refused
+    # (quadratic time); the limit itself is prepared.
+    def turns(n):
+        return json.dumps({"messages": [{"role": r, "content": f"{r} {k}"} for k in range(n)
+                                        for r in ("user", "assistant")]})
+    bad(turns(1025), "bad.jsonl:31:", "1025 assistant messages", "limit of 1024", "split the conversation")
+    many = os.path.join(tmp, "many.jsonl")
+    with open(many, "w", encoding="utf-8") as f:
+        f.write(turns(1024) + "\n")
+    started = time.time()
+    run(args + ["--input", many])
+    assert time.time() - started < 60, time.time() - started
+    # Input without a conversation: the files are named.
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n\t\n")):
+        path = os.path.join(tmp, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        expect_bad(args[2:] + ["--input", path], name, "no conversation", "only blank lines", folder=out)
     path = os.path.join(tmp, "ok.jsonl")
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(g) + "\n" for g in good))
@@ -299,8 +393,68 @@ def group_bad_input(tmp):
     expect_bad(base + ["--tokenizer", qwen, "--chat-date", "31.01.2026"], "--chat-date", "YYYY-MM-DD", folder=out)
     expect_bad(base + ["--tokenizer", qwen, "--chat-context", "[1]"], "--chat-context", "not an object", folder=out)
     expect_bad(base + ["--tokenizer", qwen, "--chat-context", "{x"], "--chat-context", "not JSON", folder=out)
+    for key in ("messages", "add_generation_prompt"):
+        expect_bad(base + ["--tokenizer", qwen, "--chat-context", json.dumps({key: []})], "--chat-context",
+                   f'"{key}" is set by ppctl', folder=out)
+    expect_bad(base + ["--tokenizer", qwen, "--chat-context", '{"x": ' + "[" * 300 + "]" * 300 + "}"],
+               "--chat-context", "deeper than the limit of 200 levels", folder=out)
+    expect_bad(base + ["--tokenizer", qwen, "--document-separator", "%"], "--document-separator", folder=out)
+    expect_bad(base + ["--tokenizer", qwen, "--json-key", "body"], "--json-key", folder=out)
+    interrupts(tmp, qwen, good)
     print("bad input: malformed lines, forms, roles, contents, no assistant, raising/looping/missing/broken "
           "templates, unmaskable template, options: each exits 2 naming file and line, nothing written")
+
+
+def interrupt(args, folder, sig):
+    """Starts ppctl data prepare, sends `sig` once its temporaries exist, and checks it stops with 128 + sig,
+    saying so, with no temporary left."""
+    p = subprocess.Popen([test_prepare.PPCTL, "data", "prepare"] + args, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not any(".tmp." in n for n in os.listdir(folder)):
+        assert p.poll() is None and time.time() < deadline, ("ended before its temporaries appeared", p.returncode)
+        time.sleep(0.002)
+    time.sleep(0.2)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    name = signal.Signals(sig).name
+    assert p.returncode == 128 + sig, (name, p.returncode, err)
+    assert f"interrupted ({name}) at " in err and "temporary files were removed" in err, err
+    assert not os.listdir(folder), os.listdir(folder)
+
+
+def interrupts(tmp, model, good):
+    """SIGINT, SIGTERM, SIGHUP stop chat and plain runs (the same writer) with nothing left behind; a run
+    removes the temporaries a dead run left on its prefix, and keeps those of a running process."""
+    folder = os.path.join(tmp, "interrupted")
+    os.mkdir(folder)
+    chats = os.path.join(tmp, "many-chats.jsonl")
+    with open(chats, "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps(good[0]) + "\n" for _ in range(400_000)))
+    texts = os.path.join(tmp, "many-texts.jsonl")
+    with open(texts, "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"text": "the model learns to answer questions %d" % k}) + "\n"
+                        for k in range(400_000)))
+    prefix = os.path.join(folder, "ds")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        interrupt(["--input-format", "chat", "--tokenizer", model, "--input", chats, "--output", prefix], folder, sig)
+    interrupt(["--input-format", "jsonl", "--tokenizer", model, "--input", texts, "--output", prefix], folder,
+              signal.SIGINT)
+    dead, alive = 999_999_999, os.getpid()  # above any pid_max; this test's own process
+    stale = [f"ds.bin.tmp.{dead}", f"ds.loss_mask.bin.tmp.{dead}", f"ds.idx.tmp.{dead}", f"ds.tokenizer.json.tmp.{dead}"]
+    kept = [f"ds.bin.tmp.{alive}", f"ds.other.tmp.{dead}", f"dsx.bin.tmp.{dead}", f"ds.bin.tmp.{dead}x"]
+    for n in stale + kept:
+        open(os.path.join(folder, n), "w").close()
+    path = os.path.join(tmp, "ok-chats.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(good[0]) + "\n")
+    _, err = run(["data", "prepare", "--input-format", "chat", "--tokenizer", model, "--input", path, "--output", prefix])
+    left = set(os.listdir(folder))
+    assert not left & set(stale) and set(kept) <= left, sorted(left)
+    for n in stale:
+        assert n in err and "no longer running" in err, (n, err)
+    print("interrupts: SIGINT, SIGTERM, SIGHUP stop chat and plain runs with nothing left; a dead run's "
+          "temporaries are removed by the next run")
 
 
 if __name__ == "__main__":

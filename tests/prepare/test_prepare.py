@@ -307,7 +307,25 @@ def group_bad_input(tmp):
     expect_bad(bytes_args + ["--input", good, "--append-eod"], "no end-of-sequence id", folder=out)
     empty = os.path.join(tmp, "empty.jsonl")
     write_jsonl(empty, ["", ""])
-    expect_bad(bytes_args + ["--input", empty], "hold no token", folder=out)
+    expect_bad(bytes_args + ["--input", empty], "empty.jsonl: the 2 document(s) hold no token", folder=out)
+    # Input without any document (an empty file, blank lines only): the files are named.
+    for name, text in (("none.jsonl", ""), ("blank.jsonl", "\n \n\t\n")):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+        expect_bad(bytes_args + ["--input", os.path.join(tmp, name)], name, "no document", "only blank lines",
+                   folder=out)
+    # Bytes that are not UTF-8: the byte of the line, and re-encoding as the fix.
+    latin = os.path.join(tmp, "latin.jsonl")
+    with open(latin, "wb") as f:
+        f.write(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    err = expect_bad(bytes_args + ["--input", latin], "latin.jsonl:2:", "byte 14 of the line is not UTF-8",
+                     "re-encode the file as UTF-8", folder=out)
+    assert "one JSON object per line" not in err, err
+    # A line nested a million levels deep in a key that is not read: parsed and freed without recursion.
+    deep = os.path.join(tmp, "deep.jsonl")
+    with open(deep, "w") as f:
+        f.write('{"text": "fine", "x": ' + "[" * 1_000_000 + "]" * 1_000_000 + "}\n")
+    run(["data", "prepare", "--tokenizer", "bytes", "--input", deep, "--output", os.path.join(tmp, "deep")])
     # Paths, keys and lines from the input are echoed escaped (control characters, invalid UTF-8): a file
     # name or a JSONL line from a stranger's dataset cannot retitle or recolour the terminal.
     evil = "x\x1b]0;pwned\x07"
@@ -322,9 +340,13 @@ def group_bad_input(tmp):
         assert "\x1b" not in err and "\x07" not in err and "\ufffd" not in err, repr(err)
     evil_line = os.path.join(tmp, "evil_line.jsonl")
     with open(evil_line, "wb") as f:
-        f.write(b'{"text": "\xff\x1b[31m red\n')
-    err = expect_bad(bytes_args + ["--input", evil_line], "evil_line.jsonl:1:", "not JSON", "\\xff", folder=out)
+        f.write(b'{"text": \x1b[31m red\n')
+    err = expect_bad(bytes_args + ["--input", evil_line], "evil_line.jsonl:1:", "not JSON", folder=out)
     assert "\x1b" not in err and "\ufffd" not in err, repr(err)  # run() decodes a raw invalid byte as U+FFFD
+    with open(evil_line, "wb") as f:
+        f.write(b'{"text": "\xff\x1b[31m red\n')
+    err = expect_bad(bytes_args + ["--input", evil_line], "evil_line.jsonl:1:", "not UTF-8", folder=out)
+    assert "\x1b" not in err and "\ufffd" not in err, repr(err)
     # An existing dataset stays as it was when a new run fails.
     run(["data", "prepare"] + bytes_args + ["--input", good])
     before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
