@@ -107,3 +107,33 @@ def ppctl_to_hf(kind, layers):
     tied = kind in ("gpt2-tied", "qwen2-tied")
     out["lm_head.weight"] = (out["tok_embed.weight"][0] if tied else "lm_head.weight", False)
     return out
+
+
+def read_gradient_dump(folder):
+    """(step-1 loss, {ppctl name: whole gradient}) from `ppctl train --dump-gradients FOLDER`'s rank*.pt files
+    (torch::pickle_save of name -> tensor; "__loss__" and "__grad_norm__" taken out)."""
+    import pathlib
+    grads = {}
+    for f in sorted(pathlib.Path(folder).glob("rank*.pt")):
+        grads.update(torch.load(f, weights_only=False))
+    loss = grads.pop("__loss__").item()
+    grads.pop("__grad_norm__")
+    return loss, grads
+
+
+def hf_gradient(name, names, hf_grads, seq_len):
+    """transformers' gradient of ppctl parameter `name` in ppctl's layout: transposed where the names table says
+    so (GPT-2's Conv1D), the position table cut to the `seq_len` rows ppctl holds. Returns (HF name, tensor)."""
+    hf_name, transposed = names[name]
+    theirs = hf_grads[hf_name]
+    if transposed:
+        theirs = theirs.t()
+    if name == "pos_embed.weight":
+        theirs = theirs[:seq_len]
+    return hf_name, theirs
+
+
+def relative(a, b):
+    """max |a - b| / max |b|, in float64."""
+    a, b = a.double(), b.double()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()

@@ -78,9 +78,7 @@ def run(cmd, expect=0):
     return result
 
 
-def relative(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+relative = hf_models.relative
 
 
 def hf_loss_and_grads(model, tokens, targets):
@@ -112,21 +110,12 @@ def case_parity(kind, ppctl, tmp):
         dump = tmp / f"dump{stages}-t{tp}-{schedule}"
         dump.mkdir()
         run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", tmp / f"run{stages}-t{tp}-{schedule}"])
-        grads = {}
-        for f in sorted(dump.glob("rank*.pt")):
-            grads.update(torch.load(f, weights_only=False))  # our own dump (torch::pickle_save)
-        loss = grads.pop("__loss__").item()
-        grads.pop("__grad_norm__")
+        loss, grads = hf_models.read_gradient_dump(dump)
         assert abs(loss - hf_loss) <= TOLERANCE * abs(hf_loss), f"{schedule} at {stages_name} stages: loss {loss} vs HF {hf_loss}"
         expected = {n for n in names if n != "lm_head.weight"}
         assert expected <= set(grads), f"{schedule} at {stages_name} stages: missing gradients {expected - set(grads)}"
         for name, grad in grads.items():
-            hf_name, transposed = names[name]
-            theirs = hf_grads[hf_name]
-            if transposed:
-                theirs = theirs.t()
-            if name == "pos_embed.weight":
-                theirs = theirs[:SEQ_LEN]
+            hf_name, theirs = hf_models.hf_gradient(name, names, hf_grads, SEQ_LEN)
             assert grad.shape == theirs.shape, f"{name}: shape {grad.shape} vs HF {theirs.shape}"
             r = relative(grad, theirs)
             worst = max(worst, r)

@@ -13,7 +13,6 @@ Usage: test_hf_packed.py KIND PPCTL   (KIND: llama, gpt2-tied)
 """
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 
@@ -22,6 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import hf_models  # noqa: E402
+from test_hf import run  # noqa: E402  (a command that must exit `expect`, its output shown when not)
 
 SEQ_LEN = 16
 TOLERANCE = 1e-5
@@ -100,19 +100,6 @@ def unaware_loss(model, convs):
             losses = torch.nn.functional.cross_entropy(logits[:-1], tokens[1:], reduction="none")
             total += float((losses * weights[:-1]).sum()) / targets
     return total
-
-
-def relative(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
-
-
-def run(cmd, expect=0):
-    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
-    if result.returncode != expect:
-        sys.exit(f"FAIL: {' '.join(map(str, cmd))} exited {result.returncode}, expected {expect}\nstdout:\n{result.stdout[-3000:]}\n"
-                 f"stderr:\n{result.stderr[-5000:]}")
-    return result
 
 
 def check_plan(ppctl, tmp, hf_dir, prefix, convs):
@@ -206,20 +193,11 @@ observe:
             run_dir = tmp / f"run-{stages}-{schedule}-{dp}-{tp}"
             run([ppctl, "train", spec, "--dump-gradients", dump, "--run-dir", run_dir])
             assert "packing " in (run_dir / "plan.txt").read_text(), "the run's plan.txt lacks the packing line"
-            grads = {}
-            for f in sorted(dump.glob("rank*.pt")):
-                grads.update(torch.load(f, weights_only=False))
-            loss = grads.pop("__loss__").item()
-            grads.pop("__grad_norm__")
+            loss, grads = hf_models.read_gradient_dump(dump)
             assert abs(loss - hf_loss) <= TOLERANCE * abs(hf_loss), f"{label}: loss {loss} vs HF {hf_loss}"
             for name, grad in grads.items():
-                hf_name, transposed = names[name]
-                theirs = hf_grads[hf_name]
-                if transposed:
-                    theirs = theirs.t()
-                if name == "pos_embed.weight":
-                    theirs = theirs[:SEQ_LEN]
-                r = relative(grad, theirs)
+                hf_name, theirs = hf_models.hf_gradient(name, names, hf_grads, SEQ_LEN)
+                r = hf_models.relative(grad, theirs)
                 worst = max(worst, r)
                 assert r <= TOLERANCE, f"{label}: gradient of {name} ({hf_name}) differs, relative {r:.2e}"
             print(f"{kind}: {label}: loss {loss:.6f} (HF {hf_loss:.6f}), {len(grads)} gradients equal")
