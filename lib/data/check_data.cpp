@@ -165,11 +165,12 @@ std::optional<std::string> half_chat_dataset(const config::DataSource& s) {
   const bool chat_sidecar = sidecar && sidecar->is_object() && sidecar->contains("chat");
   if (bin == idx && (idx || !chat_sidecar)) return std::nullopt;
   const std::string missing = !bin && !idx ? masks + ".bin and " + masks + ".idx" : masks + (bin ? ".idx" : ".bin");
-  return fmt::format("{} is missing: {} is a chat dataset{} whose loss masks are incomplete, and without them every "
+  return fmt::format("{} {} missing: {} is a chat dataset{} whose loss masks are incomplete, and without them every "
                      "token would be a target and conversations would see each other (fix: prepare it again with "
                      "`ppctl data prepare --input-format chat`; or remove {}.* and the \"chat\" entry of {}.tokenizer.json "
                      "to train on it as plain data)",
-                     missing, s.files[0], chat_sidecar ? " (its sidecar says so)" : "", masks, s.files[0]);
+                     missing, !bin && !idx ? "are" : "is", s.files[0], chat_sidecar ? " (its sidecar says so)" : "",
+                     masks, s.files[0]);
 }
 
 }  // namespace

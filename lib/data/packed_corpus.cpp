@@ -185,7 +185,7 @@ std::string format_packing(const config::JobSpec& spec) {
 std::string with_packing(const config::JobSpec& spec, std::string plan_text) {
   const auto packing = format_packing(spec);
   if (packing.empty()) return plan_text;
-  const auto data_line = plan_text.rfind("\ndata ", std::string::npos);
+  const auto data_line = plan_text.find("\ndata ");
   const auto after = data_line == std::string::npos ? std::string::npos : plan_text.find('\n', data_line + 1);
   plan_text.insert(after == std::string::npos ? plan_text.size() : after + 1, packing);
   return plan_text;
