@@ -94,6 +94,9 @@ Conversation parse_conversation(std::string_view text, const std::string& path, 
   } catch (const Json::parse_error& e) {
     const LineProblem p = json_line_problem(text, e.what(), e.byte, "write one JSON object per line: " + std::string(kForms));
     at.fail("", p.problem, p.fix);
+  } catch (const Json::out_of_range& e) {  // a number beyond a double's range, such as 2E615
+    at.fail("", fmt::format("a number on the line does not fit a double ({})", e.what()),
+            "write numbers within about 1.8e308, or as strings");
   }
   if (!parsed) {
     at.fail("", fmt::format("the line nests {{}} and [] deeper than the limit of {} levels (the chat template "

@@ -96,6 +96,10 @@ std::string jsonl_text(const std::string& path, int64_t number, std::string_view
         fmt::format("write one JSON object per line, such as {{\"{}\": \"...\"}}, or pass --input-format text",
                     core::echo_value(key)));
     throw PrepareError(fmt::format("{}:{}: {} (fix: {})", core::echo_label(path), number, p.problem, p.fix));
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double's range, such as 2E615
+    throw PrepareError(fmt::format("{}:{}: a number on the line does not fit a double ({}) (fix: write numbers within "
+                                   "about 1.8e308, or as strings)",
+                                   core::echo_label(path), number, e.what()));
   }
   if (!value.is_object()) {
     throw PrepareError(fmt::format("{}:{}: a JSON {}, not an object (fix: write one object per line, "

@@ -92,7 +92,7 @@ std::vector<plan::PieceTime> trace_stage_times(const std::string& trace_text, co
   nlohmann::json trace;
   try {
     trace = nlohmann::json::parse(trace_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number beyond double (1e999)
     throw PlanError(fmt::format("{}: not a trace (not JSON: {}) (fix: give the run directory of a finished "
                                 "`ppctl train`, whose launcher merged trace.json)",
                                 source, e.what()));

@@ -274,6 +274,7 @@ def group_bad_input(tmp):
         return expect_bad(a + ["--input", path] + list(extra), *needles, folder=out)
 
     bad('{"messages": [', "bad.jsonl:31:", "not JSON")
+    bad('[2E615, {"messages": []}]', "bad.jsonl:31:", "does not fit a double", "1.8e308")  # a fuzz finding
     bad('["a"]', "bad.jsonl:31:", "not an object")
     bad('{"text": "plain"}', "bad.jsonl:31:", 'no "messages" and no "prompt"')
     bad('{"messages": [{"role": "robot", "content": "x"}]}', "bad.jsonl:31:", "messages[0].role", "robot",

@@ -276,7 +276,8 @@ def group_bad_input(tmp):
     for line, needles in (('{"text": "unterminated', ["bad.jsonl:41:", "not JSON"]),
                           ('["a", "list"]', ["bad.jsonl:41:", "not an object"]),
                           ('{"body": "no text key"}', ["bad.jsonl:41:", 'no field "text"', "--json-key"]),
-                          ('{"text": 12}', ["bad.jsonl:41:", "not a string"])):
+                          ('{"text": 12}', ["bad.jsonl:41:", "not a string"]),
+                          ('{"text": "x", "n": 2E615}', ["bad.jsonl:41:", "does not fit a double", "1.8e308"])):
         with open(bad, "w") as f:
             f.write(''.join(json.dumps({"text": "x" * 1000}) + "\n" for _ in range(40)) + line + "\n")
         expect_bad(bytes_args + ["--input", good, bad], *needles, folder=out)

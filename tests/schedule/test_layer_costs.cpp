@@ -91,6 +91,8 @@ TEST_CASE("trace_stage_times: the median per action of each stage over the steps
   CHECK_THROWS_WITH(schedule::trace_stage_times("{\"traceEvents\": []}", "t.json", 1, first, last),
                     ContainsSubstring("no F, B, I or W actions traced"));
   CHECK_THROWS_WITH(schedule::trace_stage_times("not json", "t.json", 1, first, last), ContainsSubstring("not JSON"));
+  // a number beyond a double's range is nlohmann's out_of_range, not a parse_error: reported the same way
+  CHECK_THROWS_AS(schedule::trace_stage_times("{\"traceEvents\": [2E615]}", "t.json", 1, first, last), PlanError);
 }
 
 TEST_CASE("trace_post_ms: the median Post slice (send or recv) from the given step on") {
