@@ -16,6 +16,17 @@ int64_t tokens_of(const config::JobSpec& spec) { return spec.pipeline.micro_batc
 /// The tensor-parallel size t (pipeline.tensor_parallel; 1 in a spec built by hand without it).
 int64_t tp_of(const config::JobSpec& spec) { return std::max<int64_t>(spec.pipeline.tensor_parallel, 1); }
 
+/// Whether sequence parallelism splits the residual stream over the tp group: tp > 1 and
+/// pipeline.sequence_parallel (model/tensor_parallel.hpp's splits_sequence).
+bool splits_sequence(const config::JobSpec& spec) { return tp_of(spec) > 1 && spec.pipeline.sequence_parallel; }
+
+/// Tokens per microbatch of what lies between the tensor-parallel regions (the residual stream, the norms, the
+/// dropout masks, what crosses a stage boundary): this rank's micro_batch_size x seq_len / tp positions under
+/// sequence parallelism (the rules make tp divide seq_len), else all of them.
+int64_t sequence_tokens_of(const config::JobSpec& spec) {
+  return splits_sequence(spec) ? tokens_of(spec) / tp_of(spec) : tokens_of(spec);
+}
+
 /// A tensor-parallel rank's share of `x` elements of a split width (heads, kv heads, ffn columns): x / tp, rounded up
 /// (exact where the rules make t divide it; x at tp = 1).
 int64_t per_rank(const config::JobSpec& spec, int64_t x) { return (x + tp_of(spec) - 1) / tp_of(spec); }
@@ -49,16 +60,18 @@ int64_t weight_gradient_element_bytes(const config::JobSpec& spec) {
 /// Two dropout sites per block, each keeping its mask (a t h; x * mask saves only the mask, as x's
 /// factor does not require a gradient).
 int64_t block_dropout_bytes(const config::JobSpec& spec) {
-  return spec.model.dropout > 0 ? 2 * matmul_element_bytes(spec) * tokens_of(spec) * spec.model.hidden : 0;
+  return spec.model.dropout > 0 ? 2 * matmul_element_bytes(spec) * sequence_tokens_of(spec) * spec.model.hidden : 0;
 }
 
 int64_t gpt2_block_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec), h = m.hidden, f = config::ffn_hidden_of(m);
-  const int64_t a = matmul_element_bytes(spec);
-  // qkv's and fc1's inputs (the norms' outputs) are whole on every tp rank; q, k, v, the attention output (proj's
-  // input), fc2's input and the GELU input are this rank's heads' or columns' share.
-  return 8 * t * h + a * t * (2 * h + per_rank(spec, 4 * h) + per_rank(spec, 2 * f)) + 16 * t +
+  const int64_t a = matmul_element_bytes(spec), ts = sequence_tokens_of(spec);
+  // The LayerNorms' inputs and statistics lie on this rank's positions (all of them without sequence parallelism);
+  // qkv's and fc1's inputs (the norms' outputs, gathered whole under sequence parallelism) are whole on every tp
+  // rank; q, k, v, the attention output (proj's input), fc2's input and the GELU input are this rank's heads' or
+  // columns' share.
+  return 8 * ts * h + a * t * (2 * h + per_rank(spec, 4 * h) + per_rank(spec, 2 * f)) + 16 * ts +
          4 * t * per_rank(spec, m.heads) + weight_copy_bytes(spec, per_rank(spec, 4 * h * h + 2 * h * f));
 }
 
@@ -70,7 +83,8 @@ int64_t llama_block_bytes(const config::JobSpec& spec) {
   const int64_t a = matmul_element_bytes(spec);
   const bool bf16 = config::computes_in_bf16(spec.runtime.precision);
   const int64_t attention_kv = config::kv_heads_of(m) < m.heads ? h : kv;  // k', v' as SDPA gets them
-  const int64_t norms = 16 * t * h + 8 * t;
+  const int64_t ts = sequence_tokens_of(spec);
+  const int64_t norms = 16 * ts * h + 8 * ts;  // on this rank's positions under sequence parallelism
   const int64_t projection_inputs = bf16 ? 2 * t * 5 * h : 4 * t * 2 * h;
   // The norms and the projections' inputs are whole on every tp rank; the rest is this rank's heads and columns.
   const int64_t matmuls = a * t * per_rank(spec, 2 * h + 2 * attention_kv + 4 * f);
@@ -129,7 +143,7 @@ int64_t block_forward_no_grad_bytes(const config::JobSpec& spec) {
   const int64_t t = tokens_of(spec), h = spec.model.hidden, f = config::ffn_hidden_of(spec.model);
   const int64_t widest = config::llama_family(spec.model.arch) ? 3 : 2;
   const int64_t a = matmul_element_bytes(spec);
-  return 8 * t * h + widest * a * t * per_rank(spec, f) + reduce_clone_bytes(spec, a);
+  return 8 * sequence_tokens_of(spec) * h + widest * a * t * per_rank(spec, f) + reduce_clone_bytes(spec, a);
 }
 
 /// The head's logits in fp32 (and their bf16 original under bf16 and bf16-params): this rank's vocabulary rows.
@@ -156,10 +170,10 @@ int64_t vocab_parallel_loss_bytes(const config::JobSpec& spec) {
 
 }  // namespace
 
-int64_t boundary_bytes(const config::JobSpec& spec) { return 4 * tokens_of(spec) * spec.model.hidden; }
+int64_t boundary_bytes(const config::JobSpec& spec) { return 4 * sequence_tokens_of(spec) * spec.model.hidden; }
 
 int64_t p2p_bytes(const config::JobSpec& spec) {
-  return config::p2p_element_bytes(spec.runtime) * tokens_of(spec) * spec.model.hidden;
+  return config::p2p_element_bytes(spec.runtime) * sequence_tokens_of(spec) * spec.model.hidden;
 }
 
 int64_t block_activation_bytes(const config::JobSpec& spec) {
@@ -179,7 +193,8 @@ int64_t embedding_activation_bytes(const config::JobSpec& spec) {
 int64_t head_activation_bytes(const config::JobSpec& spec) {
   const auto& m = spec.model;
   const int64_t t = tokens_of(spec);
-  const int64_t norm = config::llama_family(m.arch) ? 8 * t * m.hidden + 4 * t : 4 * t * m.hidden + 8 * t;
+  const int64_t ts = sequence_tokens_of(spec);  // the final norm's positions; the LM head's input is gathered whole
+  const int64_t norm = config::llama_family(m.arch) ? 8 * ts * m.hidden + 4 * ts : 4 * ts * m.hidden + 8 * ts;
   const int64_t v = vocab_per_rank(spec);
   // At tp > 1 the vocabulary-parallel loss saves its softmax rows (4 t v', in place of the log-softmax) and the
   // targets' local index (int64) and mask (bool): 9 t.

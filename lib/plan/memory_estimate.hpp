@@ -12,11 +12,13 @@
 namespace ppctl::plan {
 
 /// Bytes of one tensor crossing a stage boundary (an activation or its gradient) as the stage holds
-/// it: micro_batch_size x seq_len x hidden x 4 (the residual stream is float32 under either precision).
+/// it: micro_batch_size x seq_len x hidden x 4 (the residual stream is float32 under either precision); seq_len / tp
+/// positions under sequence parallelism (tp > 1 and pipeline.sequence_parallel).
 int64_t boundary_bytes(const config::JobSpec& spec);
 
 /// Bytes of one such tensor on the wire and in its send or receive buffer: micro_batch_size x
-/// seq_len x hidden x config::p2p_element_bytes (4, or 2 when runtime.p2p_dtype resolves to bf16).
+/// seq_len x hidden x config::p2p_element_bytes (4, or 2 when runtime.p2p_dtype resolves to bf16); seq_len / tp
+/// positions under sequence parallelism.
 int64_t p2p_bytes(const config::JobSpec& spec);
 
 /// Bytes autograd saves for the backward of one transformer block and one microbatch, when the
@@ -52,6 +54,14 @@ int64_t p2p_bytes(const config::JobSpec& spec);
 /// is ours term by term (q, k, v, attention output 8; GELU input and output 16); they keep the two LayerNorm
 /// inputs in bf16 (4, ours 8 in fp32) but count the dropout masks (2, ours 0 without dropout), and flash
 /// attention keeps no a s / h term.
+/// Sequence parallelism (tp > 1 and pipeline.sequence_parallel, the default) divides what lies between the tp
+/// regions by tp: the residual stream and the norms' inputs, outputs and statistics, the dropout masks, the head's
+/// final norm and what crosses a stage boundary (boundary_bytes, p2p_bytes) cover this rank's seq_len / tp
+/// positions. The column-parallel products' inputs are the all-gathered sequence, which autograd saves whole on
+/// every rank (Korthikanti et al. §4.2.2 save them sharded and all-gather again in backward, which ppctl does not),
+/// and the rotary tables stay whole. For gpt2 at bf16-params, f = 4h, with dropout: their s b h 34 / tp (Table 2,
+/// "tensor + sequence parallel", flash attention) against ours t h (4 + 36 / tp) plus the statistics: the gathered
+/// inputs 4 whole, and the fp32 norm inputs and the masks in the matmul type 8 + 4 where they count 4 + 2.
 int64_t block_activation_bytes(const config::JobSpec& spec);
 
 /// Bytes the embedding's graph saves per microbatch: the token ids (8 t, int64), gpt2's position

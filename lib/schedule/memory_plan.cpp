@@ -443,9 +443,14 @@ std::string format_memory(const config::JobSpec& spec, const plan::Layout& layou
   const std::string per_tp_rank =
       tp > 1 ? fmt::format(", on one of its tp {} ranks (the largest, tp rank 0: the split weights / {} and the "
                            "replicated norms, row-parallel biases and positions whole; activations inside the tp "
-                           "regions / {}, the residual stream counted whole as without pipeline.sequence_parallel, an "
-                           "upper bound with it; the transient with each tp all-reduce's clone)",
-                           tp, tp, tp)
+                           "regions / {}, {}; the transient with each tp collective's copy)",
+                           tp, tp, tp,
+                           spec.pipeline.sequence_parallel
+                               ? fmt::format("the residual stream, norms, dropout masks and what crosses a stage "
+                                             "boundary / {} (sequence parallelism), the gathered inputs of the "
+                                             "column-parallel products whole",
+                                             tp)
+                               : "the residual stream, norms and dropout masks whole (no sequence parallelism)")
              : "";
   std::string out = fmt::format(
       "\nmemory per pp rank{} (estimate; precision {}, recompute {}; {}; activations: the most kept between actions, at the peak of microbatches in flight; send and "

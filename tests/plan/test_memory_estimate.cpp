@@ -185,7 +185,8 @@ TEST_CASE("recompute modes: full keeps the stage input, blocks every k-th block'
   CHECK(plan::stage_activation_bytes(spec, last).kept == 3 * boundary + 8 * 2 * 32);
 }
 
-TEST_CASE("tensor parallel: a GPT-2 block keeps t h (8 + a (2 + 12 / tp)) + 16 t + 4 t n / tp bytes") {
+TEST_CASE("tensor parallel without sequence parallelism: a GPT-2 block keeps t h (8 + a (2 + 12 / tp)) + 16 t + "
+          "4 t n / tp bytes") {
   // Inside the tp regions (q, k, v, attention output 4h; fc2 input and GELU input 2f = 8h) each rank holds 1/tp;
   // the residual stream into the two LayerNorms (8 t h, fp32) and qkv's and fc1's inputs (2h) stay whole
   // (Korthikanti et al., arXiv 2205.05198 Table 2 without sequence parallelism: 10 + 24 / t in their units).
@@ -193,6 +194,7 @@ TEST_CASE("tensor parallel: a GPT-2 block keeps t h (8 + a (2 + 12 / tp)) + 16 t
   for (const auto precision : {config::Precision::Fp32, config::Precision::Bf16Params}) {
     auto spec = gpt2();
     spec.runtime.precision = precision;
+    spec.pipeline.sequence_parallel = false;
     const int64_t a = precision == config::Precision::Fp32 ? 4 : 2;
     int64_t previous = plan::block_activation_bytes(spec);
     CHECK(previous == t * h * (8 + a * 14) + 16 * t + 4 * t * n);  // tp 1: today's 64 t h in fp32
@@ -207,8 +209,10 @@ TEST_CASE("tensor parallel: a GPT-2 block keeps t h (8 + a (2 + 12 / tp)) + 16 t
   }
 }
 
-TEST_CASE("tensor parallel: Llama's split terms divide by tp, the norms and projection inputs do not") {
+TEST_CASE("tensor parallel without sequence parallelism: Llama's split terms divide by tp, the norms and "
+          "projection inputs do not") {
   auto spec = gpt2();
+  spec.pipeline.sequence_parallel = false;
   spec.model.arch = config::Arch::Llama;
   spec.model.kv_heads = 2;
   spec.runtime.precision = config::Precision::Bf16Params;
@@ -224,6 +228,7 @@ TEST_CASE("tensor parallel: Llama's split terms divide by tp, the norms and proj
 
 TEST_CASE("tensor parallel: the head keeps its vocabulary rows' softmax, the logits shrink to ceil(v / tp)") {
   auto spec = gpt2();
+  spec.pipeline.sequence_parallel = false;  // the final norm whole (sequence parallelism: the next case)
   spec.model.vocab_size = 257;
   const int64_t t = 2 * 32, h = 64;
   const int64_t whole = plan::head_activation_bytes(spec);
@@ -239,6 +244,51 @@ TEST_CASE("tensor parallel: the head keeps its vocabulary rows' softmax, the log
   const auto transient = plan::stage_transient_bytes(spec, last);
   CHECK(transient.forward == 8 * t * 129);
   CHECK(transient.backward == 8 * t * 129);
+}
+
+TEST_CASE("sequence parallelism: the residual stream, norms, dropout masks and boundary tensors are / tp; the "
+          "gathered projection inputs, the rotary tables and the loss's tensors are not") {
+  // Korthikanti et al. (arXiv 2205.05198 §4.2.2) split what lies between the tp regions along the sequence; ppctl
+  // saves the all-gathered input of the column-parallel products whole (they keep it sharded and gather again).
+  const int64_t t = 2 * 32, h = 64, n = 4, s = 32;
+  for (const int64_t tp : {2, 4}) {
+    INFO("tp " << tp);
+    auto spec = gpt2();
+    spec.pipeline.tensor_parallel = tp;
+    spec.model.dropout = 0.1;
+    spec.runtime.precision = config::Precision::Bf16Params;
+    const int64_t a = 2;
+    // LayerNorm inputs (fp32) and statistics on t / tp tokens; the gathered qkv and fc1 inputs whole; the split
+    // terms / tp as without sequence parallelism; the two dropout masks on t / tp tokens.
+    CHECK(plan::block_activation_bytes(spec) ==
+          8 * t / tp * h + a * t * (2 * h + 12 * h / tp) + 16 * t / tp + 4 * t * n / tp + 2 * a * t / tp * h);
+    CHECK(plan::boundary_bytes(spec) == 4 * t / tp * h);
+    CHECK(plan::p2p_bytes(spec) == a * t / tp * h);  // p2p dtype auto: bf16 under bf16-params
+    // The head: the final norm on t / tp tokens; its gathered input, logits' softmax rows and targets whole.
+    spec.model.vocab_size = 257;
+    const int64_t v = (257 + tp - 1) / tp;
+    CHECK(plan::head_activation_bytes(spec) == 4 * t / tp * h + 8 * t / tp + a * t * h + 4 * t * v + 8 * t + 9 * t);
+    // Llama: the norms on t / tp tokens; the five bf16 projection inputs cast from the gathered sequence and the
+    // rotary tables whole.
+    spec.model.arch = config::Arch::Llama;
+    spec.model.kv_heads = 2;
+    spec.model.dropout = 0.0;
+    const int64_t f = config::ffn_hidden_of(spec.model), d = h / n;
+    CHECK(plan::block_activation_bytes(spec) == 16 * t / tp * h + 8 * t / tp + 2 * t * 5 * h + 8 * s * d +
+                                                   2 * t * (4 * h + 4 * f) / tp + 4 * t * n / tp);
+    // Turning it off brings the whole residual stream back.
+    spec.pipeline.sequence_parallel = false;
+    CHECK(plan::block_activation_bytes(spec) == 16 * t * h + 8 * t + 2 * t * 5 * h + 8 * s * d +
+                                                   2 * t * (4 * h + 4 * f) / tp + 4 * t * n / tp);
+    CHECK(plan::boundary_bytes(spec) == 4 * t * h);
+  }
+  // tp 1: sequence_parallel changes nothing.
+  auto one = gpt2();
+  one.pipeline.sequence_parallel = true;
+  auto off = one;
+  off.pipeline.sequence_parallel = false;
+  CHECK(plan::block_activation_bytes(one) == plan::block_activation_bytes(off));
+  CHECK(plan::p2p_bytes(one) == plan::p2p_bytes(off));
 }
 
 TEST_CASE("tensor parallel: a block's forward holds its row-parallel output and the all-reduce's clone") {
