@@ -430,8 +430,8 @@ int main(int argc, char** argv) {
   add_parsed_option(worker, "--inject-nan", worker_options.inject_nan, ppctl::train::parse_nan_injection,
                     "Fault injection for tests: fill stage STAGE's gradients with NaN after the "
                     "backward of step STEP (from 1), to exercise train.on_nonfinite; with REPLICA, on "
-                    "that dp replica only",
-                    "STAGE:STEP[:REPLICA]");
+                    "that dp replica only; with TP_RANK, on that tensor-parallel rank only",
+                    "STAGE:STEP[:REPLICA[:TP_RANK]]");
   worker->add_option("--resume", worker_options.resume_from, "Continue from this checkpoint folder");
   add_parsed_option(worker, "--inject-crash-in-checkpoint", worker_options.crash_in_checkpoint,
                     ppctl::train::parse_checkpoint_crash,

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -36,17 +38,28 @@ std::optional<std::pair<int64_t, int64_t>> parse_two_counts(const std::string& t
 }  // namespace
 
 NanInjection parse_nan_injection(const std::string& text) {
-  // STAGE:STEP, then an optional :REPLICA (the part after the second colon).
-  const auto second = text.find(':', text.find(':') == std::string::npos ? text.size() : text.find(':') + 1);
-  const auto parsed = parse_two_counts(text.substr(0, second), 0, 1);
-  const auto replica = second == std::string::npos ? std::optional<int64_t>() : parse_count(text.substr(second + 1));
-  if (!parsed || (second != std::string::npos && !replica)) {
+  // STAGE:STEP, then an optional :REPLICA and after it an optional :TP_RANK.
+  std::vector<std::optional<int64_t>> parts;
+  for (size_t begin = 0;;) {
+    const auto colon = text.find(':', begin);
+    parts.push_back(parse_count(text.substr(begin, colon == std::string::npos ? std::string::npos : colon - begin)));
+    if (colon == std::string::npos) break;
+    begin = colon + 1;
+  }
+  const bool valid = parts.size() >= 2 && parts.size() <= 4 &&
+                     std::all_of(parts.begin(), parts.end(), [](const auto& part) { return part.has_value(); }) &&
+                     *parts[1] >= 1;
+  if (!valid) {
     throw Error(
-        fmt::format("--inject-nan '{}': expected STAGE:STEP or STAGE:STEP:REPLICA, a stage index from 0, a "
-                    "step from 1 and a dp replica from 0, such as 1:3 or 1:3:1",
+        fmt::format("--inject-nan '{}': expected STAGE:STEP, STAGE:STEP:REPLICA or STAGE:STEP:REPLICA:TP_RANK, a "
+                    "stage index from 0, a step from 1, a dp replica and a tp rank from 0, such as 1:3, 1:3:1 or "
+                    "1:3:0:1",
                     text));
   }
-  return {parsed->first, parsed->second, replica};
+  NanInjection injection{*parts[0], *parts[1], std::nullopt, std::nullopt};
+  if (parts.size() >= 3) injection.replica = parts[2];
+  if (parts.size() == 4) injection.tp_rank = parts[3];
+  return injection;
 }
 
 std::pair<int64_t, int64_t> parse_checkpoint_crash(const std::string& text) {

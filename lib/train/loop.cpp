@@ -66,8 +66,14 @@ void log_timing(const runtime::StepResult& totals, double step_ms, double optimi
   }
 }
 
-/// Throws ppctl::Error when --inject-nan names a stage or dp replica the job does not have.
-void check_injection(const std::optional<NanInjection>& injection, int64_t num_stages, int64_t dp_size) {
+/// Throws ppctl::Error when --inject-nan names a stage, dp replica or tp rank the job does not have.
+void check_injection(const std::optional<NanInjection>& injection, int64_t num_stages, int64_t dp_size,
+                     int64_t tp_size) {
+  if (injection && injection->tp_rank && *injection->tp_rank >= tp_size) {
+    throw Error(fmt::format("--inject-nan {}:{}:{}:{}: the job has {} tp rank(s) per stage (0 to {})", injection->stage,
+                            injection->step, injection->replica.value_or(0), *injection->tp_rank, tp_size,
+                            tp_size - 1));
+  }
   if (injection && injection->stage >= num_stages) {
     throw Error(fmt::format("--inject-nan {}:{}: the job has {} stages (0 to {})", injection->stage,
                             injection->step, num_stages, num_stages - 1));
@@ -182,7 +188,7 @@ class TrainingRun {
       spdlog::info("note: optimizer.distributed shards over the data-parallel group; with dp 1 there is nothing to "
                    "shard, so every rank keeps its whole AdamW state as without it");
     }
-    check_injection(ctx.inject_nan, num_stages_, ctx.dp_size);
+    check_injection(ctx.inject_nan, num_stages_, ctx.dp_size, std::max<int64_t>(spec_.pipeline.tensor_parallel, 1));
     make_optimizer();
     if (ctx.comm != nullptr) norm_groups_.push_back(ctx.comm);
     // t > 1: each tp rank counted its shards (and tp rank 0 the replicated parameters and the loss): summed whole.
@@ -309,7 +315,8 @@ class TrainingRun {
     // The gradients this rank answers for in the global norm: its stages' (the tied copy once), or its shard.
     const auto owned = optimizer_->owned_gradients();
     if (ctx_.inject_nan && ctx_.inject_nan->step == step + 1 &&
-        (!ctx_.inject_nan->replica || *ctx_.inject_nan->replica == ctx_.dp_rank)) {
+        (!ctx_.inject_nan->replica || *ctx_.inject_nan->replica == ctx_.dp_rank) &&
+        (!ctx_.inject_nan->tp_rank || *ctx_.inject_nan->tp_rank == ctx_.tp_rank)) {
       poison_gradients(owned, ctx_.inject_nan->stage);
     }
     // The step's first microbatch with a non-finite loss, numbered over every replica (d x m + k).

@@ -323,6 +323,21 @@ TEST_CASE("a NaN on one dp replica with on_nonfinite: skip skips the step on eve
   check_step_1_skipped(spec_path, run_job(spec_path, {"--inject-nan", "1:1:1"}), 4, "stage 1 (dp replica 1)");
 }
 
+TEST_CASE("a NaN on one tp rank with on_nonfinite: skip skips the step on every rank of tp 2 x pp 2") {
+  // The flags are summed over the tp group with the norm (train/loop.cpp): tp rank 1 of stage 1 alone holds the
+  // poisoned shard, yet all four ranks skip, and step 2 starts from the initial weights on every one of them.
+  at::set_num_threads(1);
+  ppctl::test::Job job{2, 2, 2, 3, "", ", on_nonfinite: skip, log_interval: 1"};
+  job.pipeline = ", tensor_parallel: 2";
+  const auto spec_path = make_job(job, fresh_dir("nan_tp_skip"));
+  // Global rank = pp x 2 + tp (dp 1): stage 1 is ranks 2 (tp rank 0) and 3 (tp rank 1).
+  const auto run = run_job(spec_path, {"--inject-nan", "1:1:0:1"});
+  CHECK(run.output.find("[rank 3] warning: fault injection: NaN written into the gradient of stage 1") !=
+        std::string::npos);
+  CHECK(run.output.find("[rank 2] warning: fault injection") == std::string::npos);
+  check_step_1_skipped(spec_path, run, 4, "stage 1");
+}
+
 TEST_CASE("a NaN on one dp replica with on_nonfinite: stop stops every rank of both replicas cleanly") {
   const auto spec_path = make_job(dp2_pp2_job(5, ""), fresh_dir("nan_dp_stop"));
   const auto run = run_job(spec_path, {"--inject-nan", "1:2:1"});
@@ -343,7 +358,7 @@ TEST_CASE("a NaN on one dp replica with on_nonfinite: stop stops every rank of b
   CHECK(no_children_left());
 }
 
-TEST_CASE("the worker option --inject-nan takes STAGE:STEP[:REPLICA]") {
+TEST_CASE("the worker option --inject-nan takes STAGE:STEP[:REPLICA[:TP_RANK]]") {
   const auto parsed = train::parse_nan_injection("2:12");
   CHECK(parsed.stage == 2);
   CHECK(parsed.step == 12);
@@ -352,7 +367,12 @@ TEST_CASE("the worker option --inject-nan takes STAGE:STEP[:REPLICA]") {
   CHECK(on_one.stage == 1);
   CHECK(on_one.step == 3);
   CHECK(on_one.replica.value_or(-1) == 1);
-  for (const std::string bad : {"", "1", "1:", ":3", "a:3", "1:0", "-1:2", "1:2:", "1:2:x", "1:2:3:4", "1: 2"}) {
+  CHECK_FALSE(on_one.tp_rank.has_value());
+  const auto on_tp_rank = train::parse_nan_injection("1:3:0:1");
+  CHECK(on_tp_rank.replica.value_or(-1) == 0);
+  CHECK(on_tp_rank.tp_rank.value_or(-1) == 1);
+  for (const std::string bad : {"", "1", "1:", ":3", "a:3", "1:0", "-1:2", "1:2:", "1:2:x", "1:2:3:", "1:2:3:x",
+                                "1:2:3:4:5", "1: 2", "1:2::1"}) {
     INFO(bad);
     CHECK_THROWS_AS(train::parse_nan_injection(bad), Error);
   }
