@@ -175,8 +175,13 @@ void RunObserver::finish(comm::Communicator* comm) {
     if (grid.world_size() == grid.size(plan::Axis::pipeline)) {
       spdlog::info("peak memory per rank ({}): {} MiB", summary.memory_kind, fmt::join(mib, ", "));
     } else {
-      spdlog::info("peak memory of replica 0's pipeline, global ranks {} ({}): {} MiB (the other replicas run the "
-                   "same stages)", fmt::join(summary.ranks, ", "), summary.memory_kind, fmt::join(mib, ", "));
+      // Which pipeline the numbers are of, and who else runs its stages: tp rank 0 of replica 0 when tp > 1.
+      const bool tp = grid.size(plan::Axis::tensor) > 1, dp = grid.size(plan::Axis::data) > 1;
+      spdlog::info("peak memory of {}replica 0's pipeline, global ranks {} ({}): {} MiB (the other {} run the "
+                   "same stages{})",
+                   tp ? "tp rank 0 of " : "", fmt::join(summary.ranks, ", "), summary.memory_kind,
+                   fmt::join(mib, ", "), tp && dp ? "tp ranks and replicas" : tp ? "tp ranks" : "replicas",
+                   tp ? ", each with its shards" : "");
     }
     if (timing_.steps > 0) {
       summary.bubbles = compare_bubbles(program_, timings);

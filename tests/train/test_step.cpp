@@ -336,6 +336,9 @@ TEST_CASE("a NaN on one tp rank with on_nonfinite: skip skips the step on every 
         std::string::npos);
   CHECK(run.output.find("[rank 2] warning: fault injection") == std::string::npos);
   check_step_1_skipped(spec_path, run, 4, "stage 1");
+  // The end-of-run memory line says whose pipeline it measured and who else runs its stages.
+  CHECK(run.output.find("[rank 2] info: peak memory of tp rank 0 of replica 0's pipeline, global ranks 0, 2") !=
+        std::string::npos);
 }
 
 TEST_CASE("a NaN on one dp replica with on_nonfinite: stop stops every rank of both replicas cleanly") {
