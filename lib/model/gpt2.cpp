@@ -5,21 +5,17 @@
 
 namespace ppctl::model {
 
-Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t hidden, double eps, const TensorParallel& partial)
-    : hidden_(hidden), eps_(eps), partial_(partial) {
+Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t hidden, double eps) : hidden_(hidden), eps_(eps) {
   weight = register_parameter("weight", torch::ones({hidden}));
   bias = register_parameter("bias", torch::zeros({hidden}));
 }
 
 torch::Tensor Gpt2LayerNormImpl::forward(const torch::Tensor& x) {
   const auto type = x.scalar_type();  // a no-op unless the weights are bf16 and x is not
-  return torch::layer_norm(x, {hidden_}, tensor_parallel_copy(weight, partial_).to(type),
-                           tensor_parallel_copy(bias, partial_).to(type), eps_);
+  return torch::layer_norm(x, {hidden_}, weight.to(type), bias.to(type), eps_);
 }
 
-Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec, const TensorParallel& partial) {
-  return Gpt2LayerNorm(spec.hidden, spec.norm_eps, partial);
-}
+Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec) { return Gpt2LayerNorm(spec.hidden, spec.norm_eps); }
 
 Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index, uint64_t seed,
                              const TensorParallel& tp)
@@ -31,10 +27,10 @@ Gpt2BlockImpl::Gpt2BlockImpl(const config::ModelSpec& spec, int64_t layer_index,
       tp_(tp) {
   const int64_t h = spec.hidden;
   const int64_t f = config::ffn_hidden_of(spec);
-  ln1_ = register_module("ln1", gpt2_layer_norm(spec, tp.over_sequence()));
+  ln1_ = register_module("ln1", gpt2_layer_norm(spec));
   qkv_ = register_module("qkv", make_linear(h, 3 * h, true, ParallelStyle::Column, tp, 3));
   proj_ = register_module("proj", make_linear(h, h, true, ParallelStyle::Row, tp));
-  ln2_ = register_module("ln2", gpt2_layer_norm(spec, tp.over_sequence()));
+  ln2_ = register_module("ln2", gpt2_layer_norm(spec));
   fc1_ = register_module("fc1", make_linear(h, f, true, ParallelStyle::Column, tp));
   fc2_ = register_module("fc2", make_linear(f, h, true, ParallelStyle::Row, tp));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, layer_index));

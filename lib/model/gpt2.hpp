@@ -12,18 +12,17 @@ namespace ppctl::model {
 /// and bias are taken in x's type: with bf16 weights (runtime.precision bf16-params) and an fp32
 /// residual stream the norm runs in fp32, as autocast's fp32 policy for layer_norm does on CUDA
 /// (CPU's autocast has no such rule, and its layer_norm refuses fp32 inputs with bf16 weights).
-/// `partial`: the group over which it sees only part of the sequence (sequence parallelism: the weight's and
-/// bias's gradients are summed over it); inactive by default.
+/// Under sequence parallelism it sees this rank's positions only: its gradients are then partial sums, which the
+/// trainer sums over the tensor-parallel group once per step (model::gradient_is_partial).
 class Gpt2LayerNormImpl : public torch::nn::Module {
  public:
-  Gpt2LayerNormImpl(int64_t hidden, double eps, const TensorParallel& partial = {});
+  Gpt2LayerNormImpl(int64_t hidden, double eps);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight, bias;
 
  private:
   int64_t hidden_;
   double eps_;
-  TensorParallel partial_;
 };
 TORCH_MODULE(Gpt2LayerNorm);
 
@@ -54,7 +53,7 @@ class Gpt2BlockImpl : public DecoderBlock {
   ParallelLinear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 
-/// GPT-2's LayerNorm of model.hidden with epsilon model.norm_eps (weight 1, bias 0), `partial` as above.
-Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec, const TensorParallel& partial = {});
+/// GPT-2's LayerNorm of model.hidden with epsilon model.norm_eps (weight 1, bias 0).
+Gpt2LayerNorm gpt2_layer_norm(const config::ModelSpec& spec);
 
 }  // namespace ppctl::model

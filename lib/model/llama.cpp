@@ -7,7 +7,7 @@
 
 namespace ppctl::model {
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const TensorParallel& partial) : eps_(eps), partial_(partial) {
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
@@ -15,7 +15,7 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   const auto dtype = x.scalar_type();
   const auto x32 = x.to(torch::kFloat);
   const auto variance = x32.pow(2).mean(-1, /*keepdim=*/true);
-  return tensor_parallel_copy(weight, partial_) * (x32 * torch::rsqrt(variance + eps_)).to(dtype);
+  return weight * (x32 * torch::rsqrt(variance + eps_)).to(dtype);
 }
 
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t seq_len, int64_t head_dim, double theta,
@@ -43,16 +43,16 @@ LlamaBlockImpl::LlamaBlockImpl(const config::ModelSpec& spec, int64_t layer_inde
   const int64_t q_width = spec.heads * head_dim_, kv_width = config::kv_heads_of(spec) * head_dim_;
   const bool qkv_bias = spec.arch == config::Arch::Qwen2;
   const auto column = ParallelStyle::Column, row = ParallelStyle::Row;
-  attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps, tp.over_sequence()));
+  attn_norm_ = register_module("attn_norm", RMSNorm(h, spec.norm_eps));
   q_proj_ = register_module("q_proj", make_linear(h, q_width, qkv_bias, column, tp));
   k_proj_ = register_module("k_proj", make_linear(h, kv_width, qkv_bias, column, tp));
   v_proj_ = register_module("v_proj", make_linear(h, kv_width, qkv_bias, column, tp));
   o_proj_ = register_module("o_proj", make_linear(q_width, h, false, row, tp));
   if (spec.arch == config::Arch::Qwen3) {
-    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps, tp));
-    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps, tp));
+    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, spec.norm_eps));
+    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, spec.norm_eps));
   }
-  mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps, tp.over_sequence()));
+  mlp_norm_ = register_module("mlp_norm", RMSNorm(h, spec.norm_eps));
   gate_proj_ = register_module("gate_proj", make_linear(h, f, false, column, tp));
   up_proj_ = register_module("up_proj", make_linear(h, f, false, column, tp));
   down_proj_ = register_module("down_proj", make_linear(f, h, false, row, tp));

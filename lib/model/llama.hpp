@@ -14,18 +14,18 @@
 namespace ppctl::model {
 
 /// RMSNorm as HF LlamaRMSNorm: y = weight * (x32 * rsqrt(mean(x32^2, last dim) + eps)).to(x.dtype),
-/// x32 = x in fp32. Parameter `weight` [dim], initialised to ones. `partial`: the tensor-parallel group over
-/// which the norm sees only part of the data (qwen3's per-head q_norm and k_norm over a rank's heads): the
-/// weight's gradient is then summed over it (tensor_parallel_copy of the weight); inactive by default.
+/// x32 = x in fp32. Parameter `weight` [dim], initialised to ones. Where a tensor-parallel rank's norm sees only
+/// part of the data (this rank's positions under sequence parallelism; qwen3's per-head q_norm and k_norm over this
+/// rank's heads) its gradient is a partial sum, which the trainer sums over the group once per step
+/// (model::gradient_is_partial).
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t dim, double eps, const TensorParallel& partial = {});
+  RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
  private:
   double eps_;
-  TensorParallel partial_;
 };
 TORCH_MODULE(RMSNorm);
 

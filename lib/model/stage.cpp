@@ -28,11 +28,10 @@ std::shared_ptr<DecoderBlock> make_block(const config::ModelSpec& spec, int64_t 
   throw InternalError("make_block: unknown Arch");
 }
 
-/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama family), epsilon model.norm_eps; `partial`:
-/// the group whose ranks each normalise part of the sequence (sequence parallelism), else inactive.
-torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec, const TensorParallel& partial) {
-  if (config::llama_family(spec.arch)) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps, partial));
-  return torch::nn::AnyModule(gpt2_layer_norm(spec, partial));
+/// The final norm of model.arch: LayerNorm (gpt2) or RMSNorm (llama family), epsilon model.norm_eps.
+torch::nn::AnyModule make_final_norm(const config::ModelSpec& spec) {
+  if (config::llama_family(spec.arch)) return torch::nn::AnyModule(RMSNorm(spec.hidden, spec.norm_eps));
+  return torch::nn::AnyModule(gpt2_layer_norm(spec));
 }
 
 /// The head's use of the token embedding's weight on a stage holding both ends, under bf16 weights:
@@ -80,7 +79,7 @@ StageModuleImpl::StageModuleImpl(const config::ModelSpec& spec, const plan::Stag
     rope_sin_ = register_buffer("rope_sin", sin);
   }
   if (layout.has_head) {
-    ln_f_ = make_final_norm(spec, tp.over_sequence());
+    ln_f_ = make_final_norm(spec);
     register_module("ln_f", ln_f_.ptr());
     if (!(spec.tie_embeddings && layout.has_embedding)) {  // else the head uses tok_embed's weight
       lm_head_ = register_module("lm_head", make_linear(spec.hidden, spec.vocab_size, false, ParallelStyle::Column, tp));
@@ -143,7 +142,7 @@ torch::Tensor StageModuleImpl::forward_parts(const torch::Tensor& input, int64_t
       // bf16 weights: the residual stream stays fp32 as under bf16 over fp32 weights (positions add in fp32)
       if (precision_ == config::Precision::Bf16Params) x = x.to(torch::kFloat);
       if (pos_embed_) {
-        const auto table = tensor_parallel_copy(pos_embed_->weight, tp_.over_sequence());
+        const auto& table = pos_embed_->weight;  // under SP a partial gradient (gradient_is_partial)
         if (context.positions.defined()) {  // packed conversations: positions restart at each one
           x = x + torch::nn::functional::embedding(context.positions.slice(1, first, last), table);
         } else {

@@ -149,6 +149,41 @@ Split parameter_split(const std::string& name) {
   return {};
 }
 
+bool gradient_is_partial(const std::string& name, const TensorParallel& tp) {
+  if (!tp.active() || !parameter_split(name).replicated()) return false;
+  if (tp.splits_sequence()) return true;
+  // qwen3's per-head norms: `q_norm.weight`, `block3.k_norm.weight`
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+           (name.size() == tail.size() || name[name.size() - tail.size() - 1] == '.');
+  };
+  return ends_with("q_norm.weight") || ends_with("k_norm.weight");
+}
+
+std::vector<torch::Tensor> partial_gradients(const torch::nn::Module& module, const TensorParallel& tp) {
+  std::vector<torch::Tensor> gradients;
+  for (const auto& item : module.named_parameters()) {
+    if (!gradient_is_partial(item.key(), tp)) continue;
+    PPCTL_ASSERT(item.value().grad().defined(), "partial_gradients: " + item.key() + " has no gradient");
+    gradients.push_back(item.value().grad());
+  }
+  return gradients;
+}
+
+void sum_partial_gradients(const std::vector<torch::Tensor>& gradients, const TensorParallel& tp) {
+  if (!tp.active() || gradients.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat;
+  for (const auto& g : gradients) flat.push_back(g.reshape({-1}));
+  auto sum = torch::cat(flat);
+  tp.group->all_reduce_sum_inplace(sum);
+  int64_t offset = 0;
+  for (const auto& g : gradients) {
+    g.copy_(sum.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
+}
+
 torch::Tensor take_shard(const torch::Tensor& full, const Split& split, int64_t size, int64_t rank) {
   if (split.replicated() || size == 1) return full;
   const int64_t n = full.size(split.dim) / split.parts;
@@ -215,7 +250,7 @@ ParallelLinearImpl::ParallelLinearImpl(int64_t in, int64_t out, bool bias, Paral
 torch::Tensor ParallelLinearImpl::forward(const torch::Tensor& x) {
   if (style_ != ParallelStyle::Row) return torch::nn::functional::linear(x, weight, bias);
   auto y = leave_tensor_parallel(torch::nn::functional::linear(x, weight), tp_);
-  return bias.defined() ? y + tensor_parallel_copy(bias, tp_.over_sequence()) : y;
+  return bias.defined() ? y + bias : y;  // under SP a partial gradient (gradient_is_partial)
 }
 
 void ParallelLinearImpl::init_normal(at::Generator& gen, double std) {

@@ -26,9 +26,6 @@ struct TensorParallel {
   bool sequence_parallel = false;
   bool active() const { return size > 1; }
   bool splits_sequence() const { return active() && sequence_parallel; }
-  /// The group over which a replicated parameter used on this rank's part of the sequence (a norm's weight, a
-  /// row-parallel bias, positions) sees only part of the data: this one with sequence parallelism, else none.
-  TensorParallel over_sequence() const { return splits_sequence() ? *this : TensorParallel{}; }
 };
 
 /// How one parameter is split over the tensor-parallel ranks: along dimension `dim` (-1: replicated, every rank
@@ -63,9 +60,27 @@ torch::Tensor take_shard(const torch::Tensor& full, const Split& split, int64_t 
 torch::Tensor gather_shards(const torch::Tensor& shard, const Split& split, const std::vector<int64_t>& full_sizes,
                             const TensorParallel& tp);
 
+/// Whether the gradient of the stage parameter `name` (model/stage.hpp's names, or a block's own) is, on each rank
+/// of `tp`, a partial sum that must be summed over the group: a replicated parameter applied to this rank's part of
+/// the data. Under sequence parallelism every replicated one (norms, row-parallel biases, gpt2's positions: this
+/// rank's positions); at any t > 1 qwen3's q_norm and k_norm (this rank's heads). False at t = 1. Megatron-Core sums
+/// the former once per step, after the backward of every microbatch (finalize_model_grads'
+/// _allreduce_layernorm_grads, its `sequence_parallel` parameters), as ppctl's trainer does
+/// (optim::GradientBuffers, before the data-parallel reduction), rather than in every microbatch's backward.
+bool gradient_is_partial(const std::string& name, const TensorParallel& tp);
+
+/// The gradients (`.grad`, views, in named_parameters() order) of `module`'s parameters for which
+/// gradient_is_partial holds; none at t = 1. A parameter without a gradient yet is refused (ppctl::InternalError).
+std::vector<torch::Tensor> partial_gradients(const torch::nn::Module& module, const TensorParallel& tp);
+
+/// Sums `gradients` (partial_gradients' tensors, written in place) over tp.group in one all-reduce of their
+/// concatenation (one collective however many there are; nothing at t = 1 or with none). Every rank of the group
+/// calls it with the same parameters in the same order. Throws ppctl::CommTimeout / CommError from the group.
+void sum_partial_gradients(const std::vector<torch::Tensor>& gradients, const TensorParallel& tp);
+
 /// Megatron's f (copy_to_tensor_model_parallel_region): identity forward; backward sums the gradient over the
 /// group (all-reduce). Applied once to the input shared by the column-parallel layers that read it (q, k, v;
-/// gate and up), and to a replicated weight used on per-rank data (qwen3's q_norm, k_norm). `x` any shape.
+/// gate and up) without sequence parallelism. `x` any shape.
 torch::Tensor tensor_parallel_copy(const torch::Tensor& x, const TensorParallel& tp);
 
 /// Megatron's g (reduce_from_tensor_model_parallel_region): forward sums `x` over the group (all-reduce);

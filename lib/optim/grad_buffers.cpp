@@ -93,6 +93,8 @@ GradientBuffers::GradientBuffers(const std::vector<model::StageModule>& stages, 
       p.mutable_grad() = buffer.flat.narrow(0, buffer.layout.offsets[index++], p.numel()).view_as(p);
       buffer.params.push_back(p);
     }
+    buffer.tp = stage->tensor_parallel();
+    buffer.partial = model::partial_gradients(*stage, buffer.tp);
     for (const auto& [offset, numel] : buffer.layout.buckets) {
       Bucket bucket;
       bucket.flat = buffer.flat.narrow(0, offset, numel);
@@ -123,6 +125,8 @@ void GradientBuffers::start(int64_t stage) {
   buffer.started = true;
   buffer.done = false;
   buffer.span = {stage, std::chrono::steady_clock::now(), {}};
+  // Every microbatch's backward has accumulated into the partial gradients: summed once, before dp sees them.
+  model::sum_partial_gradients(buffer.partial, buffer.tp);
   if (data_parallel_ != nullptr) {
     for (size_t b = 0; b < buffer.buckets.size(); ++b) {
       auto& bucket = buffer.buckets[b];

@@ -10,6 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "model/stage.hpp"
+#include "model/tensor_parallel.hpp"
 #include "runtime/grad_reduction.hpp"
 
 namespace ppctl::optim {
@@ -53,6 +54,11 @@ StageBufferLayout stage_buffer_layout(const std::vector<int64_t>& numels, int64_
 /// waiting; finish() starts the stages not yet started and waits for all, then divides by the
 /// group's size: each replica then holds the gradient of the mean loss over the global batch,
 /// bitwise identical on every replica. No full-size temporary is made: every collective is in place.
+///
+/// Tensor parallelism: start(stage) first sums the stage's partial gradients (model::gradient_is_partial: under
+/// sequence parallelism the norms', row-parallel biases' and positions' from this rank's positions; qwen3's q_norm
+/// and k_norm from its heads) over the stage's tensor-parallel group, in one all-reduce per stage and step, as
+/// Megatron-Core's finalize_model_grads does, before the data-parallel reduction sees them.
 ///
 /// Tied embeddings (model::StageModuleImpl::tied_weight): the copies are not in any bucket. Once
 /// every stage on this rank that holds a copy has started, the local copies are summed into the
@@ -111,6 +117,8 @@ class GradientBuffers final : public runtime::GradientReduction {
     std::vector<torch::Tensor> params;  // whose .grad are views into `flat`
     std::vector<Bucket> buckets;
     torch::Tensor tied;                 // the tied copy's weight, or undefined
+    model::TensorParallel tp;           // the stage's tensor-parallel group
+    std::vector<torch::Tensor> partial;  // .grad of the parameters whose gradient is partial over `tp`
     bool started = false;
     Span span;                          // of the latest step
     bool done = false;                  // every bucket seen complete (span.end set)

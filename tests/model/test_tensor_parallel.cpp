@@ -152,6 +152,34 @@ TEST_CASE("parameters split as Megatron's layers do; everything else is replicat
   }
 }
 
+TEST_CASE("a gradient is partial where a replicated parameter sees this rank's part: positions under SP, heads") {
+  const model::TensorParallel one;
+  model::TensorParallel two{2, 0, nullptr, false};
+  model::TensorParallel sequence{2, 1, nullptr, true};
+  for (const std::string name : {"block0.ln1.weight", "block0.ln2.bias", "block1.proj.bias", "block1.fc2.bias",
+                                 "block0.attn_norm.weight", "block0.mlp_norm.weight", "ln_f.weight", "ln_f.bias",
+                                 "pos_embed.weight", "attn_norm.weight"}) {
+    INFO(name);
+    CHECK_FALSE(model::gradient_is_partial(name, one));
+    CHECK_FALSE(model::gradient_is_partial(name, two));  // applied to the whole sequence on every rank
+    CHECK(model::gradient_is_partial(name, sequence));   // to this rank's positions
+  }
+  for (const std::string name : {"block2.q_norm.weight", "block2.k_norm.weight", "q_norm.weight"}) {
+    INFO(name);
+    CHECK_FALSE(model::gradient_is_partial(name, one));
+    CHECK(model::gradient_is_partial(name, two));  // this rank's heads, with or without SP
+    CHECK(model::gradient_is_partial(name, sequence));
+  }
+  for (const std::string name : {"block0.qkv.weight", "block0.qkv.bias", "block0.fc1.bias", "block0.proj.weight",
+                                 "block0.q_proj.bias", "block0.down_proj.weight", "tok_embed.weight",
+                                 "lm_head.weight"}) {
+    INFO(name);  // split parameters' gradients are this rank's own, whole
+    CHECK_FALSE(model::gradient_is_partial(name, sequence));
+    CHECK_FALSE(model::gradient_is_partial(name, two));
+  }
+  CHECK_FALSE(model::gradient_is_partial("block0.xq_norm.weight", two));  // a name ending so is no q_norm
+}
+
 TEST_CASE("a fused qkv shard holds each of q, k and v's rows of its heads, and comes back whole") {
   const auto full = torch::arange(12 * 3, torch::kFloat).view({12, 3});  // parts of 4 rows
   const model::Split split{0, 3};
@@ -227,14 +255,18 @@ TEST_CASE("a block split over two ranks computes the unsplit block, with Megatro
       throw std::runtime_error("forward collectives: " + std::to_string(forward_collectives));
     }
     out.backward(mine(grad_out));
-    // Backward: without SP f's two all-reduces; with SP a reduce-scatter and an all-gather per region, and one
-    // all-reduce per replicated parameter (its gradient from this rank's positions only).
-    int64_t replicated = 0;
-    for (const auto& item : block->named_parameters()) replicated += model::parameter_split(item.key()).replicated();
+    // Backward: without SP f's two all-reduces; with SP a reduce-scatter and an all-gather per region and nothing
+    // else (Megatron's count): the replicated parameters' gradients are partial sums from this rank's positions.
     if (!sp && counted.all_reduces != 4) throw std::runtime_error("backward: not 2 all-reduces");
-    if (sp && (counted.all_gathers != 4 || counted.reduce_scatters != 4 || counted.all_reduces != replicated)) {
+    if (sp && (counted.all_gathers != 4 || counted.reduce_scatters != 4 || counted.all_reduces != 0)) {
       throw std::runtime_error("backward collectives under SP");
     }
+    // The trainer sums them once per step (optim::GradientBuffers): one all-reduce for all of them, none without SP.
+    const auto partial = model::partial_gradients(*block, tp);
+    if (sp != !partial.empty()) throw std::runtime_error("partial gradients: " + std::to_string(partial.size()));
+    const int before = counted.all_reduces;
+    model::sum_partial_gradients(partial, tp);
+    if (counted.all_reduces != before + (sp ? 1 : 0)) throw std::runtime_error("not one all-reduce of partial sums");
     if (max_difference(out, mine(expected)) > 1e-5) throw std::runtime_error("output differs");
     if (max_difference(in.grad(), mine(input.grad())) > 1e-5) throw std::runtime_error("input gradient differs");
     for (const auto& item : block->named_parameters()) {
@@ -279,6 +311,8 @@ TEST_CASE("a whole stage split over two ranks: embedding, blocks, head and loss 
     }
     const auto loss = stage->loss(stage->forward(ids, dropout), targets);
     loss.backward();
+    // qwen3's q_norm and k_norm (this rank's heads), and under SP the norms, biases and positions: summed once.
+    model::sum_partial_gradients(model::partial_gradients(*stage, tp), tp);
     if (max_difference(loss, expected) > 1e-6) throw std::runtime_error("loss differs");
     for (const auto& item : stage->named_parameters()) {
       const auto got = stage->whole_of(item.key(), item.value().grad());
