@@ -140,13 +140,14 @@ std::string describe_tp_collectives(const config::JobSpec& spec, const TpCommOpt
   one_block.layers = {0, 1};
   const auto block = stage_tp_collectives(spec, one_block);
   const double ms = tp_all_reduce_ms(spec, options);
+  const double bytes = tp_activation_bytes(spec);
   const std::string source =
       options.collective_ms
           ? fmt::format("--tp-collective-ms {:g} at micro_batch_size {}", *options.collective_ms,
                         options.given_micro_batch_size)
           : fmt::format("the ring's 2(t-1)/t of its bytes at {:g} GB/s, --tp-bandwidth", options.bandwidth_gbps);
   return fmt::format("tp {}{}: per block and microbatch F {}, B and I {}{}; one all-reduce of a microbatch's "
-                     "activations ({} x {} x {} {}, {:.1f} MiB) {:.4g} ms ({})",
+                     "activations ({} x {} x {} {}, {}) {:.4g} ms ({})",
                      t, spec.pipeline.sequence_parallel ? " with sequence parallelism" : "", describe(block.forward),
                      describe(block.backward),
                      spec.train.recompute != config::Recompute::None
@@ -154,7 +155,9 @@ std::string describe_tp_collectives(const config::JobSpec& spec, const TpCommOpt
                          : std::string(),
                      spec.pipeline.micro_batch_size, spec.model.seq_len, spec.model.hidden,
                      config::computes_in_bf16(spec.runtime.precision) ? "bf16" : "fp32",
-                     tp_activation_bytes(spec) / (1024.0 * 1024.0), ms, source);
+                     bytes >= 1024.0 * 1024.0 ? fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0))
+                                              : fmt::format("{:.1f} KiB", bytes / 1024.0),
+                     ms, source);
 }
 
 }  // namespace ppctl::plan
