@@ -230,14 +230,31 @@ TEST_CASE("job_cost_model: recompute full or blocks adds the stage's forward to 
   }
 }
 
+namespace {
+
+/// The shared small GPT-2 spec (tests/support/memory_spec.hpp) at `stages` stages, `microbatches`, tp `t` (1f1b),
+/// with its program and layout.
+struct TpJob {
+  config::JobSpec spec;
+  schedule::Program program;
+  plan::Layout layout;
+};
+
+TpJob tp_job(int64_t stages, int64_t microbatches, int64_t t) {
+  TpJob job{test::memory_test_spec(), {}, {}};
+  job.spec.pipeline.stages = stages;
+  job.spec.pipeline.microbatches = microbatches;
+  job.spec.pipeline.tensor_parallel = t;
+  job.program = schedule::job_program(job.spec);
+  job.layout = plan::make_layout(job.spec, &job.program.stage_to_rank);
+  return job;
+}
+
+}  // namespace
+
 TEST_CASE("add_tp_collectives: F, B and I grow by their counted collectives, W not; one stage's step by m times") {
-  auto spec = test::memory_test_spec();  // gpt2, 8 blocks, hidden 64, seq_len 32, micro_batch_size 2, fp32
-  spec.pipeline.stages = 1;
-  spec.pipeline.microbatches = 4;
-  spec.pipeline.tensor_parallel = 2;
+  auto [spec, program, layout] = tp_job(1, 4, 2);  // gpt2, 8 blocks, hidden 64, seq_len 32, micro_batch_size 2, fp32
   spec.pipeline.sequence_parallel = false;
-  const auto program = schedule::job_program(spec);
-  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
   const schedule::CostModel base;  // F = 1, B = 2, I = W = 1
   auto costs = base;
   const double c = 0.25;
@@ -267,12 +284,7 @@ TEST_CASE("add_tp_collectives: F, B and I grow by their counted collectives, W n
 }
 
 TEST_CASE("add_tp_collectives on a 1f1b pipeline of 4 stages: every stage's costs, a longer step; recompute repeats F's") {
-  auto spec = test::memory_test_spec();
-  spec.pipeline.stages = 4;
-  spec.pipeline.microbatches = 8;
-  spec.pipeline.tensor_parallel = 4;
-  const auto program = schedule::job_program(spec);
-  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  auto [spec, program, layout] = tp_job(4, 8, 4);
   const schedule::CostModel base;
   auto costs = base;
   schedule::add_tp_collectives(costs, spec, layout, {0.1});
@@ -294,12 +306,7 @@ TEST_CASE("add_tp_collectives on a 1f1b pipeline of 4 stages: every stage's cost
 }
 
 TEST_CASE("add_plan_tp_collectives: measured costs hold them unless --tp-collective-ms; default ones by FLOPs") {
-  auto spec = test::memory_test_spec();
-  spec.pipeline.stages = 2;
-  spec.pipeline.microbatches = 4;
-  spec.pipeline.tensor_parallel = 2;
-  const auto program = schedule::job_program(spec);
-  const auto layout = plan::make_layout(spec, &program.stage_to_rank);
+  const auto [spec, program, layout] = tp_job(2, 4, 2);
   plan::TpCommOptions options;
   schedule::CostModel measured;
   schedule::add_plan_tp_collectives(measured, spec, layout, options, schedule::PlanCosts::Measured);
