@@ -204,6 +204,8 @@ int run_tune(const std::string& spec_path, ppctl::job::PreparedJob& planned, con
     tune.times_source = "FLOP model, no --layer-costs";
     tune.unit = "units of one block's forward";
   }
+  tune.tp_comm = options.tp_comm;
+  tune.tp_comm.given_micro_batch_size = planned.spec.pipeline.micro_batch_size;
   tune.p2p_latency = options.p2p_latency;
   tune.defer_penalty = options.defer_penalty;
   tune.grad_reduce = options.grad_reduce_ms;
@@ -249,6 +251,19 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
                    "Time of one stage's data-parallel gradient reduction, ms (runs beside compute: from the "
                    "stage's REDUCE_GRAD, or after the schedule with runtime.overlap_grad_reduce false)")
       ->check(number_check(0.0, false));
+  plan->add_option_function<double>(
+          "--tp-collective-ms", [&plan_options](double ms) { plan_options.tp_comm.collective_ms = ms; },
+          "Time of one tensor-parallel all-reduce of a microbatch's activations (micro_batch_size x seq_len x "
+          "hidden), ms; an all-gather or reduce-scatter takes half (default: from the bytes at --tp-bandwidth)")
+      ->check(number_check(0.0, false));
+  plan->add_option("--tp-bandwidth", plan_options.tp_comm.bandwidth_gbps,
+                   "Bus bandwidth of a tensor-parallel group's link, GB/s: times the tp collectives without "
+                   "--tp-collective-ms (default 450, NVLink 4)")
+      ->check(number_check(0.0, true));
+  plan->add_option("--tflops", plan_options.tp_comm.tflops,
+                   "Compute one GPU achieves, TFLOP/s: turns the FLOP model's forwards into ms to weigh the tp "
+                   "collectives against them (default 400, Llama 3 405B's per H100)")
+      ->check(number_check(0.0, true));
   auto* tune = plan->add_flag("--tune", plan_options.tune,
                                "Search schedule, microbatches, split and recompute for the fastest configurations "
                                "that fit; print the top 5 with the spec lines for each (exit 4: none fits)");
@@ -310,6 +325,12 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
                                                   : cost_model(options);
   if (layer_costs)
     for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
+  auto tp_comm = options.tp_comm;
+  tp_comm.given_micro_batch_size = planned.spec.pipeline.micro_batch_size;
+  ppctl::schedule::add_plan_tp_collectives(
+      costs, planned.spec, planned.layout, tp_comm,
+      layer_costs || !options.costs.empty() || zb_auto ? ppctl::schedule::PlanCosts::Measured
+                                                       : ppctl::schedule::PlanCosts::Default);
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::data::with_packing(
       planned.spec, ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation, costs,

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "plan/tp_collectives.hpp"
+
 namespace CLI {
 class App;
 }
@@ -24,6 +26,9 @@ struct PlanOptions {
   double defer_penalty = 0.0;  // --defer-penalty: ms more for a W not right after its I
   bool defer_penalty_given = false;
   double grad_reduce_ms = 0.0;  // --grad-reduce-ms: one stage's data-parallel gradient reduction
+  // --tp-collective-ms, --tp-bandwidth, --tflops: how a tensor-parallel collective is timed (given_micro_batch_size
+  // is set from the spec)
+  ppctl::plan::TpCommOptions tp_comm;
   bool balance = false;  // show the layout of pipeline.balance auto
   std::vector<std::string> layer_costs;  // --layer-costs: costs files or previous runs' run directories (2: --tune's probes)
   bool tune = false;        // --tune: search for the fastest configurations that fit (tune/search.hpp)

@@ -49,8 +49,17 @@ std::string grad_reduce_text(const CostModel& costs, const Program& program) {
 }
 
 std::string costs_text(const CostModel& costs, const Program& program) {
-  if (costs.stages.size() != 1)
-    return fmt::format("{} per-stage costs{}", costs.stages.size(), grad_reduce_text(costs, program));
+  if (costs.stages.size() != 1) {
+    const auto range = [&](double StageCosts::*field) {
+      const auto [low, high] = std::minmax_element(costs.stages.begin(), costs.stages.end(),
+                                                   [&](const auto& a, const auto& b) { return a.*field < b.*field; });
+      return (*low).*field == (*high).*field ? fmt::format("{:.4g}", (*low).*field)
+                                             : fmt::format("{:.4g}-{:.4g}", (*low).*field, (*high).*field);
+    };
+    return fmt::format("{} per-stage costs (F={} B={} I={} W={} ms), p2p {:g} ms{}", costs.stages.size(),
+                       range(&StageCosts::forward), range(&StageCosts::backward), range(&StageCosts::input_grad),
+                       range(&StageCosts::weight_grad), costs.p2p_latency, grad_reduce_text(costs, program));
+  }
   const auto& c = costs.stages.front();
   const std::string deferred =
       c.defer_penalty > 0.0 ? fmt::format(" (+{:g} when deferred)", c.defer_penalty) : std::string();
@@ -243,6 +252,7 @@ std::string format_plan(const config::JobSpec& spec, const plan::Layout& layout,
                      layout.bubble_fraction);
   out += fmt::format("simulated  step {:.2f} ms, bubble {:.3f} (mean over ranks) with {}\n",
                      simulation.step_time, simulation.mean_bubble_fraction, costs_text(costs, program));
+  if (!costs.tp_collectives.empty()) out += fmt::format("tp comm    {}\n", costs.tp_collectives);
   out += split_section(spec, layout, program, layer_costs);
   // With tensor parallelism a column of one tp rank's parameters (the largest, tp rank 0) follows the stage's.
   const int64_t tp = std::max<int64_t>(p.tensor_parallel, 1);

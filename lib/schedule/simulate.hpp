@@ -28,6 +28,9 @@ struct CostModel {
                              ///< beside compute
   double transfer_post = 0.0;  ///< ms the rank's thread spends on each SEND or RECV action it posts (host cost
                                ///< of posting: delays its next action; `ppctl plan --tune` measures it)
+  std::string tp_collectives;  ///< how the stages' costs count the tensor-parallel collectives (already added
+                               ///< to F, B and I: schedule::add_tp_collectives), one line for the report; ""
+                               ///< when not said (tp 1)
 };
 
 /// One compute action as simulated.

@@ -9,6 +9,7 @@
 #include "plan/balance.hpp"
 #include "plan/layer_times.hpp"
 #include "plan/layout.hpp"
+#include "plan/tp_collectives.hpp"
 #include "schedule/action.hpp"
 #include "schedule/simulate.hpp"
 
@@ -30,6 +31,27 @@ CostModel layout_cost_model(const plan::Layout& layout, const plan::LayerTimes& 
 /// --layer-costs` and `ppctl plan --tune` simulate with.
 CostModel job_cost_model(const config::JobSpec& spec, const plan::Layout& layout, const plan::LayerTimes& times,
                          double p2p_latency = 0.0, double grad_reduce = 0.0);
+
+/// Adds each stage's tensor-parallel collectives (plan::stage_tp_collectives, counted in all-reduces of a
+/// microbatch's activations: TpCollectives::all_reduce_equivalents) to its F, B and I at `all_reduce_cost` each,
+/// in `model`'s unit: one entry for every stage, or one per stage. A single StageCosts entry shared by every stage
+/// becomes one per stage. W is unchanged (it issues none). Nothing changes at tp 1.
+void add_tp_collectives(CostModel& model, const config::JobSpec& spec, const plan::Layout& layout,
+                        const std::vector<double>& all_reduce_cost);
+
+/// Where `ppctl plan`'s stage costs come from, which decides how add_plan_tp_collectives times a collective.
+enum class PlanCosts {
+  Default,   ///< the simulator's F = 1, B = 2, I = W = 1 per stage: each stage's F is its forward
+  Measured,  ///< --costs, --layer-costs or pipeline.zb_auto's: ms, taken as measured at the spec's tp
+};
+
+/// `ppctl plan`'s tensor-parallel term (docs/planning.md, "Tensor-parallel collectives"), added to `model` by
+/// add_tp_collectives and described in model.tp_collectives; nothing at tp 1. One all-reduce takes
+/// plan::tp_all_reduce_ms. Default costs: in units of each stage's F, its forward's FLOPs
+/// (plan::flop_layer_costs) at options.tflops (plan::forward_ms). Measured costs: ms when
+/// options.collective_ms is given; else not added, the measured times holding the spec's collectives already.
+void add_plan_tp_collectives(CostModel& model, const config::JobSpec& spec, const plan::Layout& layout,
+                             const plan::TpCommOptions& options, PlanCosts source);
 
 /// Per-stage costs of `split` in units of one block's forward (costs.block = 1 ms): F = the stage's
 /// plan::stage_costs / costs.block, B = 2F, I = W = F (the simulator's default F:B:I:W = 1:2:1:1).

@@ -30,6 +30,35 @@ std::string indented(const std::string& text, const std::string& indent) {
   return out;
 }
 
+/// "tp comm   tp 8 with sequence parallelism: per block ...; one all-reduce in the unit: tp 2 0.031, ..., added
+/// to F, B and I by their counts ...", for the tp sizes searched above 1; "" when none is.
+std::string tp_comm_line(const config::JobSpec& spec, const TuneOptions& options, const std::vector<int64_t>& tps) {
+  const int64_t spec_tp = tps.front(), mbs = spec.pipeline.micro_batch_size;
+  std::vector<std::string> costs;
+  config::JobSpec shown = spec;
+  for (const int64_t tp : tps) {
+    if (tp == 1) continue;
+    auto candidate = spec;
+    candidate.pipeline.tensor_parallel = tp;
+    costs.push_back(fmt::format("tp {} {:.4g}", tp, tp_all_reduce_cost(options, mbs, spec_tp, candidate)));
+    shown = candidate;
+  }
+  if (costs.empty()) return "";
+  const std::string held = !options.measured
+                               ? fmt::format(" (its ms over one block forward's at the spec's micro_batch_size and "
+                                             "tp, the block's FLOPs at {:g} TFLOP/s, --tflops)",
+                                             options.tp_comm.tflops)
+                           : options.tp_comm.collective_ms
+                               ? "; the measured times taken to hold none (--tp-collective-ms given)"
+                               : fmt::format("; the measured times hold tp {}'s, so only what another tp adds is "
+                                             "added (--tp-collective-ms MS: all of it)",
+                                             spec_tp);
+  return fmt::format("tp comm   {}; one all-reduce in {} at micro_batch_size {} (in proportion to it): {}; added to "
+                     "F, B and I by their counts{}\n",
+                     plan::describe_tp_collectives(shown, options.tp_comm), options.unit, mbs, fmt::join(costs, ", "),
+                     held);
+}
+
 }  // namespace
 
 std::string format_tune(const TuneResult& result, const config::JobSpec& spec, const TuneOptions& options) {
@@ -91,8 +120,7 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
   std::string tp_text;
   if (tps.size() > 1) {
     tp_text = fmt::format("tp {} (tp x dp = {} kept: tp takes its ranks from dp and each replica runs tp / {} times "
-                          "the sequences; a layer's time divided by tp / {}; tp's collectives, 2 per block forward and "
-                          "2 backward, are not costed yet, so a larger tp looks faster than it runs)",
+                          "the sequences; a layer's time divided by tp / {}, its tp collectives added: `tp comm`)",
                           fmt::join(tps, ", "), ranks, spec_tp, spec_tp);
   } else if (p.data_parallel < 1) {
     tp_text = fmt::format("tp {} only (pipeline.data_parallel 0 is derived at launch: no dp to trade for tp)", spec_tp);
@@ -101,6 +129,7 @@ std::string format_tune(const TuneResult& result, const config::JobSpec& spec, c
                           "and ffn width)",
                           spec_tp, kMostTensorParallel, ranks);
   }
+  out += tp_comm_line(spec, options, tps);
   out += fmt::format("searched  {}; gpipe, 1f1b, interleaved-1f1b v 2-4, zb-h1, zbv, zb-auto; m dividing {}{}; uniform, "
                      "auto{} split; recompute none, full, blocks (every {})\n",
                      tp_text, batch, tps.size() > 1 ? " x tp / the spec's tp" : "", options.measured ? ", measured" : "",

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "plan/balance.hpp"
 #include "plan/tensor_parallel.hpp"
 #include "schedule/job_program.hpp"
 #include "schedule/memory_plan.hpp"
@@ -109,14 +110,15 @@ std::string cost_list(const std::vector<double>& values) {
 
 /// The cost model of a candidate `spec` laid out as `layout`: candidate_times at its micro batch size (against
 /// the searched spec's `spec_mbs`) and its tensor-parallel size (against the spec's `spec_tp`: each rank computes
-/// 1/tp of a layer, so the times are scaled by spec_tp / tp; tp's all-reduces are not costed), the options'
-/// latency, reduction, defer penalty and transfer posting.
+/// 1/tp of a layer, so the times are scaled by spec_tp / tp) with its tp collectives (tp_all_reduce_cost), the
+/// options' latency, reduction, defer penalty and transfer posting.
 schedule::CostModel candidate_costs(const TuneOptions& options, int64_t spec_mbs, int64_t spec_tp,
                                     const config::JobSpec& spec, const plan::Layout& layout) {
   auto times = candidate_times(options, spec.pipeline.micro_batch_size, spec_mbs);
   const int64_t tp = std::max<int64_t>(spec.pipeline.tensor_parallel, 1);
   if (tp != spec_tp) times = scaled(times, static_cast<double>(spec_tp) / static_cast<double>(tp));
   auto costs = schedule::job_cost_model(spec, layout, times, options.p2p_latency, options.grad_reduce);
+  schedule::add_tp_collectives(costs, spec, layout, {tp_all_reduce_cost(options, spec_mbs, spec_tp, spec)});
   for (auto& stage : costs.stages) stage.defer_penalty = options.defer_penalty;
   costs.transfer_post = options.transfer_post;
   return costs;
@@ -502,6 +504,24 @@ std::vector<int64_t> tensor_parallel_candidates(const config::JobSpec& spec) {
     if (tp != spec_tp && tp % spec_tp == 0 && ranks % tp == 0) out.push_back(tp);
   }
   return out;
+}
+
+double tp_all_reduce_cost(const TuneOptions& options, int64_t spec_mbs, int64_t spec_tp,
+                          const config::JobSpec& candidate) {
+  const int64_t tp = std::max<int64_t>(candidate.pipeline.tensor_parallel, 1);
+  const double ms = plan::tp_all_reduce_ms(candidate, options.tp_comm);
+  if (!options.measured) {
+    auto unit = candidate;  // the FLOP model's unit: one block's forward at the spec's micro batch size and tp
+    unit.pipeline.micro_batch_size = spec_mbs;
+    unit.pipeline.tensor_parallel = spec_tp;
+    return ms / plan::forward_ms(unit, plan::block_forward_flops(unit.model), options.tp_comm);
+  }
+  if (options.tp_comm.collective_ms) return ms;
+  auto at_spec_tp = candidate;
+  at_spec_tp.pipeline.tensor_parallel = spec_tp;
+  const double held = static_cast<double>(spec_tp) / static_cast<double>(tp) *
+                      plan::tp_all_reduce_ms(at_spec_tp, options.tp_comm);
+  return std::max(0.0, ms - held);
 }
 
 std::vector<int64_t> divisors(int64_t n) {

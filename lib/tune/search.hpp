@@ -13,6 +13,7 @@
 #include "config/job_spec.hpp"
 #include "plan/layer_times.hpp"
 #include "plan/layout.hpp"
+#include "plan/tp_collectives.hpp"
 #include "schedule/action.hpp"
 #include "schedule/simulate.hpp"
 #include "tune/affine.hpp"
@@ -41,6 +42,7 @@ struct TuneOptions {
   std::string transfer_source;  ///< where transfer_post came from, for the output
   double defer_penalty = 0.0; ///< StageCosts::defer_penalty of every stage
   double grad_reduce = 0.0;   ///< CostModel::grad_reduce
+  plan::TpCommOptions tp_comm;  ///< how a tensor-parallel collective is timed (tp_all_reduce_cost)
   int64_t top = 5;            ///< configurations listed
   std::vector<ProbeRun> probe_runs;  ///< probes with a measured step: the search's calibration (calibrate())
   std::vector<std::string> uncalibrated;  ///< probe run directories without one: "SOURCE: why", one line each
@@ -142,6 +144,18 @@ inline constexpr int64_t kMostTensorParallel = 8;
 /// dp). Only the spec's own when pipeline.data_parallel is 0 (derived at launch).
 std::vector<int64_t> tensor_parallel_candidates(const config::JobSpec& spec);
 
+/// One tensor-parallel all-reduce of a microbatch's activations for `candidate` (a configuration of the spec
+/// searched, whose micro_batch_size is `spec_mbs` and tensor_parallel `spec_tp`), in options.unit: what
+/// schedule::add_tp_collectives adds per counted collective. plan::tp_all_reduce_ms of the candidate (its t and
+/// micro batch size; options.tp_comm). Under the FLOP model (options.measured false) divided by the ms of one
+/// block's forward at the spec's micro_batch_size and tp (plan::forward_ms of plan::block_forward_flops at
+/// options.tp_comm.tflops), the unit the times are in. Measured times are ms as measured at the spec's tp: without
+/// tp_comm.collective_ms they hold the spec's own collectives, scaled by spec_tp / t with the rest of the times,
+/// so only the rest is added: tp_all_reduce_ms(candidate) - spec_tp / t x tp_all_reduce_ms(candidate at spec_tp)
+/// (none at the spec's tp); with it given, the times are taken to hold none and all of it is added. 0 at t = 1.
+double tp_all_reduce_cost(const TuneOptions& options, int64_t spec_mbs, int64_t spec_tp,
+                          const config::JobSpec& candidate);
+
 /// Every divisor of `n` (>= 1), ascending.
 std::vector<int64_t> divisors(int64_t n);
 
@@ -156,7 +170,7 @@ plan::LayerTimes candidate_times(const TuneOptions& options, int64_t mbs, int64_
 /// The search (docs/planning.md, "Letting ppctl choose"). Candidates: the tensor-parallel sizes of
 /// tensor_parallel_candidates, each with dp = the spec's tp x dp / tp and the sequences per replica scaled by tp /
 /// the spec's tp (the ranks and the global batch stay the spec's), its layer times divided by tp / the spec's tp
-/// (each rank computes its share of a layer; the all-reduces tp adds are not costed); schedules gpipe, 1f1b,
+/// (each rank computes its share of a layer) and its collectives added (tp_all_reduce_cost); schedules gpipe, 1f1b,
 /// interleaved-1f1b with v 2, 3, 4, zb-h1, zbv, and zb-auto; every m dividing the global batch per replica
 /// (m x micro_batch_size of `spec`, at the candidate's tp) with micro_batch_size = that batch / m (with two probes, only sizes affine.hpp's searched() takes;
 /// the others counted as ruled out); the uniform split, balance auto's, and with measured times

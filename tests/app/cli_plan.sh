@@ -138,7 +138,7 @@ CASES
     [ "$code" -eq 2 ] || fail "5 cost values: exit $code, expected 2"
     # Every number option takes plain decimal only: hexadecimal (strtod alone reads 0x5 as 5), inf, a leading
     # space and a control character are refused, exit 2, naming the option and the value (escaped).
-    for option in --costs --p2p-latency --defer-penalty --grad-reduce-ms; do
+    for option in --costs --p2p-latency --defer-penalty --grad-reduce-ms --tp-collective-ms --tp-bandwidth --tflops; do
       for bad in 0x5 inf " 1" $'1\e[31m'; do
         code=0; "$PPCTL" plan "$ROOT/configs/example.yaml" "$option" "$bad" > "$WORK/out" 2>&1 || code=$?
         [ "$code" -eq 2 ] || fail "$option '$bad': exit $code, expected 2"
@@ -149,6 +149,41 @@ CASES
     done
     "$PPCTL" plan "$ROOT/configs/example.yaml" --p2p-latency 2.5e-1 --defer-penalty .5 > "$WORK/out" 2>&1 \
       || fail "plain decimal numbers refused"
+    ;;
+  plan_tp_comm)
+    # The tensor-parallel collectives in the simulated step: the 'tp comm' line says the count and the cost of one;
+    # a costlier collective lengthens the step; measured --costs hold them unless --tp-collective-ms is given;
+    # --tune ranks with them (a costly one puts tp 1 first); bad values exit 2 naming the option, value and rule.
+    step_of() { sed -n 's/^simulated  step \([0-9.]*\) ms.*/\1/p' "$1"; }
+    tiny_job 2 1 ""
+    sed -i 's/pipeline: {stages: 2,/pipeline: {stages: 2, tensor_parallel: 2,/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
+    grep -q "^tp comm    tp 2 with sequence parallelism: per block and microbatch F 2 all-gathers + 2 reduce-scatters, B and I 2 all-gathers + 2 reduce-scatters + 6 small all-reduces; one all-reduce of a microbatch's activations (4 x 32 x 32 fp32, 16.0 KiB) .* ms (the ring's 2(t-1)/t of its bytes at 450 GB/s, --tp-bandwidth); added to each stage's F, B and I by its count, in units of its forward (F = 1: its FLOPs at 400 TFLOP/s, --tflops)" "$WORK/out" \
+      || fail "no tp comm line: $(grep -m1 '^tp comm' "$WORK/out")"
+    "$PPCTL" plan "$WORK/job.yaml" --tp-collective-ms 0 > "$WORK/free" 2>&1 || fail "plan --tp-collective-ms 0 exited $?"
+    [ "$(step_of "$WORK/free")" = "15.00" ] || fail "free collectives: step $(step_of "$WORK/free"), expected 15.00"
+    "$PPCTL" plan "$WORK/job.yaml" --tp-collective-ms 0.001 > "$WORK/costly" 2>&1 || fail "plan --tp-collective-ms exited $?"
+    awk -v a="$(step_of "$WORK/free")" -v b="$(step_of "$WORK/costly")" 'BEGIN { exit !(b > a) }' \
+      || fail "a costlier collective did not lengthen the step: $(step_of "$WORK/costly")"
+    grep -q "(--tp-collective-ms 0.001 at micro_batch_size 4)" "$WORK/costly" || fail "the given cost is not named"
+    "$PPCTL" plan "$WORK/job.yaml" --costs 1,2,1,1 > "$WORK/out" 2>&1 || fail "plan --costs exited $?"
+    grep -q "not added: measured costs hold the spec's collectives (--tp-collective-ms MS adds them)" "$WORK/out" \
+      || fail "measured costs: $(grep -m1 '^tp comm' "$WORK/out")"
+    grep -q "simulated  step 15.00 ms" "$WORK/out" || fail "measured costs changed by the tp term"
+    sed -i 's/tensor_parallel: 2,/data_parallel: 4,/' "$WORK/job.yaml"
+    "$PPCTL" plan "$WORK/job.yaml" --tune > "$WORK/out" 2>&1 || fail "plan --tune exited $?"
+    grep -q "^tp comm   tp 4 with sequence parallelism: .*; one all-reduce in units of one block's forward at micro_batch_size 4 (in proportion to it): tp 2 [0-9.e-]*, tp 4 [0-9.e-]*; added to F, B and I by their counts" "$WORK/out" \
+      || fail "--tune: no tp comm line: $(grep -m1 '^tp comm' "$WORK/out")"
+    "$PPCTL" plan "$WORK/job.yaml" --tune --tp-collective-ms 0 > "$WORK/out" 2>&1 || fail "plan --tune --tp-collective-ms 0 exited $?"
+    grep "^ 1\. step" "$WORK/out" | grep -q ", tp [24] x dp [12]$" || fail "free collectives: tp 1 first"
+    "$PPCTL" plan "$WORK/job.yaml" --tune --tp-collective-ms 1 > "$WORK/out" 2>&1 || fail "plan --tune --tp-collective-ms 1 exited $?"
+    if grep "^ 1\. step" "$WORK/out" | grep -q ", tp [0-9]* x dp"; then fail "a costly collective left tp > 1 first"; fi
+    for bad in "--tp-bandwidth 0|--tp-bandwidth: 0 must be greater than 0" "--tflops -5|--tflops: -5 must be greater than 0" \
+               "--tp-collective-ms -1|--tp-collective-ms: -1 must be at least 0"; do
+      code=0; "$PPCTL" plan "$WORK/job.yaml" ${bad%%|*} > "$WORK/out" 2>&1 || code=$?
+      [ "$code" -eq 2 ] || fail "${bad%%|*}: exit $code, expected 2"
+      grep -q -- "${bad#*|}" "$WORK/out" || fail "${bad%%|*}: the message does not name the option, value and rule"
+    done
     ;;
   plan_bf16_params)
     # runtime.precision bf16-params: the memory table states Megatron-Core's bytes per parameter (18, or

@@ -1,5 +1,6 @@
 // Tests of schedule/layer_costs: per-stage medians from a trace, and per-layer times from a run directory
-// (its config.yaml and trace.json), with the refusals: not a run directory, another model, no trace.
+// (its config.yaml and trace.json), with the refusals: not a run directory, another model, no trace; and of
+// schedule/split_time's stage costs: recompute, the tensor-parallel collectives and the step they add.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -12,6 +13,7 @@
 #include "schedule/job_program.hpp"
 #include "schedule/layer_costs.hpp"
 #include "schedule/split_time.hpp"
+#include "support/memory_spec.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ppctl;
@@ -226,4 +228,105 @@ TEST_CASE("job_cost_model: recompute full or blocks adds the stage's forward to 
       CHECK(costs.stages[s].weight_grad == plain.stages[s].weight_grad);
     }
   }
+}
+
+namespace {
+
+/// The shared small GPT-2 spec (tests/support/memory_spec.hpp) at `stages` stages, `microbatches`, tp `t` (1f1b),
+/// with its program and layout.
+struct TpJob {
+  config::JobSpec spec;
+  schedule::Program program;
+  plan::Layout layout;
+};
+
+TpJob tp_job(int64_t stages, int64_t microbatches, int64_t t) {
+  TpJob job{test::memory_test_spec(), {}, {}};
+  job.spec.pipeline.stages = stages;
+  job.spec.pipeline.microbatches = microbatches;
+  job.spec.pipeline.tensor_parallel = t;
+  job.program = schedule::job_program(job.spec);
+  job.layout = plan::make_layout(job.spec, &job.program.stage_to_rank);
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("add_tp_collectives: F, B and I grow by their counted collectives, W not; one stage's step by m times") {
+  auto [spec, program, layout] = tp_job(1, 4, 2);  // gpt2, 8 blocks, hidden 64, seq_len 32, micro_batch_size 2, fp32
+  spec.pipeline.sequence_parallel = false;
+  const schedule::CostModel base;  // F = 1, B = 2, I = W = 1
+  auto costs = base;
+  const double c = 0.25;
+  schedule::add_tp_collectives(costs, spec, layout, {c});
+  // F: 2 all-reduces per block and the embedding's, and the loss's maxima and sums (t + 2 fp32 values a token,
+  // against hidden fp32 values a token); B and I: 2 per block and the head input's gradient.
+  const double loss = (2 + 2) * 4.0 / (64 * 4.0);
+  REQUIRE(costs.stages.size() == 1);
+  CHECK(costs.stages[0].forward == Approx(1.0 + c * (2 * 8 + 1 + loss)));
+  CHECK(costs.stages[0].backward == Approx(2.0 + c * (2 * 8 + 1)));
+  CHECK(costs.stages[0].input_grad == Approx(1.0 + c * (2 * 8 + 1)));
+  CHECK(costs.stages[0].weight_grad == 1.0);
+  // One stage runs its m forwards and backwards one after another: the step grows by m x (F's + B's).
+  const double before = schedule::simulate(program, base).step_time;
+  CHECK(schedule::simulate(program, costs).step_time == Approx(before + 4 * c * (2 * 8 + 1 + loss + 2 * 8 + 1)));
+  // Sequence parallelism moves the same bytes in twice the collectives: the same time but for the small ones.
+  spec.pipeline.sequence_parallel = true;
+  auto sp = base;
+  schedule::add_tp_collectives(sp, spec, layout, {c});
+  CHECK(sp.stages[0].forward == Approx(costs.stages[0].forward));
+  // At tp 1 nothing is added.
+  spec.pipeline.tensor_parallel = 1;
+  auto none = base;
+  schedule::add_tp_collectives(none, spec, layout, {c});
+  CHECK(none.stages.size() == 1);
+  CHECK(none.stages[0].forward == 1.0);
+}
+
+TEST_CASE("add_tp_collectives on a 1f1b pipeline of 4 stages: every stage's costs, a longer step; recompute repeats F's") {
+  auto [spec, program, layout] = tp_job(4, 8, 4);
+  const schedule::CostModel base;
+  auto costs = base;
+  schedule::add_tp_collectives(costs, spec, layout, {0.1});
+  REQUIRE(costs.stages.size() == 4);
+  // A middle stage (2 blocks, sequence parallelism): 2 all-gathers + 2 reduce-scatters per block, i.e. 2 all-reduces'
+  // time each way, and in the backward the replicated norm and bias gradients.
+  CHECK(costs.stages[1].forward == Approx(1.0 + 0.1 * 4));
+  const double replicated = 2 * 6 * 64 * 4.0 / plan::tp_activation_bytes(spec);  // 2 LayerNorms, 2 biases a block
+  CHECK(costs.stages[1].backward == Approx(2.0 + 0.1 * (4 + replicated)));
+  // Equal middle stages in a 1f1b of m 8 on 4 ranks: at least (m + p - 1) x the middle stage's F + B.
+  CHECK(schedule::simulate(program, costs).step_time >=
+        (8 + 4 - 1) * (costs.stages[1].forward + costs.stages[1].backward) - 1e-9);
+  spec.train.recompute = config::Recompute::Full;
+  auto again = base;
+  schedule::add_tp_collectives(again, spec, layout, {0.1});
+  CHECK(again.stages[1].forward == Approx(costs.stages[1].forward));
+  CHECK(again.stages[1].backward == Approx(costs.stages[1].backward + 0.1 * 4));
+  CHECK(again.stages[1].input_grad == Approx(costs.stages[1].input_grad + 0.1 * 4));
+}
+
+TEST_CASE("add_plan_tp_collectives: measured costs hold them unless --tp-collective-ms; default ones by FLOPs") {
+  const auto [spec, program, layout] = tp_job(2, 4, 2);
+  plan::TpCommOptions options;
+  schedule::CostModel measured;
+  schedule::add_plan_tp_collectives(measured, spec, layout, options, schedule::PlanCosts::Measured);
+  CHECK(measured.stages.size() == 1);
+  CHECK(measured.stages[0].forward == 1.0);
+  CHECK_THAT(measured.tp_collectives, ContainsSubstring("not added: measured costs hold the spec's collectives"));
+  options.collective_ms = 0.5;
+  options.given_micro_batch_size = 2;
+  schedule::add_plan_tp_collectives(measured, spec, layout, options, schedule::PlanCosts::Measured);
+  CHECK(measured.stages[1].forward > 1.0 + 0.5 * 8);  // 4 blocks' 2 all-reduces' time, and the loss's small ones
+  CHECK_THAT(measured.tp_collectives, ContainsSubstring("(--tp-collective-ms 0.5 at micro_batch_size 2)"));
+  // Default costs: each stage's F = 1 is its forward, the FLOPs of 4 blocks (and the head) at --tflops.
+  options.collective_ms.reset();
+  schedule::CostModel by_flops;
+  schedule::add_plan_tp_collectives(by_flops, spec, layout, options, schedule::PlanCosts::Default);
+  const double block_ms = plan::forward_ms(spec, plan::block_forward_flops(spec.model), options);
+  const double embedding_ms = plan::forward_ms(spec, plan::flop_layer_costs(spec.model).embedding, options);
+  const double activation = plan::tp_activation_bytes(spec);
+  CHECK(by_flops.stages[0].forward ==
+        Approx(1.0 + plan::tp_all_reduce_ms(spec, options) / (4 * block_ms + embedding_ms) *
+                         plan::stage_tp_collectives(spec, layout.stages[0]).forward.all_reduce_equivalents(activation)));
+  CHECK_THAT(by_flops.tp_collectives, ContainsSubstring("in units of its forward (F = 1: its FLOPs at 400 TFLOP/s"));
 }

@@ -1,7 +1,8 @@
 // Tests of tune/search: the lower bound against the simulator, the search's determinism, its
 // memory limit, that a listed configuration's lines give the step it printed under `ppctl plan`'s own path,
 // that a zb-auto candidate's pipeline.zb_auto carries its stage costs, B included; and the calibration on
-// probe runs: compute_actions, the fit, the ranking by the predicted step.
+// probe runs: compute_actions, the fit, the ranking by the predicted step; the tensor-parallel collectives' cost
+// per candidate and the ranking flipping to a smaller tp as it grows.
 #include <catch2/catch_approx.hpp>
 #include <fmt/format.h>
 #include <catch2/catch_test_macros.hpp>
@@ -345,7 +346,7 @@ TEST_CASE("the tp sizes searched: the spec's first, then those that divide tp x 
   CHECK(tune::tensor_parallel_candidates(job.spec) == std::vector<int64_t>{2, 4});
 }
 
-TEST_CASE("Llama-3.1-405B on pp 16 x dp 8: the tuner fits it only with tp, taken from dp, and says tp is not costed") {
+TEST_CASE("Llama-3.1-405B on pp 16 x dp 8: the tuner fits it only with tp, taken from dp, its collectives costed") {
   test::TempDir dir;
   test::write_checked(dir.path / "corpus.txt", std::string(20000, 'a'));
   const auto spec = config::parse_job_spec(k405b, (dir.path / "job.yaml").string(), dir.path.string());
@@ -380,7 +381,63 @@ TEST_CASE("Llama-3.1-405B on pp 16 x dp 8: the tuner fits it only with tp, taken
   }
   const auto text = tune::format_tune(result, spec, options);
   CHECK_THAT(text, ContainsSubstring("searched  tp 1, 2, 4, 8 (tp x dp = 8 kept") &&
-                       ContainsSubstring("are not costed yet, so a larger tp looks faster than it runs") &&
+                       ContainsSubstring("its tp collectives added: `tp comm`") &&
+                       ContainsSubstring("tp comm   tp 8 with sequence parallelism: per block and microbatch F 2 "
+                                         "all-gathers + 2 reduce-scatters") &&
                        ContainsSubstring(", tp 8 x dp 1\n      pipeline: {") &&
                        ContainsSubstring("tensor_parallel: 8, data_parallel: 1}"));
+}
+
+TEST_CASE("tp collectives: free, a larger tp ranks first; costly enough, the smallest tp wins") {
+  test::TempDir dir;
+  auto job = job_in(dir);
+  std::string spec_text = kSpec;
+  spec_text.replace(spec_text.find("stages: 4,"), 10, "stages: 4, data_parallel: 4,");
+  job.spec = config::parse_job_spec(spec_text, (dir.path / "job.yaml").string(), dir.path.string());
+  job.program = schedule::job_program(job.spec);
+  job.layout = schedule::job_layout(job.spec, job.program);
+  REQUIRE(tune::tensor_parallel_candidates(job.spec) == std::vector<int64_t>{1, 2, 4});
+  tune::TuneOptions options;
+  options.times = plan::layer_times(plan::flop_layer_costs(job.spec.model), job.spec.model.layers);
+  options.times_source = "FLOP model";
+  options.unit = "units";
+  const auto top_tp = [&](double collective_ms) {
+    options.tp_comm.collective_ms = collective_ms;
+    options.tp_comm.given_micro_batch_size = job.spec.pipeline.micro_batch_size;
+    const auto result = tune::tune(job.spec, spec_text, dir.path.string(), job.layout, job.program, options);
+    REQUIRE(!result.top.empty());
+    return std::max<int64_t>(result.top.front().knobs.tensor_parallel, 1);  // 0: the spec's own tp, 1
+  };
+  CHECK(top_tp(0.0) > 1);  // more sequences per replica at the same GPUs: more microbatches, a smaller bubble
+  // One block's forward at micro_batch_size 4 on one rank at 400 TFLOP/s: a collective costing 10 of them.
+  const double block_ms = plan::forward_ms(job.spec, plan::block_forward_flops(job.spec.model), options.tp_comm);
+  CHECK(top_tp(10 * block_ms) == 1);
+  // The cost in the FLOP model's unit: the given ms over one block's forward at the spec's tp and micro batch size,
+  // in proportion to the candidate's micro batch size, the same at every tp.
+  auto candidate = job.spec;
+  candidate.pipeline.tensor_parallel = 4;
+  candidate.pipeline.micro_batch_size = 2;
+  CHECK(tune::tp_all_reduce_cost(options, 4, 1, candidate) == Approx(10.0 / 2));
+  candidate.pipeline.tensor_parallel = 1;
+  CHECK(tune::tp_all_reduce_cost(options, 4, 1, candidate) == 0.0);
+}
+
+TEST_CASE("tp collectives under measured times: only what another tp adds beyond the spec's, unless given") {
+  test::TempDir dir;
+  auto spec = job_in(dir).spec;
+  spec.pipeline.tensor_parallel = 2;
+  auto options = measured_options();
+  options.tp_comm.bandwidth_gbps = 1.0;
+  auto candidate = spec;
+  CHECK(tune::tp_all_reduce_cost(options, 4, 2, candidate) == 0.0);  // the spec's own tp: inside the times
+  candidate.pipeline.tensor_parallel = 4;
+  auto at_two = candidate;
+  at_two.pipeline.tensor_parallel = 2;
+  // The times, scaled by 2 / 4, hold half of tp 2's: tp 4's ring moves 1.5 x the bytes, tp 2's 1 x.
+  CHECK(tune::tp_all_reduce_cost(options, 4, 2, candidate) ==
+        Approx(plan::tp_all_reduce_ms(candidate, options.tp_comm) - 0.5 * plan::tp_all_reduce_ms(at_two, options.tp_comm)));
+  CHECK(plan::tp_all_reduce_ms(candidate, options.tp_comm) == Approx(1.5 * plan::tp_activation_bytes(candidate) / 1e6));
+  options.tp_comm.collective_ms = 2.0;  // given: the times hold none
+  options.tp_comm.given_micro_batch_size = 4;
+  CHECK(tune::tp_all_reduce_cost(options, 4, 2, candidate) == Approx(2.0));
 }
