@@ -9,33 +9,6 @@
 #include "plan/tensor_parallel.hpp"
 
 namespace ppctl::plan {
-namespace {
-
-/// Bytes of one element of a parameter's gradient: bf16 under bf16-params, else fp32.
-double parameter_bytes(const config::JobSpec& spec) {
-  return spec.runtime.precision == config::Precision::Bf16Params ? 2.0 : 4.0;
-}
-
-/// The small all-reduces of one block's backward: the gradients of parameters every rank holds whole but feeds
-/// from its part only: under sequence parallelism the norms (and gpt2's row-parallel biases), its positions;
-/// qwen3's q and k norms always (they see this rank's heads only).
-TpCollectives block_backward_small(const config::JobSpec& spec, bool sequence_parallel) {
-  const auto& m = spec.model;
-  const int64_t qk_norm = m.arch == config::Arch::Qwen3 ? config::head_dim_of(m) : 0;
-  TpCollectives out;
-  if (sequence_parallel) {
-    // gpt2: ln1 and ln2 (weight, bias), the proj and fc2 biases; llama family: two RMSNorm weights.
-    out.small_all_reduces = m.arch == config::Arch::Gpt2 ? 6 : 2;
-    out.small_bytes = static_cast<double>(block_parameter_split(m).replicated - 2 * qk_norm) * parameter_bytes(spec);
-  }
-  if (qk_norm > 0) {
-    out.small_all_reduces += 2;
-    out.small_bytes += static_cast<double>(2 * qk_norm) * parameter_bytes(spec);
-  }
-  return out;
-}
-
-}  // namespace
 
 double TpCollectives::all_reduce_equivalents(double activation_bytes) const {
   return static_cast<double>(all_reduces) + static_cast<double>(all_gathers + reduce_scatters) / 2.0 +
@@ -72,15 +45,10 @@ StageTpCollectives stage_tp_collectives(const config::JobSpec& spec, const Stage
       backward += enter_backward;
       backward += leave_backward;
     }
-    backward += block_backward_small(spec, sp);
   }
   if (stage.has_embedding) {
     forward += leave_forward;  // the vocabulary-parallel embedding's partial rows summed
     backward += leave_backward;
-    if (sp && m.arch == config::Arch::Gpt2) {  // the positions' gradient, from this rank's positions only
-      backward += TpCollectives{0, 0, 0, 1,
-                                static_cast<double>(embedding_parameter_split(m).replicated) * parameter_bytes(spec)};
-    }
   }
   if (stage.has_head) {
     forward += enter_forward;  // into the column-parallel LM head
@@ -88,7 +56,6 @@ StageTpCollectives stage_tp_collectives(const config::JobSpec& spec, const Stage
     // The vocabulary-parallel cross-entropy: each token's maxima side by side (t values) and its two sums, fp32.
     const double tokens = static_cast<double>(spec.pipeline.micro_batch_size * m.seq_len);
     forward += TpCollectives{0, 0, 0, 2, tokens * static_cast<double>(t + 2) * 4.0};
-    if (sp) backward += TpCollectives{0, 0, 0, 1, static_cast<double>(head_parameter_split(m).replicated) * parameter_bytes(spec)};
   }
   if (spec.train.recompute != config::Recompute::None) backward += forward;
   out.forward = forward;

@@ -18,9 +18,7 @@ struct TpCollectives {
   int64_t all_reduces = 0;        ///< of the activations (without sequence parallelism)
   int64_t all_gathers = 0;        ///< into the activations from their seq_len / t shards (sequence parallelism)
   int64_t reduce_scatters = 0;    ///< out of the activations into seq_len / t shards (sequence parallelism)
-  int64_t small_all_reduces = 0;  ///< the vocabulary-parallel loss's per-token maxima and sums; the gradients of
-                                  ///< replicated parameters fed by a rank's part only (norms, row-parallel biases,
-                                  ///< gpt2's positions under sequence parallelism; qwen3's q and k norms)
+  int64_t small_all_reduces = 0;  ///< the vocabulary-parallel loss's per-token maxima and sums
   double small_bytes = 0.0;       ///< the bytes those small ones reduce, together
 
   /// Their time in all-reduces of the activations (ring algorithm: an all-reduce is a reduce-scatter then an
@@ -41,12 +39,14 @@ struct StageTpCollectives {
 /// regions (Megatron-LM, Shoeybi et al. 2019, arXiv 1909.08053 §3; with pipeline.sequence_parallel, Korthikanti
 /// et al. 2022, arXiv 2205.05198 §4.2.2). Each block: forward 2 all-reduces (after attention and after the MLP),
 /// backward 2 (the inputs' gradients); with sequence parallelism an all-gather into and a reduce-scatter out of
-/// each region instead, mirrored in the backward, which also all-reduces the replicated norm (and gpt2 bias)
-/// gradients. The embedding: forward 1 all-reduce (with sequence parallelism a reduce-scatter, and in the
+/// each region instead, mirrored in the backward. The embedding: forward 1 all-reduce (with sequence parallelism a reduce-scatter, and in the
 /// backward an all-gather). The head: into the column-parallel LM head, backward 1 all-reduce (with sequence
 /// parallelism a forward all-gather and a backward reduce-scatter); the loss, forward 2 small all-reduces of
 /// (t + 2) fp32 values per token. train.recompute (full or blocks) runs the forward again inside B and I, with its
-/// collectives (schedule::job_cost_model adds F's time the same way).
+/// collectives (schedule::job_cost_model adds F's time the same way). Not per microbatch, so not here: the one
+/// all-reduce per stage and step of the partial gradients (model::gradient_is_partial: under sequence parallelism
+/// the norms', row-parallel biases' and positions', qwen3's q and k norms'), a few kilobytes beside the data-parallel
+/// reduction.
 StageTpCollectives stage_tp_collectives(const config::JobSpec& spec, const StageLayout& stage);
 
 /// Bytes of one microbatch's activations, micro_batch_size x seq_len x hidden x (2 under a bf16 precision, else

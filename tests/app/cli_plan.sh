@@ -158,7 +158,7 @@ CASES
     tiny_job 2 1 ""
     sed -i 's/pipeline: {stages: 2,/pipeline: {stages: 2, tensor_parallel: 2,/' "$WORK/job.yaml"
     "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan exited $?"
-    grep -q "^tp comm    tp 2 with sequence parallelism: per block and microbatch F 2 all-gathers + 2 reduce-scatters, B and I 2 all-gathers + 2 reduce-scatters + 6 small all-reduces; one all-reduce of a microbatch's activations (4 x 32 x 32 fp32, 16.0 KiB) .* ms (the ring's 2(t-1)/t of its bytes at 450 GB/s, --tp-bandwidth); added to each stage's F, B and I by its count, in units of its forward (F = 1: its FLOPs at 400 TFLOP/s, --tflops)" "$WORK/out" \
+    grep -q "^tp comm    tp 2 with sequence parallelism: per block and microbatch F 2 all-gathers + 2 reduce-scatters, B and I 2 all-gathers + 2 reduce-scatters; one all-reduce of a microbatch's activations (4 x 32 x 32 fp32, 16.0 KiB) .* ms (the ring's 2(t-1)/t of its bytes at 450 GB/s, --tp-bandwidth); added to each stage's F, B and I by its count, in units of its forward (F = 1: its FLOPs at 400 TFLOP/s, --tflops)" "$WORK/out" \
       || fail "no tp comm line: $(grep -m1 '^tp comm' "$WORK/out")"
     "$PPCTL" plan "$WORK/job.yaml" --tp-collective-ms 0 > "$WORK/free" 2>&1 || fail "plan --tp-collective-ms 0 exited $?"
     [ "$(step_of "$WORK/free")" = "15.00" ] || fail "free collectives: step $(step_of "$WORK/free"), expected 15.00"

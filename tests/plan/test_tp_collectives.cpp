@@ -58,20 +58,18 @@ TEST_CASE("tp collectives per block with sequence parallelism: all-gather and re
     CHECK(c.forward.all_reduces == 0);
     CHECK(c.backward.all_gathers == 2);
     CHECK(c.backward.reduce_scatters == 2);
-    // The replicated parameters' gradients: gpt2's two LayerNorms (weight and bias) and two row-parallel biases,
-    // llama's two RMSNorm weights, each hidden wide, fp32.
-    CHECK(c.backward.small_all_reduces == (arch == config::Arch::Gpt2 ? 6 : 2));
-    CHECK(c.backward.small_bytes == (arch == config::Arch::Gpt2 ? 6 : 2) * 64 * 4.0);
+    // The replicated parameters' partial gradients are summed once per step, not per microbatch: none here.
+    CHECK(c.backward.small_all_reduces == 0);
+    CHECK(c.backward.small_bytes == 0.0);
     // A ring all-reduce is a reduce-scatter then an all-gather: SP's four move what two all-reduces move.
     const double activation = plan::tp_activation_bytes(spec);
     CHECK(c.forward.all_reduce_equivalents(activation) == 2.0);
-    CHECK(c.backward.all_reduce_equivalents(activation) ==
-          Approx(2.0 + c.backward.small_bytes / activation));
+    CHECK(c.backward.all_reduce_equivalents(activation) == 2.0);
   }
-  // qwen3's q and k norms see this rank's heads only: their gradients are summed with or without SP.
+  // qwen3's q and k norms (this rank's heads) are summed once per step too: per microbatch as llama.
   const auto qwen3 = plan::stage_tp_collectives(spec_at(2, false, config::Arch::Qwen3), stage_of(1));
-  CHECK(qwen3.backward.small_all_reduces == 2);
-  CHECK(qwen3.backward.small_bytes == 2 * 16 * 4.0);  // head_dim 64 / 4 heads
+  CHECK(qwen3.backward.small_all_reduces == 0);
+  CHECK(qwen3.backward.all_reduces == 2);
 }
 
 TEST_CASE("tp collectives under recompute: B and I run the forward's again, F and the count without it do not") {
@@ -91,7 +89,7 @@ TEST_CASE("tp collectives under recompute: B and I run the forward's again, F an
 }
 
 TEST_CASE("tp collectives of the embedding and the head: the vocabulary-parallel sums and the loss's small ones") {
-  const int64_t t = 2, h = 64, tokens = 2 * 32;
+  const int64_t t = 2, tokens = 2 * 32;
   const auto ends = plan::stage_tp_collectives(spec_at(t, false), stage_of(0, true, true));
   // Without SP: the embedding's partial rows summed forward; into the LM head, its input's gradient summed
   // backward; the loss: each token's maxima (t values) and its two sums, fp32.
@@ -100,15 +98,16 @@ TEST_CASE("tp collectives of the embedding and the head: the vocabulary-parallel
   CHECK(ends.forward.small_all_reduces == 2);
   CHECK(ends.forward.small_bytes == tokens * (t + 2) * 4.0);
   CHECK(ends.backward.small_all_reduces == 0);
-  // With SP: a reduce-scatter out of the embedding and an all-gather into the head, mirrored backward; the
-  // position table's and the final norm's gradients (gpt2: seq_len x h; weight and bias) summed.
+  // With SP: a reduce-scatter out of the embedding and an all-gather into the head, mirrored backward (the
+  // position table's and the final norm's partial gradients are summed once per step, not here).
   const auto sp = plan::stage_tp_collectives(spec_at(t, true), stage_of(0, true, true));
   CHECK(sp.forward.reduce_scatters == 1);
   CHECK(sp.forward.all_gathers == 1);
   CHECK(sp.backward.all_gathers == 1);
   CHECK(sp.backward.reduce_scatters == 1);
-  CHECK(sp.backward.small_all_reduces == 2);
-  CHECK(sp.backward.small_bytes == (32 * h + 2 * h) * 4.0);
+  CHECK(sp.backward.small_all_reduces == 0);
+  CHECK(sp.backward.small_bytes == 0.0);
+  CHECK(sp.forward.small_bytes == tokens * (t + 2) * 4.0);
 }
 
 TEST_CASE("one tp all-reduce: the ring's 2(t-1)/t of the activations at the bandwidth, or the given ms by bytes") {
@@ -129,6 +128,6 @@ TEST_CASE("one tp all-reduce: the ring's 2(t-1)/t of the activations at the band
   CHECK(plan::forward_ms(spec, 1e9, options) == Approx(1e9 * 64 / 2 / 1e12 * 1e3));
   CHECK_THAT(plan::describe_tp_collectives(spec, options),
              ContainsSubstring("per block and microbatch F 2 all-gathers + 2 reduce-scatters, B and I 2 all-gathers + "
-                               "2 reduce-scatters + 6 small all-reduces") &&
+                               "2 reduce-scatters;") &&
                  ContainsSubstring("--tp-collective-ms 0.5 at micro_batch_size 1"));
 }
