@@ -54,6 +54,9 @@ struct CheckpointMeta {
   double eval_fraction = 0.0;      ///< data.eval_fraction when saved (must match: it decides which
                                    ///< sequences train)
   int64_t stages = 0;              ///< pipeline.stages when saved (informational)
+  /// pipeline.tensor_parallel when saved: 1 for whole unit files (and in every checkpoint written before tensor
+  /// parallelism), t > 1 for per-rank shard files (checkpoint.hpp, checkpoint_files; meta.json version 2).
+  int64_t tensor_parallel = 1;
   double lr = 0.0;                 ///< learning rate of the last step taken
   /// The learning-rate schedule the run was trained with (its horizon); nullopt in checkpoints
   /// written before it was recorded (meta.json without `schedule`).
