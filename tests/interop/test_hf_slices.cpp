@@ -24,14 +24,8 @@ namespace {
 /// GPT-2 (untied: lm_head in the file) and Qwen2 (q/k/v biases, grouped-query attention) at widths that every
 /// t in 1..3 divides but for the vocabulary of 37 and Qwen2's 2 key-value heads (4 rows of k and v) at 3.
 config::ModelSpec model_of(config::Arch arch) {
-  config::ModelSpec m;
-  m.arch = arch;
-  m.vocab_size = 37;
-  m.layers = 1;
-  m.hidden = 12;
-  m.heads = 6;
-  m.seq_len = 5;
-  m.tie_embeddings = false;
+  // vocab_size, layers, hidden, heads, seq_len, dropout, tie_embeddings, arch
+  config::ModelSpec m{37, 1, 12, 6, 5, 0.0, false, arch};
   if (arch != config::Arch::Gpt2) {
     m.kv_heads = 2;
     m.ffn_hidden = 18;
