@@ -356,6 +356,14 @@ void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
     }
     reader.release();  // one unit's files at a time
   }
+  const auto& tp = stages.front()->tensor_parallel();
+  uint64_t all = 0;
+  for (const auto& [name, recorded] : meta.files) all += recorded.first;
+  spdlog::info("checkpoint {} (saved at tensor_parallel {}) loaded at tp rank {} of {}: {} unit file(s), {:.2f} MiB "
+               "read of the checkpoint's {:.2f} MiB",
+               checkpoint.string(), meta.tensor_parallel, tp.rank, tp.size, reader.files_read().size(),
+               static_cast<double>(reader.bytes_read()) / (1024.0 * 1024.0),
+               static_cast<double>(all) / (1024.0 * 1024.0));
 }
 
 }  // namespace ppctl::checkpoint
