@@ -113,8 +113,12 @@ struct ResumePoint {
 /// no folder for a fresh start (auto, and no checkpoint yet). With auto, a checkpoint of this run already at
 /// train.steps means the run is complete (a job requeued after its last checkpoint): `complete`, logged, and
 /// the caller starts nothing and exits 0; given a PATH, that is refused as there is nothing to train.
-/// Throws ppctl::CheckpointError.
-ResumePoint resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp) {
+/// `check_every_file`: also read every unit file and compare its checksum (the local launcher, once, before it
+/// spawns); a worker launched by torchrun or Slurm does not, since then every rank would read the whole
+/// checkpoint: each checks the checksum of every file it reads (checkpoint::UnitReader), after meta.json's sizes
+/// here. Throws ppctl::CheckpointError.
+ResumePoint resolve_resume(const ppctl::job::PreparedJob& planned, const std::string& path, int64_t dp,
+                           bool check_every_file) {
   const auto& spec = planned.spec;
   const int64_t sequences_per_step = dp * spec.pipeline.microbatches * spec.pipeline.micro_batch_size;
   if (path.empty() && spec.checkpoint.dir.empty()) {
@@ -140,7 +144,7 @@ ResumePoint resolve_resume(const ppctl::job::PreparedJob& planned, const std::st
     checkpoint = ppctl::checkpoint::resolve_checkpoint(path.empty() ? spec.checkpoint.dir : path);
   }
   const auto meta = ppctl::checkpoint::read_checkpoint_meta(checkpoint);
-  ppctl::checkpoint::verify_checkpoint_files(checkpoint, meta);
+  if (check_every_file) ppctl::checkpoint::verify_checkpoint_files(checkpoint, meta);
   ppctl::train::check_resumable(meta, spec, sequences_per_step, spec.train.steps, checkpoint);
   spdlog::info("resuming from {} (step {}, saved with {} stage(s))", checkpoint.string(), meta.step,
                meta.stages);
@@ -185,7 +189,7 @@ int train_as_one_worker(const std::string& spec_path, std::optional<int64_t> ste
   options.identity = info;
   options.texts = ppctl::job::JobTexts{planned.spec_text, planned.schedule_text};  // read and validated above
   if (resume) {
-    const auto point = resolve_resume(planned, *resume, dp);
+    const auto point = resolve_resume(planned, *resume, dp, /*check_every_file=*/false);
     if (point.complete) return 0;  // every rank reads the same checkpoint.dir, so every rank ends here
     options.resume_from = point.folder.value_or("");
   }
@@ -233,7 +237,7 @@ int cmd_train(const std::string& spec_path, std::optional<int64_t> steps,
     spdlog::info("--steps {} overrides train.steps", *steps);
   }
   if (resume) {
-    const auto point = resolve_resume(planned, *resume, planned.layout.data_parallel);
+    const auto point = resolve_resume(planned, *resume, planned.layout.data_parallel, /*check_every_file=*/true);
     if (point.complete) return 0;
     if (point.folder) {
       extra.push_back("--resume");

@@ -52,7 +52,7 @@ fi
 FREE_TESTS=(core_tests echo_tests config_tests hf_config_tests plan_tests comm_env_tests schedule_tests data_tests
   launch_tests observe_tests interop_tests checkpoint_meta_tests resume_tests prepare_tests timeline_svg_tests tune_tests)
 TORCH_TESTS=(progress_board_tests tensorboard_tests split_backward_tests memory_estimate_tests grad_buffers_tests
-  worker_handover_tests model_tests executor_tests local_job_tests train_tests)
+  worker_handover_tests model_tests executor_tests local_job_tests shard_read_tests train_tests)
 
 for name in "$@"; do  # any test program of tests/CMakeLists.txt, in either build
   [[ " ${FREE_TESTS[*]} ${TORCH_TESTS[*]} " == *" $name "* ]] ||

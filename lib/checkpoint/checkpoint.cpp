@@ -14,13 +14,16 @@
 #include <cstdlib>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <regex>
 
 #include "core/atomic_file.hpp"
 #include "core/check.hpp"
 #include "core/error.hpp"
+#include "checkpoint/unit_reader.hpp"
 #include "data/dataset.hpp"
+#include "model/tensor_parallel.hpp"
 
 namespace ppctl::checkpoint {
 namespace fs = std::filesystem;
@@ -47,34 +50,55 @@ struct UnitParameter {
   const model::StageModuleImpl* stage;
 };
 
-/// This rank's parameters grouped by unit file name (e.g. "block3.pt" -> its parameters), in the same order on
-/// every tp rank of a stage (the gathers of unit_bytes are collectives).
-std::map<std::string, std::vector<UnitParameter>> parameters_by_file(const std::vector<model::StageModule>& stages) {
-  std::map<std::string, std::vector<UnitParameter>> files;
+/// This rank's parameters grouped by unit (e.g. "block3" -> its parameters).
+std::map<std::string, std::vector<UnitParameter>> parameters_by_unit(const std::vector<model::StageModule>& stages) {
+  std::map<std::string, std::vector<UnitParameter>> units;
   for (const auto& stage : stages) {
     for (const auto& item : stage->named_parameters()) {
-      files[checkpoint_unit(item.key()) + ".pt"].push_back({item.key(), item.value(), stage.get()});
+      units[checkpoint_unit(item.key())].push_back({item.key(), item.value(), stage.get()});
     }
   }
-  return files;
+  return units;
 }
 
-/// One unit file's bytes: its parameters and their AdamW state, whole (gathered over the stage's tensor-parallel
-/// ranks at t > 1: every one of them calls this for the same unit), on the CPU.
+/// One unit file's bytes: `params` as this rank holds them (its shards at t > 1) and their AdamW state, on the CPU.
 std::vector<char> unit_bytes(const std::vector<UnitParameter>& params, const torch::optim::Optimizer& optimizer) {
   c10::Dict<std::string, torch::Tensor> dict;
   const auto& state = optimizer.state();
+  // Cloned: a view would carry its whole storage into the file.
+  const auto saved = [](const torch::Tensor& t) { return t.detach().cpu().clone(); };
   for (const auto& [name, param, stage] : params) {
-    const auto whole = [&](const torch::Tensor& t) { return stage->whole_of(name, t.detach()).cpu().clone(); };
-    dict.insert("param/" + name, whole(param));
+    dict.insert("param/" + name, saved(param));
     const auto it = state.find(param.unsafeGetTensorImpl());
     if (it == state.end()) continue;
     const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-    dict.insert("exp_avg/" + name, whole(adamw.exp_avg()));
-    dict.insert("exp_avg_sq/" + name, whole(adamw.exp_avg_sq()));
+    dict.insert("exp_avg/" + name, saved(adamw.exp_avg()));
+    dict.insert("exp_avg_sq/" + name, saved(adamw.exp_avg_sq()));
     dict.insert("step/" + name, torch::tensor(adamw.step(), torch::kLong));
   }
   return torch::pickle_save(dict);
+}
+
+/// The sidecar of unit file `file` in a .partial folder: its size and checksum, which finalising reads instead of
+/// the tensor file (removed before the folder is renamed).
+fs::path sum_path(const fs::path& file) { return fs::path(file.string() + ".sum"); }
+
+/// Writes `bytes` to `path` and its sum beside it, each atomically.
+void write_unit_file(const fs::path& path, const std::vector<char>& bytes) {
+  const std::string_view view(bytes.data(), bytes.size());
+  core::write_file_atomically(path, view);
+  core::write_file_atomically(sum_path(path), fmt::format("{} {:016x}\n", bytes.size(), core::fnv1a64(view)));
+}
+
+/// The size and checksum write_unit_file recorded for `path`. Throws ppctl::Error naming the sum when it is
+/// missing (the rank that holds the unit did not write it), CheckpointError when it is malformed.
+std::pair<uint64_t, uint64_t> read_sum(const fs::path& path) {
+  const auto text = core::read_file(sum_path(path));
+  unsigned long long bytes = 0, checksum = 0;
+  if (std::sscanf(text.c_str(), "%llu %llx", &bytes, &checksum) != 2) {
+    throw CheckpointError(fmt::format("{} is not '<bytes> <fnv1a64>' (a bug: ppctl wrote it)", sum_path(path).string()));
+  }
+  return {bytes, checksum};
 }
 
 [[noreturn]] void corrupt(const fs::path& file, const std::string& why) {
@@ -82,7 +106,8 @@ std::vector<char> unit_bytes(const std::vector<UnitParameter>& params, const tor
 }
 
 /// Rank 0, once every unit file is in `partial`: meta.json, the rename, `latest`, pruning.
-void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t step, double lr) {
+void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t step, double lr,
+              int64_t tensor_parallel) {
   const auto& spec = writer.spec;
   CheckpointMeta meta;
   meta.step = step;
@@ -95,16 +120,17 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
   meta.seed = spec.train.seed;
   meta.eval_fraction = spec.data.eval_fraction;
   meta.stages = spec.pipeline.stages;
+  meta.tensor_parallel = tensor_parallel;
   meta.lr = lr;
   meta.schedule = CheckpointSchedule{spec.optimizer.lr_schedule, spec.optimizer.lr, spec.optimizer.min_lr,
                                      spec.optimizer.warmup_steps,
                                      writer.total_steps > 0 ? writer.total_steps : spec.train.steps};
   meta.run_hash = run_spec_hash(spec, writer.sequences_per_step);
   if (const char* job = std::getenv("SLURM_JOB_ID")) meta.slurm_job_id = job;
-  for (const auto& name : checkpoint_files(spec.model.layers)) {
-    const auto bytes = core::read_file(partial / name);  // throws naming a file a rank did not write
-    meta.files[name] = {bytes.size(), core::fnv1a64(bytes)};
+  for (const auto& name : checkpoint_files(spec.model.layers, tensor_parallel)) {
+    meta.files[name] = read_sum(partial / name);  // throws naming a file a rank did not write
   }
+  for (const auto& name : checkpoint_files(spec.model.layers, tensor_parallel)) fs::remove(sum_path(partial / name));
   core::write_file_atomically(partial / kMetaFile, checkpoint_meta_text(meta));
 
   const fs::path dir = spec.checkpoint.dir;
@@ -139,52 +165,49 @@ void finalize(const CheckpointWriter& writer, const fs::path& partial, int64_t s
 
 }  // namespace
 
-std::string checkpoint_unit(const std::string& parameter_name) {
-  const auto prefix = parameter_name.substr(0, parameter_name.find('.'));
-  if (prefix == "tok_embed" || prefix == "pos_embed") return "embedding";
-  if (prefix == "ln_f" || prefix == "lm_head") return "head";
-  PPCTL_ASSERT(prefix.rfind("block", 0) == 0 && prefix.size() > 5 &&
-                   std::all_of(prefix.begin() + 5, prefix.end(), ::isdigit),
-               fmt::format("parameter {} belongs to no checkpoint unit", parameter_name));
-  return prefix;
-}
-
-std::vector<std::string> checkpoint_files(int64_t layers) {
-  std::vector<std::string> files{"embedding.pt"};
-  for (int64_t i = 0; i < layers; ++i) files.push_back(fmt::format("block{}.pt", i));
-  files.emplace_back("head.pt");
-  return files;
-}
-
 void save_checkpoint(const CheckpointWriter& writer, int64_t step, double lr) {
   const auto start = std::chrono::steady_clock::now();
   const fs::path dir = writer.spec.checkpoint.dir;
   const fs::path partial = dir / (checkpoint_name(step) + kPartialSuffix);
-  if (!writer.writes) {  // tp rank > 0: its shards gathered into tp rank 0's files, unit by unit
-    for (const auto& [name, params] : parameters_by_file(writer.stages)) unit_bytes(params, writer.optimizer);
-    return;
-  }
-  if (writer.rank == 0) {
+  PPCTL_ASSERT(!writer.stages.empty(), "a rank without stages saves a checkpoint");
+  // Every stage of a rank shares its tensor-parallel group.
+  const model::TensorParallel& tp = writer.stages.front()->tensor_parallel();
+  const bool first_tp = tp.rank == 0;
+  if (first_tp && writer.rank == 0) {
     fs::create_directories(dir);
     fs::remove_all(partial);  // a leftover of an interrupted save of this step
     fs::create_directories(partial);
   }
-  if (writer.comm) writer.comm->barrier();
+  // The folder exists for every rank: tp rank 0's pipeline waits for its rank 0, the other tp ranks for their tp
+  // rank 0.
+  if (first_tp && writer.comm) writer.comm->barrier();
+  if (tp.group) tp.group->barrier();
   int64_t written = 0;
-  for (const auto& [name, params] : parameters_by_file(writer.stages)) {
-    const auto bytes = unit_bytes(params, writer.optimizer);
-    core::write_file_atomically(partial / name, std::string_view(bytes.data(), bytes.size()));
+  const auto write = [&](const std::string& name, const std::vector<UnitParameter>& params) {
+    write_unit_file(partial / name, unit_bytes(params, writer.optimizer));
     ++written;
     if (writer.crash_after_files && writer.crash_after_files->first == step &&
         writer.crash_after_files->second == written) {
-      spdlog::warn("fault injection: killing this worker after {} checkpoint file(s) of step {}",
-                   written, step);
+      spdlog::warn("fault injection: killing this worker after {} checkpoint file(s) of step {}", written, step);
       std::raise(SIGKILL);
     }
+  };
+  for (const auto& [unit, params] : parameters_by_unit(writer.stages)) {
+    if (tp.size == 1) {
+      write(shard_file(unit, 1, 0), params);
+      continue;
+    }
+    std::vector<UnitParameter> split, replicated;
+    for (const auto& p : params) (model::parameter_split(p.name).replicated() ? replicated : split).push_back(p);
+    write(shard_file(unit, tp.size, tp.rank), split);
+    if (first_tp) write(replicated_file(unit, tp.size), replicated);  // the same on every tp rank: written once
   }
+  // Every tp rank of this stage has written; then every stage of tp rank 0's pipeline.
+  if (tp.group) tp.group->barrier();
+  if (!first_tp) return;
   if (writer.comm) writer.comm->barrier();
   if (writer.rank != 0) return;
-  finalize(writer, partial, step, lr);
+  finalize(writer, partial, step, lr, tp.size);
   spdlog::info("checkpoint of step {} written to {} in {:.2f} s", step,
                (dir / checkpoint_name(step)).string(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -260,7 +283,7 @@ fs::path resolve_checkpoint(const fs::path& path) {
 CheckpointMeta read_checkpoint_meta(const fs::path& checkpoint) {
   const fs::path file = checkpoint / kMetaFile;
   const CheckpointMeta meta = parse_checkpoint_meta(core::read_file(file), file);
-  for (const auto& name : checkpoint_files(meta.model.layers)) {
+  for (const auto& name : checkpoint_files(meta.model.layers, meta.tensor_parallel)) {
     const auto it = meta.files.find(name);
     if (it == meta.files.end()) corrupt(file, fmt::format("does not list the unit file {}", name));
     std::error_code error;
@@ -303,62 +326,44 @@ void check_checkpoint_dir_writable(const fs::path& dir, const std::string& locat
 void load_checkpoint(const fs::path& checkpoint, const CheckpointMeta& meta,
                      const std::vector<model::StageModule>& stages, torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;
-  std::map<std::string, std::map<std::string, torch::Tensor>> units;  // file name -> its entries
-  const auto unit = [&](const std::string& name) -> const std::map<std::string, torch::Tensor>& {
-    if (const auto it = units.find(name); it != units.end()) return it->second;
-    const fs::path file = checkpoint / name;
-    const auto bytes = core::read_file(file);
-    const auto& recorded = meta.files.at(name);
-    if (bytes.size() != recorded.first || core::fnv1a64(bytes) != recorded.second) {
-      corrupt(file, "does not match the checksum in meta.json (altered or damaged)");
-    }
-    std::map<std::string, torch::Tensor> dict;
-    try {
-      for (const auto& item :
-           torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
-        dict.emplace(item.key().toStringRef(), item.value().toTensor());
+  UnitReader reader(checkpoint, meta);
+  for (const auto& [unit, params] : parameters_by_unit(stages)) {
+    for (const auto& [name, param, stage] : params) {
+      const auto& tp = stage->tensor_parallel();
+      const auto whole = stage->whole_sizes(name, param.sizes());
+      // A tied head copy saved with one stage (where the head used the embedding itself) comes from the embedding:
+      // both copies are kept identical, AdamW state included (the same split: vocabulary rows).
+      std::string source_unit = unit, source = name;
+      auto value = reader.find(unit, "param/" + name, whole, tp.size, tp.rank);
+      if (!value && meta.tie_embeddings && name == "lm_head.weight") {
+        source_unit = "embedding";
+        source = "tok_embed.weight";
       }
-    } catch (const std::exception&) {
-      corrupt(file, "cannot be read as a dict of tensors");
-    }
-    return units[name] = std::move(dict);
-  };
-  for (const auto& [name, params] : parameters_by_file(stages)) {
-    for (const auto& [param_name, param, stage] : params) {
-      // A tied head copy saved with one stage (where the head used the embedding itself) comes
-      // from the embedding: both copies are kept identical, AdamW state included.
-      const bool from_embedding = meta.tie_embeddings && param_name == "lm_head.weight" &&
-                                  unit(name).count("param/lm_head.weight") == 0;
-      const std::string file_name = from_embedding ? "embedding.pt" : name;
-      const std::string key = from_embedding ? "tok_embed.weight" : param_name;
-      const auto& dict = unit(file_name);
-      const auto tensor = [&](const std::string& prefix) -> std::optional<torch::Tensor> {
-        const auto it = dict.find(prefix + key);
-        if (it == dict.end()) return std::nullopt;
-        return it->second;
+      const auto entry = [&](const std::string& kind) {
+        return reader.find(source_unit, kind + source, whole, tp.size, tp.rank);
       };
-      const fs::path file = checkpoint / file_name;
-      const auto value = tensor("param/");
-      if (!value) corrupt(file, fmt::format("lacks the parameter {}", key));
-      // Whole tensors in the file; this rank's shard of each at t > 1 (the whole file is read: see checkpoint.hpp).
-      const auto shard = [&](const torch::Tensor& whole) { return stage->shard_of(param_name, whole); };
-      const auto whole_shape = stage->whole_sizes(param_name, param.sizes());
-      if (value->sizes() != whole_shape) {
-        corrupt(file, fmt::format("holds {} with shape [{}] where the model has [{}]", key,
-                                  fmt::join(value->sizes(), ", "), fmt::join(whole_shape, ", ")));
-      }
-      param.copy_(shard(*value));
-      const auto exp_avg = tensor("exp_avg/");
-      const auto exp_avg_sq = tensor("exp_avg_sq/");
-      const auto steps = tensor("step/");
+      if (!value) value = reader.get(source_unit, "param/" + source, whole, tp.size, tp.rank);
+      param.copy_(*value);
+      const auto exp_avg = entry("exp_avg/");
+      const auto exp_avg_sq = entry("exp_avg_sq/");
+      const auto steps = entry("step/");
       if (!exp_avg || !exp_avg_sq || !steps) continue;  // saved before AdamW's first step
       auto state = std::make_unique<torch::optim::AdamWParamState>();
       state->step(steps->item<int64_t>());
-      state->exp_avg(shard(*exp_avg).to(param.device()).clone());
-      state->exp_avg_sq(shard(*exp_avg_sq).to(param.device()).clone());
+      state->exp_avg(exp_avg->to(param.device()).clone());
+      state->exp_avg_sq(exp_avg_sq->to(param.device()).clone());
       optimizer.state()[param.unsafeGetTensorImpl()] = std::move(state);
     }
+    reader.release();  // one unit's files at a time
   }
+  const auto& tp = stages.front()->tensor_parallel();
+  uint64_t all = 0;
+  for (const auto& [name, recorded] : meta.files) all += recorded.first;
+  spdlog::info("checkpoint {} (saved at tensor_parallel {}) loaded at tp rank {} of {}: {} unit file(s), {:.2f} MiB "
+               "read of the checkpoint's {:.2f} MiB",
+               checkpoint.string(), meta.tensor_parallel, tp.rank, tp.size, reader.files_read().size(),
+               static_cast<double>(reader.bytes_read()) / (1024.0 * 1024.0),
+               static_cast<double>(all) / (1024.0 * 1024.0));
 }
 
 }  // namespace ppctl::checkpoint

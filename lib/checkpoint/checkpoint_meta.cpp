@@ -23,7 +23,11 @@ using nlohmann::json;
 
 namespace {
 
+/// Version 1: whole unit files (every checkpoint written at tensor_parallel 1, and all written before tensor
+/// parallelism); version 2: per-rank shard files, written at tensor_parallel > 1 (recorded as `tensor_parallel`), so
+/// that a ppctl that reads only whole files refuses them naming the version rather than a missing file.
 constexpr int kFormatVersion = 1;
+constexpr int kShardedVersion = 2;
 
 std::string hex(uint64_t value) { return fmt::format("{:016x}", value); }
 
@@ -111,10 +115,18 @@ CheckpointSchedule read_schedule(const json& s, const fs::path& file) {
 
 /// Every field of meta.json except the value checks (see parse_checkpoint_meta).
 CheckpointMeta read_fields(const json& j, const fs::path& file) {
-  if (j.at("format") != "ppctl-checkpoint" || j.at("version") != kFormatVersion) {
-    throw_corrupt_checkpoint(file, fmt::format("is not a version {} ppctl checkpoint", kFormatVersion));
+  if (j.at("format") != "ppctl-checkpoint" || (j.at("version") != kFormatVersion && j.at("version") != kShardedVersion)) {
+    throw_corrupt_checkpoint(file, fmt::format("is not a version {} or {} ppctl checkpoint", kFormatVersion,
+                                               kShardedVersion));
   }
   CheckpointMeta meta;
+  // Absent in version 1 (whole unit files); at least 2 in version 2 (checked with the other values).
+  meta.tensor_parallel = j.at("version") == kShardedVersion ? integer<int64_t>(j.at("tensor_parallel"), file) : 1;
+  if (j.at("version") == kShardedVersion && meta.tensor_parallel < 2) {
+    throw_corrupt_checkpoint(file, fmt::format("is a version {} checkpoint with tensor_parallel {}; version {} is "
+                                               "written at tensor_parallel 2 or more",
+                                               kShardedVersion, meta.tensor_parallel, kShardedVersion));
+  }
   meta.step = integer<int64_t>(j.at("step"), file);
   const auto& m = j.at("model");
   meta.model.vocab_size = integer<int64_t>(m.at("vocab_size"), file);
@@ -177,6 +189,13 @@ void check_values(const CheckpointMeta& meta, const fs::path& file) {
     throw_corrupt_checkpoint(file, fmt::format("holds a data position whose {} per-source counts do not sum to "
                                                "next_sample {}",
                                                meta.data_counts.size(), meta.next_sample));
+  }
+  // Version 2 is written at t >= 2 only, with t + 1 files per unit (checkpoint_files): a t beyond the files listed
+  // cannot be complete (and is not expanded into file names).
+  if (meta.tensor_parallel < 1 || static_cast<uint64_t>(meta.tensor_parallel) > meta.files.size()) {
+    throw_corrupt_checkpoint(file, fmt::format("holds tensor_parallel {} with {} unit files listed, which no "
+                                               "checkpoint has",
+                                               meta.tensor_parallel, meta.files.size()));
   }
   // embedding.pt, block0.pt ... head.pt: a layer count beyond the files listed cannot be complete.
   if (static_cast<uint64_t>(m.layers) + 2 > meta.files.size()) {
@@ -290,7 +309,7 @@ std::string checkpoint_meta_text(const CheckpointMeta& meta) {
     files[name] = {{"bytes", entry.first}, {"fnv1a64", hex(entry.second)}};
   }
   json j = {{"format", "ppctl-checkpoint"},
-            {"version", kFormatVersion},
+            {"version", meta.tensor_parallel > 1 ? kShardedVersion : kFormatVersion},
             {"step", meta.step},
             {"model", model_json(meta.model)},
             {"sequences_per_step", meta.sequences_per_step},
@@ -302,6 +321,7 @@ std::string checkpoint_meta_text(const CheckpointMeta& meta) {
             {"lr", meta.lr},
             {"files", files}};
   if (!meta.model.init_from.empty()) j["model"]["init_from"] = meta.model.init_from;
+  if (meta.tensor_parallel > 1) j["tensor_parallel"] = meta.tensor_parallel;
   if (meta.schedule) {
     const auto& s = *meta.schedule;
     j["schedule"] = {{"lr_schedule", config::to_string(s.lr_schedule)},

@@ -28,7 +28,9 @@ struct CheckpointSchedule {
 
 /// A checkpoint folder DIR/step-00000100 holds one file per unit of the model — `embedding.pt`,
 /// `block<i>.pt` for global block i, `head.pt` — whoever held them, so any stage count can load
-/// them; and `meta.json`, written last. DIR/latest names the newest complete checkpoint.
+/// them; and `meta.json`, written last. DIR/latest names the newest complete checkpoint. Written at
+/// tensor_parallel t > 1, a unit is t shard files `<unit>.tp<r>-of-<t>.pt` (rank r's shards of the split
+/// parameters) and `<unit>.replicated.pt` (checkpoint/unit_files.hpp), the same dict format in each.
 /// Each unit file is torch::pickle_save of a dict (loadable with Python's torch.load) with, for
 /// every parameter NAME of the unit (names as StageModule::named_parameters, e.g.
 /// `block3.fc1.weight`): `param/NAME`, and once AdamW has stepped `exp_avg/NAME`,
@@ -54,6 +56,9 @@ struct CheckpointMeta {
   double eval_fraction = 0.0;      ///< data.eval_fraction when saved (must match: it decides which
                                    ///< sequences train)
   int64_t stages = 0;              ///< pipeline.stages when saved (informational)
+  /// pipeline.tensor_parallel when saved: 1 for whole unit files (and in every checkpoint written before tensor
+  /// parallelism), t > 1 for per-rank shard files (checkpoint.hpp, checkpoint_files; meta.json version 2).
+  int64_t tensor_parallel = 1;
   double lr = 0.0;                 ///< learning rate of the last step taken
   /// The learning-rate schedule the run was trained with (its horizon); nullopt in checkpoints
   /// written before it was recorded (meta.json without `schedule`).
@@ -87,7 +92,8 @@ std::string checkpoint_meta_text(const CheckpointMeta& meta);
 
 /// Parses meta.json's `text` (read from `file`, which messages name) and checks its values: step,
 /// sequences_per_step, model sizes >= 1, next_sample = step x sequences_per_step, eval_fraction in
-/// [0, 0.5], per-source counts summing to next_sample, a unit file listed for every layer, a schedule
+/// [0, 0.5], per-source counts summing to next_sample, a unit file listed for every layer, version 1 (whole files,
+/// tensor_parallel 1) or 2 (tensor_parallel from 2 to the number of files listed), a schedule
 /// (when present) with lr > 0, min_lr in [0, lr], warmup_steps >= 0, steps >= 1.
 /// Throws ppctl::CheckpointError naming `file` and the fix on anything else (never another exception).
 CheckpointMeta parse_checkpoint_meta(std::string_view text, const std::filesystem::path& file);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/unit_reader.hpp"
 #include "config/hf_config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -45,24 +46,6 @@ uint64_t parse_shard_size(const std::string& text) {
 }
 
 namespace {
-
-/// The checkpoint's parameters by ppctl name, read from its unit files (already verified).
-std::map<std::string, torch::Tensor> read_parameters(const fs::path& checkpoint, const CheckpointMeta& meta) {
-  std::map<std::string, torch::Tensor> params;
-  for (const auto& [file, recorded] : meta.files) {
-    const auto bytes = core::read_file(checkpoint / file);
-    try {
-      for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
-        const auto& key = item.key().toStringRef();
-        if (key.rfind("param/", 0) == 0) params.emplace(key.substr(6), item.value().toTensor());
-      }
-    } catch (const c10::Error&) {
-      throw CheckpointError(fmt::format("{}: cannot be read as a dict of tensors (fix: use an intact checkpoint)",
-                                        (checkpoint / file).string()));
-    }
-  }
-  return params;
-}
 
 /// `out` must be absent or an empty folder; its parent must exist.
 void check_output(const fs::path& out) {
@@ -98,20 +81,20 @@ ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out_give
   const auto meta = read_checkpoint_meta(checkpoint);
   verify_checkpoint_files(checkpoint, meta);
   check_output(out);
-  const auto params = read_parameters(checkpoint, meta);
 
-  // Tensors in HF layout, contiguous fp32, kept alive until written.
+  // Tensors in HF layout, contiguous fp32, kept alive until written: whole tensors, assembled from the shard files
+  // of a checkpoint written at t > 1 one unit at a time (only one unit's files are held at once).
   std::vector<torch::Tensor> keep;
   std::vector<interop::TensorToWrite> tensors;
+  checkpoint::UnitReader reader(checkpoint, meta);
+  std::string unit;
   for (const auto& t : interop::hf_tensors(meta.model)) {
     if (t.tied_copy) continue;
-    const auto it = params.find(t.ppctl_name);
-    if (it == params.end()) {
-      throw CheckpointError(fmt::format("{}: {} lacks the parameter {} (fix: use an intact checkpoint)",
-                                        (checkpoint / checkpoint_unit(t.ppctl_name)).string() + ".pt",
-                                        checkpoint.string(), t.ppctl_name));
+    if (checkpoint_unit(t.ppctl_name) != unit) {
+      reader.release();
+      unit = checkpoint_unit(t.ppctl_name);
     }
-    auto value = it->second.to(torch::kFloat);
+    auto value = reader.get(unit, "param/" + t.ppctl_name, t.ppctl_shape).to(torch::kFloat);
     if (t.layout == interop::Layout::Transpose) value = value.t();
     keep.push_back(value.contiguous());
     tensors.push_back({t.hf_names.front(), t.hf_shape, keep.back().data_ptr<float>()});

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/check.hpp"
 #include "core/echo.hpp"
 #include "core/error.hpp"
+#include "plan/shard_pieces.hpp"
 
 namespace ppctl::interop {
 namespace fs = std::filesystem;
@@ -127,22 +129,43 @@ void HfFolder::check(const std::vector<HfTensor>& tensors) const {
                                     fmt::join(problems, "\n  ")));
 }
 
-std::vector<float> HfFolder::read(const HfTensor& t) const {
+HfFolder::SliceRead HfFolder::read(const HfTensor& t, const TensorSlice& slice) const {
   const auto found = find(t.hf_names);
   if (auto text = problem(t, found, description_); !text.empty()) {
     throw CheckpointError(text + " (fix: make the model section match the folder's config.json)");
   }
-  auto values = found.file->read_f32(found.info->name);
-  if (t.layout == Layout::Rows) {
-    values.resize(static_cast<size_t>(t.ppctl_shape[0] * t.ppctl_shape[1]));
-  } else if (t.layout == Layout::Transpose) {
-    const auto rows = static_cast<size_t>(t.hf_shape[0]), cols = static_cast<size_t>(t.hf_shape[1]);
-    std::vector<float> out(values.size());
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < cols; ++c) out[c * rows + r] = values[r * cols + c];
-    values.swap(out);
+  // ppctl's view [R, C] (a vector: one column), split along `dim` (0 when whole: one piece of every row).
+  const int64_t rows = t.ppctl_shape.empty() ? 1 : t.ppctl_shape[0];
+  const int64_t cols = t.ppctl_shape.size() < 2 ? 1 : t.ppctl_shape[1];
+  const bool whole = slice.dim < 0 || slice.size == 1;
+  const int64_t dim = whole ? 0 : slice.dim;
+  PPCTL_ASSERT(dim <= 1 && (dim == 0 || t.ppctl_shape.size() == 2),
+               fmt::format("slice along dim {} of {} {}", dim, t.ppctl_name, shape_text(t.ppctl_shape)));
+  const int64_t extent = dim == 0 ? rows : cols;
+  const auto pieces = whole ? std::vector<plan::ShardPiece>{{0, 0, 0, extent}}
+                            : plan::shard_pieces(extent, slice.parts, 1, slice.size, slice.rank);
+  const int64_t kept = whole ? extent : plan::shard_rows(extent, slice.parts, slice.size, slice.rank);
+  const int64_t out_rows = dim == 0 ? kept : rows, out_cols = dim == 0 ? cols : kept;
+  SliceRead read;
+  read.values.resize(static_cast<size_t>(out_rows * out_cols));
+  std::vector<float> block;
+  for (const auto& piece : pieces) {
+    // The piece in ppctl's coordinates: rows [r, r + nr) x columns [c, c + nc), placed at (dr, dc) of the slice.
+    const int64_t r = dim == 0 ? piece.source_offset : 0, nr = dim == 0 ? piece.length : rows;
+    const int64_t c = dim == 0 ? 0 : piece.source_offset, nc = dim == 0 ? cols : piece.length;
+    const int64_t dr = dim == 0 ? piece.offset : 0, dc = dim == 0 ? 0 : piece.offset;
+    float* dst = read.values.data() + dr * out_cols + dc;
+    if (t.layout != Layout::Transpose) {  // Same, Rows: the file's [rows (or more), cols], row-major
+      read.bytes_read += found.file->read_f32_block(*found.info, r, nr, c, nc, dst, out_cols);
+      continue;
+    }
+    // The file holds [C, R]: ppctl's rows are its columns. Read the file's block [nc, nr], then transpose it.
+    block.resize(static_cast<size_t>(nc * nr));
+    read.bytes_read += found.file->read_f32_block(*found.info, c, nc, r, nr, block.data(), nr);
+    for (int64_t i = 0; i < nr; ++i)
+      for (int64_t j = 0; j < nc; ++j) dst[i * out_cols + j] = block[static_cast<size_t>(j * nr + i)];
   }
-  return values;
+  return read;
 }
 
 void check_hf_folder(const std::filesystem::path& dir, const config::ModelSpec& model) {

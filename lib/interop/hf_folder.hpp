@@ -42,7 +42,29 @@ class HfFolder {
 
   /// Tensor `t` as ppctl holds it: fp32, ppctl_shape, row-major (Conv1D weights transposed, wpe cut to
   /// its first rows). Throws ppctl::CheckpointError as check() does when it is missing or misshapen.
-  std::vector<float> read(const HfTensor& t) const;
+  std::vector<float> read(const HfTensor& t) const { return read(t, TensorSlice{}).values; }
+
+  /// Which part of a ppctl parameter a tensor-parallel rank holds: model::Split's `dim` (-1: all of it) and `parts`,
+  /// and the rank `rank` of `size` (model::take_shard's rule, plan::shard_pieces).
+  struct TensorSlice {
+    int64_t dim = -1;
+    int64_t parts = 1;
+    int64_t size = 1;
+    int64_t rank = 0;
+  };
+  /// Values and the bytes of the file they were read from.
+  struct SliceRead {
+    std::vector<float> values;
+    uint64_t bytes_read = 0;
+  };
+
+  /// Slice `slice` of tensor `t` as ppctl holds it (read()'s layout; take_shard's shape of ppctl_shape, row-major),
+  /// reading from the mapping only the slice's bytes and converting only its elements: a ppctl dim-0 slice is one
+  /// contiguous run of rows per fused part in the file, a dim-1 slice one run per row; GPT-2's Conv1D weights,
+  /// stored transposed, swap the two (a ppctl row slice is a column run per file row) and are transposed in place;
+  /// wpe's rows beyond ppctl's are not read. bytes_read counts what was read (about 1/size of a split tensor's
+  /// bytes). Dims other than 0 and 1 are not split by ppctl. Throws ppctl::CheckpointError as read() does.
+  SliceRead read(const HfTensor& t, const TensorSlice& slice) const;
 
   /// The files, for messages: `DIR/model.safetensors` or `DIR/model.safetensors.index.json (N shards)`.
   const std::string& description() const { return description_; }

@@ -13,6 +13,7 @@
 #include "core/echo.hpp"
 #include "interop/hf_folder.hpp"
 #include "model/stage.hpp"
+#include "model/tensor_parallel.hpp"
 
 namespace ppctl::interop {
 namespace {
@@ -26,8 +27,8 @@ double peak_rss_mib() {
 
 }  // namespace
 
-void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& model,
-                     const plan::StageLayout& layout, model::StageModuleImpl& stage) {
+HfLoadStats load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& model,
+                            const plan::StageLayout& layout, model::StageModuleImpl& stage) {
   const auto start = std::chrono::steady_clock::now();
   const double rss_before = peak_rss_mib();
   const HfFolder folder(dir);
@@ -39,24 +40,31 @@ void load_hf_weights(const std::filesystem::path& dir, const config::ModelSpec& 
     return list;
   }());
   torch::NoGradGuard no_grad;
-  int64_t bytes = 0;
+  const auto& tp = stage.tensor_parallel();
+  HfLoadStats stats;
   for (auto& item : stage.named_parameters()) {
     const auto it = by_name.find(item.key());
     PPCTL_ASSERT(it != by_name.end(), "no Hugging Face tensor for parameter " + item.key());
-    auto values = folder.read(it->second);
+    // Only this rank's slice is read from the file and converted (its take_shard of the whole tensor).
+    const auto split = model::parameter_split(item.key());
+    auto read = folder.read(it->second, {split.dim, split.parts, tp.size, tp.rank});
     auto& param = item.value();
-    const auto& shape = it->second.ppctl_shape;  // whole; at t > 1 the stage holds its shard of it
-    const auto source = torch::from_blob(values.data(), shape, torch::kFloat);
-    PPCTL_ASSERT(static_cast<int64_t>(values.size()) == source.numel(), "size of " + item.key());
-    param.copy_(stage.shard_of(item.key(), source));
-    bytes += static_cast<int64_t>(values.size() * sizeof(float));
+    const auto source = torch::from_blob(read.values.data(), param.sizes(), torch::kFloat);
+    PPCTL_ASSERT(static_cast<int64_t>(read.values.size()) == param.numel(), "size of " + item.key());
+    param.copy_(source);
+    ++stats.tensors;
+    stats.bytes_read += read.bytes_read;
+    stats.whole_bytes += static_cast<uint64_t>(c10::multiply_integers(it->second.ppctl_shape)) *
+                         dtype_size(folder.find(it->second.hf_names).info->dtype);
   }
-  spdlog::info("stage {}: {} parameter tensors ({:.1f} MiB) loaded from {} in {:.3f} s; peak RSS {:.1f} MiB "
-               "before, {:.1f} MiB after",
-               layout.stage, by_name.size(), static_cast<double>(bytes) / (1024.0 * 1024.0),
-               core::echo_label(folder.description()),
+  spdlog::info("stage {} (tp rank {} of {}): {} parameter tensors loaded from {}, {:.2f} MiB read of their whole "
+               "tensors' {:.2f} MiB, in {:.3f} s; peak RSS {:.1f} MiB before, {:.1f} MiB after",
+               layout.stage, tp.rank, tp.size, stats.tensors, core::echo_label(folder.description()),
+               static_cast<double>(stats.bytes_read) / (1024.0 * 1024.0),
+               static_cast<double>(stats.whole_bytes) / (1024.0 * 1024.0),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), rss_before,
                peak_rss_mib());
+  return stats;
 }
 
 }  // namespace ppctl::interop

@@ -240,25 +240,44 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
   PPCTL_CHECK(info != nullptr, CheckpointError,
               fmt::format("{}: no tensor '{}'", core::echo_label(path_.string()), core::echo_value(name)),
               "check the file's tensor names (python: safetensors.safe_open(path, 'pt').keys())");
-  const auto n = static_cast<size_t>(info->numel());
-  std::vector<float> out(n);
-  const unsigned char* src = data(*info);
-  if (info->dtype == "F32") {
-    if (n > 0) std::memcpy(out.data(), src, n * 4);  // little-endian host (x86-64, aarch64); an empty
-                                                     // vector's data() may be null, which memcpy must not get
-  } else if (info->dtype == "F16" || info->dtype == "BF16") {
-    const bool bf16 = info->dtype == "BF16";
-    for (size_t i = 0; i < n; ++i) {
-      const auto bits = static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8));
-      out[i] = bf16 ? from_bits(static_cast<uint32_t>(bits) << 16) : half_to_float(bits);
-    }
-  } else {
+  const int64_t rows = info->shape.empty() ? 1 : info->shape[0];
+  const int64_t cols = rows == 0 ? 0 : info->numel() / rows;
+  std::vector<float> out(static_cast<size_t>(info->numel()));
+  read_f32_block(*info, 0, rows, 0, cols, out.data(), cols);
+  return out;
+}
+
+uint64_t SafetensorsFile::read_f32_block(const TensorInfo& info, int64_t row_begin, int64_t rows, int64_t col_begin,
+                                         int64_t cols, float* out, int64_t out_stride) const {
+  const int64_t all_rows = info.shape.empty() ? 1 : info.shape[0];
+  const int64_t all_cols = all_rows == 0 ? 0 : info.numel() / all_rows;
+  PPCTL_ASSERT(row_begin >= 0 && rows >= 0 && row_begin + rows <= all_rows && col_begin >= 0 && cols >= 0 &&
+                   col_begin + cols <= all_cols && out_stride >= cols,
+               fmt::format("block [{}, +{}) x [{}, +{}) of {} [{} x {}]", row_begin, rows, col_begin, cols, info.name,
+                           all_rows, all_cols));
+  const bool f32 = info.dtype == "F32", bf16 = info.dtype == "BF16";
+  if (!f32 && !bf16 && info.dtype != "F16") {
     throw CheckpointError(fmt::format("{}: tensor '{}' has dtype {}; ppctl reads F32, F16 and BF16 (fix: "
                                       "convert the model to float32, float16 or bfloat16)",
-                                      core::echo_label(path_.string()), core::echo_value(name),
-                                      core::echo_value(info->dtype)));
+                                      core::echo_label(path_.string()), core::echo_value(info.name),
+                                      core::echo_value(info.dtype)));
   }
-  return out;
+  if (rows == 0 || cols == 0) return 0;
+  const size_t width = f32 ? 4 : 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    // Only this row's run of the block is touched: a strided column range reads cols elements per row.
+    const unsigned char* src = data(info) + (static_cast<size_t>((row_begin + r) * all_cols + col_begin)) * width;
+    float* dst = out + r * out_stride;
+    if (f32) {
+      std::memcpy(dst, src, static_cast<size_t>(cols) * 4);  // little-endian host (x86-64, aarch64)
+    } else {
+      for (int64_t i = 0; i < cols; ++i) {
+        const auto bits = static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8));
+        dst[i] = bf16 ? from_bits(static_cast<uint32_t>(bits) << 16) : half_to_float(bits);
+      }
+    }
+  }
+  return static_cast<uint64_t>(rows * cols) * width;
 }
 
 uint64_t safetensors_data_bytes(const std::vector<TensorToWrite>& tensors) {

@@ -33,7 +33,7 @@ struct TensorInfo {
 size_t dtype_size(const std::string& dtype);
 
 /// A safetensors file opened read-only and memory-mapped: opening reads and validates the header
-/// only (the pages of the data are touched only by read_f32 / data of the tensors asked for).
+/// only (the pages of the data are touched only by read_f32 / read_f32_block / data of the elements asked for).
 /// Throws ppctl::CheckpointError naming the file and the rule on: a file shorter than 8 bytes, a
 /// header length of 0, above 100 MB or past the end of the file, a header that is not a JSON object
 /// of tensor entries, an unknown dtype, a negative shape, data_offsets that disagree with
@@ -61,6 +61,15 @@ class SafetensorsFile {
   /// exactly (IEEE half and bfloat16 widen losslessly). Throws ppctl::CheckpointError naming the
   /// tensor and file when it is missing or of another dtype.
   std::vector<float> read_f32(const std::string& name) const;
+
+  /// Rows [row_begin, row_begin + rows) x columns [col_begin, col_begin + cols) of tensor `info` (an entry of this
+  /// file) viewed as a matrix [shape[0], numel / shape[0]] (a vector: one column; a scalar: [1, 1]), converted to
+  /// fp32 as read_f32 does: row i of the block goes to out[i * out_stride ...]. Only the block's bytes are read from
+  /// the mapping (a column range: one run per row). Returns the bytes read (elements x dtype size). Throws
+  /// ppctl::CheckpointError naming the tensor and file for a dtype other than F32, F16, BF16, and
+  /// ppctl::InternalError when the block lies outside the tensor or out_stride < cols.
+  uint64_t read_f32_block(const TensorInfo& info, int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols,
+                          float* out, int64_t out_stride) const;
 
  private:
   std::filesystem::path path_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/check.hpp"
+#include "plan/shard_pieces.hpp"
 
 namespace ppctl::model {
 namespace {
@@ -123,12 +124,7 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
 }  // namespace
 
 std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t size, int64_t rank) {
-  PPCTL_ASSERT(size >= 1 && rank >= 0 && rank < size && n >= size,
-               fmt::format("shard {} of {} over {} rows", rank, size, n));
-  // The first n mod size ranks hold one row more: every rank holds at least one (n >= size), none differ by two.
-  const int64_t base = n / size, extra = n % size;
-  const int64_t begin = rank * base + std::min(rank, extra);
-  return {begin, begin + base + (rank < extra ? 1 : 0)};
+  return plan::shard_range(n, size, rank);  // one rule for the model, checkpoints and Hugging Face slices
 }
 
 Split parameter_split(const std::string& name) {

@@ -414,17 +414,16 @@ class TrainingRun {
   }
 
   /// Replicas hold the same weights: the first one (dp rank 0) writes. The distributed optimizer's moments (and
-  /// fp32 main parameters) are gathered first, by every replica, into whole tensors on the CPU (the same
+  /// fp32 main parameters) are gathered first, over the replicas, into this rank's tensors on the CPU (the same
   /// format); fp32 main parameters are written in place of bf16 weights. At t > 1 every tp rank of replica 0
-  /// gathers each tensor whole and tp rank 0 writes it, so the files do not depend on t.
+  /// writes its own shards (nothing is gathered over the tp group); checkpoint::load_checkpoint recuts them at any t.
   void save(int64_t step, double lr) {
     const auto state = optimizer_->checkpoint_state(ctx_.stages);
     if (ctx_.dp_rank != 0) return;
     const optim::SeatedWeights seated(ctx_.stages, state.weights);
     const CheckpointWriter writer{spec_,     ctx_.stages,         *state.optimizer,
                                   ctx_.rank, ctx_.comm,           sequences_per_step_,
-                                  ctx_.crash_in_checkpoint,       ctx_.steps,
-                                  /*writes=*/ctx_.tp_rank == 0};
+                                  ctx_.crash_in_checkpoint,       ctx_.steps};
     save_checkpoint(writer, step, lr);
   }
 

@@ -20,7 +20,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LINE = re.compile(r"\[rank (\d+)\].*stage (\d+): (\d+) parameter tensors \(([\d.]+) MiB\) loaded from .* in "
+LINE = re.compile(r"\[rank (\d+)\].*stage (\d+) \(tp rank \d+ of \d+\): (\d+) parameter tensors loaded from .*, "
+                  r"([\d.]+) MiB read of their whole tensors' [\d.]+ MiB, in "
                   r"([\d.]+) s; peak RSS ([\d.]+) MiB before, ([\d.]+) MiB after")
 
 

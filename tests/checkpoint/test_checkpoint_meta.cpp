@@ -51,6 +51,29 @@ TEST_CASE("meta.json records model.init_from (the folder an export copies the to
   CHECK(has(refusal([&] { checkpoint::parse_checkpoint_meta(j.dump(), "ckpt/meta.json"); }), "ckpt/meta.json"));
 }
 
+TEST_CASE("meta.json of a tensor-parallel checkpoint: version 2 with tensor_parallel; t = 1 stays version 1") {
+  const test::TempDir dir;
+  auto meta = meta_of(spec_of(dir, 10, "lr: 0.001"), 4, 10);
+  const auto whole = nlohmann::json::parse(checkpoint::checkpoint_meta_text(meta));
+  CHECK(whole["version"] == 1);  // the whole-file format earlier ppctl versions write and read
+  CHECK(whole.count("tensor_parallel") == 0);
+  CHECK(checkpoint::parse_checkpoint_meta(whole.dump(), "meta.json").tensor_parallel == 1);
+  meta.tensor_parallel = 2;
+  const auto sharded = nlohmann::json::parse(checkpoint::checkpoint_meta_text(meta));
+  CHECK(sharded["version"] == 2);
+  CHECK(sharded["tensor_parallel"] == 2);
+  CHECK(checkpoint::parse_checkpoint_meta(sharded.dump(), "meta.json").tensor_parallel == 2);
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = sharded;
+    edit(j);
+    return refusal([&] { checkpoint::parse_checkpoint_meta(j.dump(), "ckpt/meta.json"); });
+  };
+  CHECK(has(refused([](auto& j) { j["tensor_parallel"] = 1; }), "version 2 is written at tensor_parallel 2 or more"));
+  CHECK(has(refused([](auto& j) { j["tensor_parallel"] = INT64_MAX; }), "unit files listed, which no checkpoint has"));
+  CHECK(has(refused([](auto& j) { j.erase("tensor_parallel"); }), "cannot be read as checkpoint metadata"));
+  CHECK(has(refused([](auto& j) { j["version"] = 3; }), "is not a version 1 or 2 ppctl checkpoint"));
+}
+
 TEST_CASE("malformed meta.json values are refused with a CheckpointError naming the file") {
   const test::TempDir dir;
   const auto spec = spec_of(dir, 10, "lr: 0.001");
