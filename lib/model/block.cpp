@@ -43,7 +43,9 @@ torch::Tensor seeded_dropout(const torch::Tensor& x, double p, const DropoutCont
   auto sizes = x.sizes().vec();
   if (tp.splits_sequence()) sizes.at(1) *= tp.size;  // the whole sequence's mask, then this rank's positions
   auto keep = torch::empty(sizes, torch::dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
-  if (tp.splits_sequence()) keep = keep.narrow(1, tp.rank * x.size(1), x.size(1));
+  // A copy of this rank's positions: a view (or, at batch 1, a contiguous narrow) would keep the whole sequence's
+  // mask alive for the backward, which saves the mask.
+  if (tp.splits_sequence()) keep = keep.narrow(1, tp.rank * x.size(1), x.size(1)).clone();
   return x * keep.to(x.device(), x.scalar_type()) / (1.0 - p);
 }
 

@@ -17,6 +17,7 @@
 #include "model/llama.hpp"
 #include "model/stage.hpp"
 #include "model/tensor_parallel.hpp"
+#include "runtime/memory.hpp"
 
 using namespace ppctl;
 using namespace std::chrono_literals;
@@ -218,6 +219,27 @@ TEST_CASE("vocabulary-parallel cross-entropy equals cross-entropy over the whole
       throw std::runtime_error("gradient differs");
     }
   });
+}
+
+TEST_CASE("dropout under sequence parallelism keeps this rank's part of the mask for the backward, not the whole") {
+  // The mask is drawn for the whole sequence (so that it does not depend on t) and cut: what stays alive with the
+  // output must be [batch, s / t, hidden], at batch 1 (where the cut is a contiguous view) and above. The plan counts
+  // that (plan::block_activation_bytes).
+  const runtime::MemoryMeter meter(torch::kCPU);
+  const int64_t t = 4, seq = 32, hidden = 16;
+  const model::TensorParallel tp{t, 1, nullptr, true};
+  const model::DropoutContext context{true, 5, 1, 2};
+  for (const int64_t batch : {1, 3}) {
+    INFO("batch " << batch);
+    const auto x = torch::randn({batch, seq / t, hidden}).requires_grad_(true);
+    const int64_t part = x.numel() * 4;  // one fp32 tensor of this rank's positions
+    const int64_t before = meter.read().live;
+    auto y = model::seeded_dropout(x, 0.1, context, 0, 0, tp);
+    const int64_t held = meter.read().live - before;  // the output and what autograd saved for the backward
+    CHECK(held >= 2 * part);                          // the output and the mask
+    CHECK(held < 2 * part + part / 2);                // not the whole sequence's mask (t parts)
+    y.sum().backward();
+  }
 }
 
 TEST_CASE("a block split over two ranks computes the unsplit block, with Megatron's collectives each way") {
