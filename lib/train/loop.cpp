@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <exception>
 #include <limits>
 
 #include "checkpoint/checkpoint.hpp"
@@ -254,7 +255,23 @@ class TrainingRun {
       meta_ = read_checkpoint_meta(ctx_.resume_from);
       check_resumable(meta_, spec_, sequences_per_step_, ctx_.steps, ctx_.resume_from);
       loaded = optim::make_optimizer(ctx_.stages, spec_.optimizer);
-      load_checkpoint(ctx_.resume_from, meta_, ctx_.stages, *loaded);
+      // Under torchrun and Slurm each rank checks only the files it reads (the local launcher checks them all
+      // before it starts anyone): every rank learns whether all of them loaded before any goes on into a step
+      // that its peers will not take.
+      std::exception_ptr failure;
+      try {
+        load_checkpoint(ctx_.resume_from, meta_, ctx_.stages, *loaded);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      const int64_t failed = ranks_where(failure != nullptr);
+      if (failure) std::rethrow_exception(failure);
+      if (failed > 0) {
+        throw CheckpointError(fmt::format(
+            "{}: {} other rank(s) of the job could not load their part of this checkpoint, so this rank stops "
+            "before training (their errors name the file and the fix)",
+            ctx_.resume_from, failed));
+      }
     }
     const bool bf16_weights = spec_.runtime.precision == config::Precision::Bf16Params;
     if (distributed_) {
@@ -267,6 +284,17 @@ class TrainingRun {
       optimizer_ = std::make_unique<optim::ReplicatedOptimizer>(ctx_.stages, spec_.optimizer, bf16_weights,
                                                                 loaded.get());
     }
+  }
+
+  /// How many ranks of the job say `yes`: summed over the tensor-parallel, pipeline and data-parallel groups in
+  /// turn, which counts every rank of the tp x dp x pp grid once, the same answer on every rank. Collective over
+  /// every rank (each group's timeout bounds it).
+  int64_t ranks_where(bool yes) {
+    double count = yes ? 1.0 : 0.0;
+    for (auto* group : {ctx_.tensor_parallel, ctx_.comm, ctx_.data_parallel}) {
+      if (group != nullptr) count = group->all_reduce_sum({count}).at(0);
+    }
+    return static_cast<int64_t>(count);
   }
 
   /// The first step to run: 0, or the checkpoint's step, with the dataset moved to the data position the

@@ -361,6 +361,44 @@ SH
     [ "$(cat "$WORK"/rank*.out | grep -c "train.max_restarts 2 has no effect")" -eq 1 ] || fail "the warning is not given once"
     no_leftovers
     ;;
+  damaged_shard)
+    # A tp 2 x pp 2 checkpoint with one byte of a shard file altered (its size kept), resumed by four ranks
+    # started with torchrun's variables: each rank checks only the files it reads, so one rank finds it. Every
+    # rank stops before step 3 (none waits on a peer that left): the one that read it names the file, the others
+    # say another rank could not load its part. Exit 2 everywhere (bad input), nothing left running.
+    tiny_job 2 2 "checkpoint: {dir: ckpt}"
+    sed -i 's/^pipeline: {stages: 2,/pipeline: {stages: 2, tensor_parallel: 2,/' "$WORK/job.yaml"
+    (cd "$WORK" && timeout 300 "$PPCTL" train job.yaml > "$WORK/first.out" 2>&1) || { cp "$WORK/first.out" "$WORK/out"; fail "the first run exited $?"; }
+    shard="$WORK/ckpt/step-00000002/block3.tp1-of-2.pt"
+    [ -f "$shard" ] || fail "no shard file $shard: $(ls "$WORK/ckpt/step-00000002")"
+    python3 - "$shard" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[len(data) // 2] ^= 0xFF
+open(sys.argv[1], "wb").write(bytes(data))
+PY
+    sed -i 's/steps: 2,/steps: 4,/' "$WORK/job.yaml"
+    port=$(free_port)
+    pids=()
+    for r in 0 1 2 3; do
+      (cd "$WORK" && RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"         exec timeout 120 "$PPCTL" train job.yaml --resume ckpt > "$WORK/rank$r.out" 2>&1) &
+      pids+=($!)
+    done
+    for r in 0 1 2 3; do
+      wait_bounded "${pids[$r]}" 60
+      [ "$rc" -eq 2 ] || { cat "$WORK"/rank*.out > "$WORK/out"; fail "rank $r exited $rc, expected 2"; }
+    done
+    cat "$WORK"/rank*.out > "$WORK/out"
+    # Rank 3 holds tp rank 1 of stage 1 (rank = pp x 2 + tp): the one that reads block3.tp1-of-2.pt.
+    grep -q "\[rank 3\] error: .*block3.tp1-of-2.pt.*checksum" "$WORK/rank3.out" \
+      || fail "rank 3 does not name the altered file: $(grep error: "$WORK/rank3.out")"
+    for r in 0 1 2; do
+      grep -q "\[rank $r\] error: .*1 other rank(s) of the job could not load their part of this checkpoint" \
+        "$WORK/rank$r.out" || fail "rank $r does not say another rank failed: $(grep error: "$WORK/rank$r.out")"
+    done
+    grep -q "Connection closed by peer\|step 3/4" "$WORK/out" && fail "a rank went on into step 3"
+    no_leftovers
+    ;;
   gloo_interface)
     # Issue 13: GLOO_SOCKET_IFNAME under the local launcher: a name the machine lacks is bad input before any
     # worker starts (said once); lo trains quietly; another interface with an address trains, with a warning
