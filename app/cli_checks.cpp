@@ -20,12 +20,17 @@
 
 namespace ppctl::app {
 
-CLI::Validator number_check(double min, bool strict) {
+CLI::Validator number_check(double min, bool strict, double max) {
   return CLI::Validator(
-      [min, strict](std::string& text) -> std::string {
+      [min, strict, max](std::string& text) -> std::string {
         // Plain decimal only: strtod alone also takes hexadecimal (`0x5` = 5), `inf`, and leading spaces.
         static const std::regex decimal(R"([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?)");
-        const double value = std::regex_match(text, decimal) ? std::strtod(text.c_str(), nullptr) : std::nan("");
+        const bool is_decimal = std::regex_match(text, decimal);
+        const double value = is_decimal ? std::strtod(text.c_str(), nullptr) : std::nan("");
+        if (is_decimal && std::isinf(value)) {
+          return fmt::format("value {}: out of range (fix: a number of at most {:g})", ppctl::core::echo_value(text),
+                             max);
+        }
         if (!std::isfinite(value)) {
           return fmt::format("value {}: must be a number written in decimal, e.g. 5, 0.25 or 1e-3",
                              ppctl::core::echo_value(text));
@@ -33,9 +38,11 @@ CLI::Validator number_check(double min, bool strict) {
         if (strict ? value <= min : value < min) {
           return fmt::format("{} must be {} {:g}", text, strict ? "greater than" : "at least", min);
         }
+        if (value > max) return fmt::format("{} must be at most {:g}", text, max);
         return "";
       },
-      strict ? "NUMBER > " + fmt::format("{:g}", min) : "NUMBER >= " + fmt::format("{:g}", min));
+      fmt::format("NUMBER {} {:g}{}", strict ? ">" : ">=", min,
+                  max < std::numeric_limits<double>::max() ? fmt::format(" and <= {:g}", max) : ""));
 }
 
 CLI::Validator integer_check(int64_t lo, int64_t hi) {

@@ -4,13 +4,15 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace ppctl::app {
 
 /// CLI11 check: a finite number written in decimal (digits, an optional point and exponent; not hexadecimal,
-/// `inf` or `nan`) of at least `min` (above it when `strict`), with a readable message.
-CLI::Validator number_check(double min, bool strict);
+/// `inf` or `nan`) of at least `min` (above it when `strict`) and at most `max`, with a readable message. A
+/// decimal beyond a double (1e400) is refused as out of range.
+CLI::Validator number_check(double min, bool strict, double max = std::numeric_limits<double>::max());
 
 /// CLI11 check: an integer in [lo, hi] spelled as the spec's integers are (core/integer_text.hpp).
 /// CLI11 alone reads `010` as octal 8 and takes `0x3` or `+3`.

@@ -31,6 +31,10 @@
 namespace ppctl::app {
 namespace {
 
+constexpr double kMaxMs = 1e9;    // the most ms any time option takes, as the spec's times (pipeline.zb_auto)
+constexpr double kMinRate = 1e-3;  // --tp-bandwidth GB/s and --tflops TFLOP/s: from 1 MB/s, 1 GFLOP/s
+constexpr double kMaxRate = 1e6;   // to 1 PB/s, 1 EFLOP/s: beyond them the tp term's ms over- or underflow
+
 ppctl::schedule::CostModel cost_model(const PlanOptions& options) {
   ppctl::schedule::CostModel costs;
   if (options.costs.size() % 4 != 0) {
@@ -230,7 +234,7 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
                    "(default 1,2,1,1)")
       ->delimiter(',')
       ->expected(4, CLI::detail::expected_max_vector_size)
-      ->check(number_check(0.0, true));
+      ->check(number_check(0.0, true, kMaxMs));
   plan->add_flag("--balance", plan_options.balance,
                  "Lay out the stages as pipeline.balance: auto would (the spec is not edited)");
   plan->add_option("--layer-costs", plan_options.layer_costs,
@@ -240,30 +244,30 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
                    "as a fixed part plus a part per sequence")
       ->excludes("--costs")->type_name("FILE|RUN_DIR")->expected(1)->take_all();
   plan->add_option("--p2p-latency", plan_options.p2p_latency, "Transfer latency between ranks, ms")
-      ->check(number_check(0.0, false))
+      ->check(number_check(0.0, false, kMaxMs))
       ->each([&plan_options](const std::string&) { plan_options.p2p_latency_given = true; });
   plan->add_option("--defer-penalty", plan_options.defer_penalty,
                    "What a W costs more when it does not run right after its I, ms (default 0; with schedule "
                    "zb-auto and no --costs, pipeline.zb_auto's)")
-      ->check(number_check(0.0, false))
+      ->check(number_check(0.0, false, kMaxMs))
       ->each([&plan_options](const std::string&) { plan_options.defer_penalty_given = true; });
   plan->add_option("--grad-reduce-ms", plan_options.grad_reduce_ms,
                    "Time of one stage's data-parallel gradient reduction, ms (runs beside compute: from the "
                    "stage's REDUCE_GRAD, or after the schedule with runtime.overlap_grad_reduce false)")
-      ->check(number_check(0.0, false));
+      ->check(number_check(0.0, false, kMaxMs));
   plan->add_option_function<double>(
           "--tp-collective-ms", [&plan_options](double ms) { plan_options.tp_comm.collective_ms = ms; },
           "Time of one tensor-parallel all-reduce of a microbatch's activations (micro_batch_size x seq_len x "
           "hidden), ms; an all-gather or reduce-scatter takes half (default: from the bytes at --tp-bandwidth)")
-      ->check(number_check(0.0, false));
+      ->check(number_check(0.0, false, kMaxMs));
   plan->add_option("--tp-bandwidth", plan_options.tp_comm.bandwidth_gbps,
                    "Bus bandwidth of a tensor-parallel group's link, GB/s: times the tp collectives without "
                    "--tp-collective-ms (default 450, NVLink 4)")
-      ->check(number_check(0.0, true));
+      ->check(number_check(kMinRate, false, kMaxRate));
   plan->add_option("--tflops", plan_options.tp_comm.tflops,
                    "Compute one GPU achieves, TFLOP/s: turns the FLOP model's forwards into ms to weigh the tp "
                    "collectives against them (default 400, Llama 3 405B's per H100)")
-      ->check(number_check(0.0, true));
+      ->check(number_check(kMinRate, false, kMaxRate));
   auto* tune = plan->add_flag("--tune", plan_options.tune,
                                "Search schedule, microbatches, split and recompute for the fastest configurations "
                                "that fit; print the top 5 with the spec lines for each (exit 4: none fits)");

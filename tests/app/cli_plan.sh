@@ -172,14 +172,20 @@ CASES
     grep -q "simulated  step 15.00 ms" "$WORK/out" || fail "measured costs changed by the tp term"
     sed -i 's/tensor_parallel: 2,/data_parallel: 4,/' "$WORK/job.yaml"
     "$PPCTL" plan "$WORK/job.yaml" --tune > "$WORK/out" 2>&1 || fail "plan --tune exited $?"
-    grep -q "^tp comm   tp 4 with sequence parallelism: .*; one all-reduce in units of one block's forward at micro_batch_size 4 (in proportion to it): tp 2 [0-9.e-]*, tp 4 [0-9.e-]*; added to F, B and I by their counts" "$WORK/out" \
+    grep -q "^tp comm   at the largest tp searched, tp 4 with sequence parallelism: .*; one all-reduce in units of one block's forward at micro_batch_size 4 (in proportion to it): tp 2 [0-9.e-]*, tp 4 [0-9.e-]*; added to F, B and I by their counts" "$WORK/out" \
       || fail "--tune: no tp comm line: $(grep -m1 '^tp comm' "$WORK/out")"
     "$PPCTL" plan "$WORK/job.yaml" --tune --tp-collective-ms 0 > "$WORK/out" 2>&1 || fail "plan --tune --tp-collective-ms 0 exited $?"
     grep "^ 1\. step" "$WORK/out" | grep -q ", tp [24] x dp [12]$" || fail "free collectives: tp 1 first"
     "$PPCTL" plan "$WORK/job.yaml" --tune --tp-collective-ms 1 > "$WORK/out" 2>&1 || fail "plan --tune --tp-collective-ms 1 exited $?"
     if grep "^ 1\. step" "$WORK/out" | grep -q ", tp [0-9]* x dp"; then fail "a costly collective left tp > 1 first"; fi
-    for bad in "--tp-bandwidth 0|--tp-bandwidth: 0 must be greater than 0" "--tflops -5|--tflops: -5 must be greater than 0" \
-               "--tp-collective-ms -1|--tp-collective-ms: -1 must be at least 0"; do
+    for bad in "--tp-bandwidth 0|--tp-bandwidth: 0 must be at least 0.001" "--tflops -5|--tflops: -5 must be at least 0.001" \
+               "--tp-collective-ms -1|--tp-collective-ms: -1 must be at least 0" \
+               "--tp-collective-ms 1e300|--tp-collective-ms: 1e300 must be at most 1e+09" \
+               "--tp-bandwidth 1e-300|--tp-bandwidth: 1e-300 must be at least 0.001" \
+               "--tflops 1e300|--tflops: 1e300 must be at most 1e+06" \
+               "--tp-collective-ms 1e400|--tp-collective-ms: value 1e400: out of range (fix: a number of at most 1e+09)" \
+               "--p2p-latency 1e300|--p2p-latency: 1e300 must be at most 1e+09" \
+               "--grad-reduce-ms 1e300|--grad-reduce-ms: 1e300 must be at most 1e+09"; do
       code=0; "$PPCTL" plan "$WORK/job.yaml" ${bad%%|*} > "$WORK/out" 2>&1 || code=$?
       [ "$code" -eq 2 ] || fail "${bad%%|*}: exit $code, expected 2"
       grep -q -- "${bad#*|}" "$WORK/out" || fail "${bad%%|*}: the message does not name the option, value and rule"
