@@ -72,6 +72,14 @@ std::vector<std::string> runtime_differences(const config::JobSpec& run, const c
   field("runtime.threads_per_worker", std::to_string(run.runtime.threads_per_worker),
         std::to_string(job.runtime.threads_per_worker));
   field("pipeline.data_parallel", std::to_string(run.pipeline.data_parallel), std::to_string(job.pipeline.data_parallel));
+  // Each F, B and I holds its tp collectives and 1/t of the work: times at another t (or with the sequence split
+  // another way) are not this job's, whatever the `tp comm` line assumes.
+  const auto tp = [](const config::JobSpec& spec) { return std::max<int64_t>(spec.pipeline.tensor_parallel, 1); };
+  field("pipeline.tensor_parallel", std::to_string(tp(run)), std::to_string(tp(job)));
+  const auto splits_sequence = [&](const config::JobSpec& spec) {
+    return tp(spec) > 1 && spec.pipeline.sequence_parallel ? "true" : "false";
+  };
+  if (tp(run) == tp(job)) field("pipeline.sequence_parallel", splits_sequence(run), splits_sequence(job));
   return out;
 }
 

@@ -178,6 +178,22 @@ TEST_CASE("run_layer_costs: fits a run's trace under its own layout; refuses ano
   // The same run planned with 2 stages and another runtime: fine, with a note.
   auto other = spec_in(dir, kSpec + "runtime: {precision: bf16}\n");
   CHECK_THAT(schedule::run_layer_costs(run.string(), other).notes.at(0), ContainsSubstring("runtime.precision"));
+  // A run at another tensor-parallel size: each action held other collectives and another share of the work.
+  auto tensor_parallel = spec_in(dir, R"(model: {vocab_size: 512, layers: 6, hidden: 32, heads: 4, seq_len: 16}
+pipeline: {stages: 3, microbatches: 3, micro_batch_size: 2, layers_per_stage: [1, 3, 2], tensor_parallel: 2}
+data: {path: corpus.txt}
+)");
+  CHECK_THAT(schedule::run_layer_costs(run.string(), tensor_parallel).notes.at(0),
+             ContainsSubstring("the run had pipeline.tensor_parallel 1, this job 2: its times may not carry over"));
+  // The same tp with the sequence split another way: noted too (a run written with tp 2 and sequence_parallel).
+  test::write_checked(run / "config.yaml", R"(model: {vocab_size: 512, layers: 6, hidden: 32, heads: 4, seq_len: 16}
+pipeline: {stages: 3, microbatches: 3, micro_batch_size: 2, layers_per_stage: [1, 3, 2], tensor_parallel: 2,
+           sequence_parallel: false}
+data: {path: corpus.txt}
+)");
+  CHECK_THAT(schedule::run_layer_costs(run.string(), tensor_parallel).notes.at(0),
+             ContainsSubstring("the run had pipeline.sequence_parallel false, this job true"));
+  test::write_checked(run / "config.yaml", kSpec);
   // Another model, another micro batch size: refused, every difference named.
   other = spec_in(dir, R"(model: {vocab_size: 1024, layers: 6, hidden: 32, heads: 4, seq_len: 16}
 pipeline: {stages: 2, microbatches: 3, micro_batch_size: 4}
