@@ -30,7 +30,7 @@ std::string indented(const std::string& text, const std::string& indent) {
   return out;
 }
 
-/// "tp comm   tp 8 with sequence parallelism: per block ...; one all-reduce in the unit: tp 2 0.031, ..., added
+/// "tp comm   at the largest tp searched, tp 8 with sequence parallelism: per block ...; one all-reduce in the unit: tp 2 0.031, ..., added
 /// to F, B and I by their counts ...", for the tp sizes searched above 1; "" when none is.
 std::string tp_comm_line(const config::JobSpec& spec, const TuneOptions& options, const std::vector<int64_t>& tps) {
   const int64_t spec_tp = tps.front(), mbs = spec.pipeline.micro_batch_size;
@@ -53,7 +53,8 @@ std::string tp_comm_line(const config::JobSpec& spec, const TuneOptions& options
                                : fmt::format("; the measured times hold tp {}'s, so only what another tp adds is "
                                              "added (--tp-collective-ms MS: all of it)",
                                              spec_tp);
-  return fmt::format("tp comm   {}; one all-reduce in {} at micro_batch_size {} (in proportion to it): {}; added to "
+  return fmt::format("tp comm   at the largest tp searched, {}; one all-reduce in {} at micro_batch_size {} (in "
+                     "proportion to it): {}; added to "
                      "F, B and I by their counts{}\n",
                      plan::describe_tp_collectives(shown, options.tp_comm), options.unit, mbs, fmt::join(costs, ", "),
                      held);

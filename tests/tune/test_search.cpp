@@ -382,8 +382,8 @@ TEST_CASE("Llama-3.1-405B on pp 16 x dp 8: the tuner fits it only with tp, taken
   const auto text = tune::format_tune(result, spec, options);
   CHECK_THAT(text, ContainsSubstring("searched  tp 1, 2, 4, 8 (tp x dp = 8 kept") &&
                        ContainsSubstring("its tp collectives added: `tp comm`") &&
-                       ContainsSubstring("tp comm   tp 8 with sequence parallelism: per block and microbatch F 2 "
-                                         "all-gathers + 2 reduce-scatters") &&
+                       ContainsSubstring("tp comm   at the largest tp searched, tp 8 with sequence parallelism: per "
+                                         "block and microbatch F 2 all-gathers + 2 reduce-scatters") &&
                        ContainsSubstring(", tp 8 x dp 1\n      pipeline: {") &&
                        ContainsSubstring("tensor_parallel: 8, data_parallel: 1}"));
 }
