@@ -259,15 +259,18 @@ CLI::App* add_plan_command(CLI::App& app, std::string& spec_path, PlanOptions& p
           "--tp-collective-ms", [&plan_options](double ms) { plan_options.tp_comm.collective_ms = ms; },
           "Time of one tensor-parallel all-reduce of a microbatch's activations (micro_batch_size x seq_len x "
           "hidden), ms; an all-gather or reduce-scatter takes half (default: from the bytes at --tp-bandwidth)")
-      ->check(number_check(0.0, false, kMaxMs));
+      ->check(number_check(0.0, false, kMaxMs))
+      ->each([&plan_options](const std::string&) { plan_options.tp_comm_given = true; });
   plan->add_option("--tp-bandwidth", plan_options.tp_comm.bandwidth_gbps,
                    "Bus bandwidth of a tensor-parallel group's link, GB/s: times the tp collectives without "
                    "--tp-collective-ms (default 450, NVLink 4)")
-      ->check(number_check(kMinRate, false, kMaxRate));
+      ->check(number_check(kMinRate, false, kMaxRate))
+      ->each([&plan_options](const std::string&) { plan_options.tp_comm_given = true; });
   plan->add_option("--tflops", plan_options.tp_comm.tflops,
                    "Compute one GPU achieves, TFLOP/s: turns the FLOP model's forwards into ms to weigh the tp "
                    "collectives against them (default 400, Llama 3 405B's per H100)")
-      ->check(number_check(kMinRate, false, kMaxRate));
+      ->check(number_check(kMinRate, false, kMaxRate))
+      ->each([&plan_options](const std::string&) { plan_options.tp_comm_given = true; });
   auto* tune = plan->add_flag("--tune", plan_options.tune,
                                "Search schedule, microbatches, split and recompute for the fastest configurations "
                                "that fit; print the top 5 with the spec lines for each (exit 4: none fits)");
@@ -335,6 +338,10 @@ int run_plan(const std::string& spec_path, const PlanOptions& options) {
       costs, planned.spec, planned.layout, tp_comm,
       layer_costs || !options.costs.empty() || zb_auto ? ppctl::schedule::PlanCosts::Measured
                                                        : ppctl::schedule::PlanCosts::Default);
+  if (options.tp_comm_given && planned.spec.pipeline.tensor_parallel <= 1) {  // said, not silently dropped
+    costs.tp_collectives = "none at tensor_parallel 1: --tp-collective-ms, --tp-bandwidth and --tflops cost the "
+                           "collectives of tp > 1 (and of --tune's candidates at tp > 1)";
+  }
   const auto simulation = ppctl::schedule::simulate(planned.program, costs);
   std::cout << ppctl::data::with_packing(
       planned.spec, ppctl::schedule::format_plan(planned.spec, planned.layout, planned.program, simulation, costs,

@@ -29,6 +29,7 @@ struct PlanOptions {
   // --tp-collective-ms, --tp-bandwidth, --tflops: how a tensor-parallel collective is timed (given_micro_batch_size
   // is set from the spec)
   ppctl::plan::TpCommOptions tp_comm;
+  bool tp_comm_given = false;  // --tp-collective-ms, --tp-bandwidth or --tflops was written
   bool balance = false;  // show the layout of pipeline.balance auto
   std::vector<std::string> layer_costs;  // --layer-costs: costs files or previous runs' run directories (2: --tune's probes)
   bool tune = false;        // --tune: search for the fastest configurations that fit (tune/search.hpp)

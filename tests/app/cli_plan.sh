@@ -171,6 +171,12 @@ CASES
       || fail "measured costs: $(grep -m1 '^tp comm' "$WORK/out")"
     grep -q "simulated  step 15.00 ms" "$WORK/out" || fail "measured costs changed by the tp term"
     sed -i 's/tensor_parallel: 2,/data_parallel: 4,/' "$WORK/job.yaml"
+    # At tp 1 the options have nothing to cost: the plan says so rather than drop them silently.
+    "$PPCTL" plan "$WORK/job.yaml" --tp-bandwidth 10 > "$WORK/out" 2>&1 || fail "plan --tp-bandwidth at tp 1 exited $?"
+    grep -q "^tp comm    none at tensor_parallel 1: --tp-collective-ms, --tp-bandwidth and --tflops cost" "$WORK/out" \
+      || fail "tp 1: no note that the tp options do nothing: $(grep -m1 '^tp comm' "$WORK/out")"
+    "$PPCTL" plan "$WORK/job.yaml" > "$WORK/out" 2>&1 || fail "plan at tp 1 exited $?"
+    grep -q "^tp comm" "$WORK/out" && fail "tp 1 without the options: a tp comm line"
     "$PPCTL" plan "$WORK/job.yaml" --tune > "$WORK/out" 2>&1 || fail "plan --tune exited $?"
     grep -q "^tp comm   at the largest tp searched, tp 4 with sequence parallelism: .*; one all-reduce in units of one block's forward at micro_batch_size 4 (in proportion to it): tp 2 [0-9.e-]*, tp 4 [0-9.e-]*; added to F, B and I by their counts" "$WORK/out" \
       || fail "--tune: no tp comm line: $(grep -m1 '^tp comm' "$WORK/out")"
