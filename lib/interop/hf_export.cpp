@@ -25,7 +25,6 @@ using checkpoint::CheckpointMeta;
 using checkpoint::checkpoint_unit;
 using checkpoint::read_checkpoint_meta;
 using checkpoint::resolve_checkpoint;
-using checkpoint::verify_checkpoint_files;
 namespace fs = std::filesystem;
 
 uint64_t parse_shard_size(const std::string& text) {
@@ -78,12 +77,13 @@ fs::path normal_output(const fs::path& given) {
 ExportResult export_hf(const fs::path& checkpoint_path, const fs::path& out_given, uint64_t max_shard_bytes) {
   const fs::path out = normal_output(out_given);
   const auto checkpoint = resolve_checkpoint(checkpoint_path);
-  const auto meta = read_checkpoint_meta(checkpoint);
-  verify_checkpoint_files(checkpoint, meta);
+  const auto meta = read_checkpoint_meta(checkpoint);  // every file there, at its recorded size
   check_output(out);
 
   // Tensors in HF layout, contiguous fp32, kept alive until written: whole tensors, assembled from the shard files
-  // of a checkpoint written at t > 1 one unit at a time (only one unit's files are held at once).
+  // of a checkpoint written at t > 1 one unit at a time (only one unit's files are held at once). The reader
+  // compares each file's checksum as it reads it, so every file is read once and checked before anything is
+  // written.
   std::vector<torch::Tensor> keep;
   std::vector<interop::TensorToWrite> tensors;
   checkpoint::UnitReader reader(checkpoint, meta);

@@ -4,6 +4,7 @@
 #include "support/catch_torch.hpp"  // first: keeps Catch2's CHECK (see there)
 
 #include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/serialize.h>
@@ -492,4 +493,20 @@ TEST_CASE("at tp 2 each rank writes only its shards; export joins them into the 
     CHECK(torch::allclose(without_key_bias(t.ppctl_name, value),
                           without_key_bias(t.ppctl_name, from_whole.at(t.hf_names.front())), 1e-4, 1e-6));
   }
+
+  // A shard file altered without a change of size: export names it (each file's checksum is compared as it is
+  // read) and writes nothing.
+  const auto altered = step / "block1.tp1-of-2.pt";
+  {
+    std::fstream file(altered, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(fs::file_size(altered) / 2));
+    const char byte = static_cast<char>(file.peek() ^ 0x5A);
+    file.seekp(static_cast<std::streamoff>(fs::file_size(altered) / 2));
+    file.put(byte);
+  }
+  const auto refused = sharded.parent_path() / "hf-refused";
+  CHECK_THROWS_WITH(interop::export_hf(step, refused),
+                    Catch::Matchers::ContainsSubstring("block1.tp1-of-2.pt") &&
+                        Catch::Matchers::ContainsSubstring("checksum"));
+  CHECK_FALSE(fs::exists(refused));
 }
